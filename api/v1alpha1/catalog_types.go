@@ -1,0 +1,358 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Percentage is a decimal number from 0 to 100, written as a plain YAML number (7.5). It keeps
+// the exact text so money computed from it is never subject to float rounding.
+// +kubebuilder:validation:Type=number
+// +kubebuilder:validation:Minimum=0
+// +kubebuilder:validation:Maximum=100
+type Percentage string
+
+// MarshalJSON writes the percentage as a JSON number.
+func (p Percentage) MarshalJSON() ([]byte, error) {
+	if p == "" {
+		return []byte("0"), nil
+	}
+	return []byte(p), nil
+}
+
+// UnmarshalJSON accepts a JSON number (or a numeric string, for hand-written manifests).
+func (p *Percentage) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("percentage must be a number: %w", err)
+	}
+	if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+		return fmt.Errorf("percentage %q is not a number", n)
+	}
+	*p = Percentage(n)
+	return nil
+}
+
+// DenominationType says how a product is priced.
+// +kubebuilder:validation:Enum=fixed;open
+type DenominationType string
+
+const (
+	DenominationFixed DenominationType = "fixed"
+	DenominationOpen  DenominationType = "open"
+)
+
+// ProductStatus is a product's availability.
+// +kubebuilder:validation:Enum=active;inactive;preorder
+type ProductStatus string
+
+// CatalogSpec is a product catalog that Partners reference.
+// +kubebuilder:validation:XValidation:rule="!has(self.validTo) || self.validTo > self.validFrom",message="validTo must be after validFrom"
+// +kubebuilder:validation:XValidation:rule="(has(self.products) && size(self.products) > 0) || (has(self.productsFrom) && size(self.productsFrom) > 0)",message="a catalog needs products or productsFrom"
+type CatalogSpec struct {
+	// Description is shown in the legacy v1 catalog resource.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1000
+	Description string `json:"description,omitempty"`
+
+	// ValidFrom is when the catalog becomes orderable (RFC 3339).
+	ValidFrom metav1.Time `json:"validFrom"`
+
+	// ValidTo is when the catalog stops being orderable; omit for no end.
+	// +optional
+	ValidTo *metav1.Time `json:"validTo,omitempty"`
+
+	// CatalogTypeID is reported as catalogTypeId by the legacy v1 API.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	CatalogTypeID int32 `json:"catalogTypeId,omitempty"`
+
+	// DefaultDiscountPercentage is the partner's commission on products without their own
+	// discountPercentage: buyingPrice = price - round(price * pct / 100).
+	// +optional
+	DefaultDiscountPercentage Percentage `json:"defaultDiscountPercentage,omitempty"`
+
+	// Products listed inline. Use productsFrom for large feeds.
+	// +optional
+	// +listType=map
+	// +listMapKey=productCode
+	// +kubebuilder:validation:MaxItems=2000
+	Products []CatalogProduct `json:"products,omitempty"`
+
+	// ProductsFrom loads more products from ConfigMaps (a JSON list of the same objects as
+	// products), watched for changes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=50
+	ProductsFrom []ProductsSource `json:"productsFrom,omitempty"`
+}
+
+// ProductsSource names a ConfigMap key holding a JSON list of products.
+type ProductsSource struct {
+	// ConfigMapRef selects the ConfigMap (same namespace) and key.
+	ConfigMapRef ConfigMapKeyRef `json:"configMapRef"`
+}
+
+// ConfigMapKeyRef selects one key of a ConfigMap in the same namespace.
+type ConfigMapKeyRef struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key of the ConfigMap's data holding the JSON list.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// CatalogProduct is one orderable product. Prices are integers in minor units (cents) of
+// currencyCode.
+// +kubebuilder:validation:XValidation:rule="self.denomination.type != 'fixed' || has(self.price)",message="fixed-denomination products need a price"
+// +kubebuilder:validation:XValidation:rule="self.denomination.type != 'open' || (has(self.denomination.min) && has(self.denomination.max))",message="open-denomination products need denomination.min and denomination.max"
+type CatalogProduct struct {
+	// ProductCode is the stable 14-digit identifier partners order by; identical in sandbox and
+	// production.
+	// +kubebuilder:validation:Pattern=`^[0-9]{14}$`
+	ProductCode string `json:"productCode"`
+
+	// EAN is the product's 8- or 13-digit barcode, used by the legacy v1 lookup.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([0-9]{8}|[0-9]{13})$`
+	EAN string `json:"ean,omitempty"`
+
+	// Name is the display name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=300
+	Name string `json:"name"`
+
+	// ShortName is a short display name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=100
+	ShortName string `json:"shortName,omitempty"`
+
+	// Image is the URL of the product image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Image string `json:"image,omitempty"`
+
+	// Brand of the product, e.g. the platform whose credit it is.
+	// +optional
+	Brand string `json:"brand,omitempty"`
+
+	// Publisher of the product.
+	// +optional
+	Publisher string `json:"publisher,omitempty"`
+
+	// CountryCode is the ISO 3166-1 alpha-2 market the product is sold for (redeemable there).
+	// +kubebuilder:validation:Pattern=`^[A-Z]{2}$`
+	CountryCode string `json:"countryCode"`
+
+	// CurrencyCode is the ISO 4217 selling currency; orders must use it.
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	CurrencyCode string `json:"currencyCode"`
+
+	// Price is the selling price of a fixed-denomination product, in minor units.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Price *int64 `json:"price,omitempty"`
+
+	// RRP is the recommended retail price in minor units, shown by the legacy v1 API.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RRP *int64 `json:"rrp,omitempty"`
+
+	// Denomination says whether the price is fixed or chosen per order within a range.
+	// +kubebuilder:default={type: fixed}
+	Denomination Denomination `json:"denomination,omitempty"`
+
+	// MainCategory, e.g. Gaming; the catalog's category filter matches it.
+	// +optional
+	MainCategory string `json:"mainCategory,omitempty"`
+	// SubCategory, e.g. Wallet.
+	// +optional
+	SubCategory string `json:"subCategory,omitempty"`
+	// ProductCategory, e.g. Credit.
+	// +optional
+	ProductCategory string `json:"productCategory,omitempty"`
+	// ProductType, e.g. Digital Code.
+	// +optional
+	ProductType string `json:"productType,omitempty"`
+	// Platform, e.g. PC.
+	// +optional
+	Platform string `json:"platform,omitempty"`
+	// Type of product as reported to partners; default digital.
+	// +optional
+	Type string `json:"type,omitempty"`
+
+	// Tags for filtering (tag query parameter).
+	// +optional
+	// +listType=atomic
+	Tags []string `json:"tags,omitempty"`
+
+	// Languages the product is localised in; each yields a SKU {CC}-{LL}-{productCode}.
+	// +optional
+	// +listType=map
+	// +listMapKey=languageCode
+	Languages []ProductLanguage `json:"languages,omitempty"`
+
+	// DiscountPercentage overrides the catalog's defaultDiscountPercentage for this product.
+	// +optional
+	DiscountPercentage *Percentage `json:"discountPercentage,omitempty"`
+
+	// Promotion currently or soon applying to the product.
+	// +optional
+	Promotion *Promotion `json:"promotion,omitempty"`
+
+	// ServiceFee charged on the product.
+	// +optional
+	ServiceFee *ServiceFee `json:"serviceFee,omitempty"`
+
+	// Status: active products are orderable; inactive ones are listed but rejected ("not
+	// currently available"); preorder ones are listed as preorder.
+	// +kubebuilder:default=active
+	Status ProductStatus `json:"status,omitempty"`
+
+	// FirstSale is the release date (YYYY-MM-DD).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	FirstSale string `json:"firstSale,omitempty"`
+
+	// PlayableOn is the date the product becomes usable (YYYY-MM-DD).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	PlayableOn string `json:"playableOn,omitempty"`
+
+	// Expires is true when delivered codes expire.
+	// +optional
+	Expires bool `json:"expires,omitempty"`
+
+	// ExpiryPolicy describes the expiry in free text.
+	// +optional
+	ExpiryPolicy string `json:"expiryPolicy,omitempty"`
+}
+
+// Denomination describes fixed or open pricing.
+// +kubebuilder:validation:XValidation:rule="self.type != 'open' || !has(self.min) || !has(self.max) || self.min <= self.max",message="denomination.min must not exceed denomination.max"
+// +kubebuilder:validation:XValidation:rule="self.type != 'open' || !has(self.default) || !has(self.min) || !has(self.max) || (self.default >= self.min && self.default <= self.max)",message="denomination.default must lie between min and max"
+type Denomination struct {
+	// Type is fixed (price set by the catalog) or open (the partner chooses the amount per line
+	// within min..max).
+	// +kubebuilder:default=fixed
+	Type DenominationType `json:"type"`
+	// Min is the lowest open amount, minor units.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Min *int64 `json:"min,omitempty"`
+	// Max is the highest open amount, minor units.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Max *int64 `json:"max,omitempty"`
+	// Step is the increment between allowed open amounts, minor units (default 1).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Step *int64 `json:"step,omitempty"`
+	// Default is the suggested open amount, minor units.
+	// +optional
+	Default *int64 `json:"default,omitempty"`
+}
+
+// ProductLanguage is one localisation of a product.
+type ProductLanguage struct {
+	// LanguageCode is the ISO 639-1 code, e.g. en.
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}$`
+	LanguageCode string `json:"languageCode"`
+	// Name of the language, e.g. English.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Image localised for this language.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Description of the product in this language (plain text; the v1 API also serves it as HTML).
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Tnc is the terms and conditions text.
+	// +optional
+	Tnc string `json:"tnc,omitempty"`
+	// RedemptionInstructions tell the end customer how to redeem a code.
+	// +optional
+	RedemptionInstructions string `json:"redemptionInstructions,omitempty"`
+}
+
+// Promotion on a product.
+type Promotion struct {
+	// Type of promotion.
+	// +kubebuilder:validation:Enum=Discount;Value Off;Added Value
+	Type string `json:"type"`
+	// Details: a percentage, an amount off, or a bonus description.
+	// +optional
+	Details string `json:"details,omitempty"`
+	// StartDate is the first day of the promotion (YYYY-MM-DD).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	StartDate string `json:"startDate,omitempty"`
+	// EndDate is the last day of the promotion (YYYY-MM-DD).
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	EndDate string `json:"endDate,omitempty"`
+}
+
+// ServiceFee on a product.
+type ServiceFee struct {
+	// Type is Percentage (of the sell price) or Amount (fixed, minor units).
+	// +kubebuilder:validation:Enum=Percentage;Amount
+	Type string `json:"type"`
+	// Value: percent for Percentage, minor units for Amount, as a decimal string.
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	Value string `json:"value"`
+}
+
+// InvalidProduct names a product the catalog could not accept.
+type InvalidProduct struct {
+	// ProductCode of the offending product.
+	ProductCode string `json:"productCode"`
+	// Reason it was rejected.
+	Reason string `json:"reason"`
+}
+
+// CatalogStatus is the observed state of a Catalog.
+type CatalogStatus struct {
+	// Conditions: Ready is False with reason InvalidProducts while any product is invalid; the
+	// last valid version of the catalog stays in service meanwhile.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ProductCount is the number of products in service.
+	// +optional
+	ProductCount int32 `json:"productCount,omitempty"`
+	// InvalidProducts lists the products rejected by the last reconcile.
+	// +optional
+	InvalidProducts []InvalidProduct `json:"invalidProducts,omitempty"`
+}
+
+// Catalog is a set of products, with prices and the partner's discount, that Partners reference.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cpcat,categories=codeport
+// +kubebuilder:printcolumn:name="Products",type=integer,JSONPath=`.status.productCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Catalog struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   CatalogSpec   `json:"spec"`
+	Status CatalogStatus `json:"status,omitempty"`
+}
+
+// CatalogList is a list of Catalogs.
+// +kubebuilder:object:root=true
+type CatalogList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Catalog `json:"items"`
+}

@@ -1,0 +1,56 @@
+package v1alpha1
+
+// Environment is one of the two deployments of the partner API.
+// +kubebuilder:validation:Enum=sandbox;production
+type Environment string
+
+const (
+	EnvironmentSandbox    Environment = "sandbox"
+	EnvironmentProduction Environment = "production"
+)
+
+// LocalObjectReference names another object in the same namespace.
+type LocalObjectReference struct {
+	// Name of the referenced object, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// SecretKeySelector selects one key of a Secret in the same namespace.
+type SecretKeySelector struct {
+	// Name of the Secret, in the same namespace.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key inside the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
+// Condition types shared by the kinds.
+const (
+	// ConditionReady is True when the resource is fully applied to the data plane.
+	ConditionReady = "Ready"
+	// ConditionCatalogResolved is True when a Partner's catalogRef names an existing, valid Catalog.
+	ConditionCatalogResolved = "CatalogResolved"
+	// ConditionTopUpsReconciled is False when top-ups were removed from a Wallet after being applied.
+	ConditionTopUpsReconciled = "TopUpsReconciled"
+)
+
+// Condition reasons.
+const (
+	ReasonReconciled        = "Reconciled"
+	ReasonReconcileError    = "ReconcileError"
+	ReasonCatalogNotFound   = "CatalogNotFound"
+	ReasonCatalogNotReady   = "CatalogNotReady"
+	ReasonNoCatalog         = "NoCatalog"
+	ReasonInvalidProducts   = "InvalidProducts"
+	ReasonConfigMapNotFound = "ConfigMapNotFound"
+	ReasonPartnerNotFound   = "PartnerNotFound"
+	ReasonPartnerNotReady   = "PartnerNotReady"
+	ReasonSecretConflict    = "SecretConflict"
+	ReasonTopUpRemoved      = "TopUpRemoved"
+	ReasonInvalidTopUp      = "InvalidTopUp"
+	ReasonSuspended         = "Suspended"
+	ReasonDeleting          = "Deleting"
+)

@@ -1,0 +1,308 @@
+package v1alpha1_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+)
+
+// k8s is a client of a real kube-apiserver with the generated CRDs installed, so these tests
+// exercise exactly the OpenAPI and CEL validation a cluster applies.
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(runWithEnvtest(m))
+}
+
+func runWithEnvtest(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+		return 1
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func createNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "validation-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}
+
+func decode(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	return u
+}
+
+// TestSamplesAccepted applies every document of config/samples: what the README tells platform
+// engineers to apply must be valid.
+func TestSamplesAccepted(t *testing.T) {
+	ns := createNamespace(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found: %v", err)
+	}
+	kinds := map[string]int{}
+	for _, file := range files {
+		if filepath.Base(file) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := utilyaml.NewYAMLReader(bufioReader(data))
+		for {
+			doc, err := reader.Read()
+			if err != nil {
+				break
+			}
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			obj := decode(t, string(doc))
+			obj.SetNamespace(ns)
+			if err := k8s.Create(context.Background(), obj); err != nil {
+				t.Errorf("%s %s/%s rejected: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
+			}
+			kinds[obj.GetKind()]++
+		}
+	}
+	for _, kind := range []string{"Partner", "Catalog", "ApiKey", "Wallet"} {
+		if kinds[kind] == 0 {
+			t.Errorf("samples contain no %s", kind)
+		}
+	}
+	if kinds["ApiKey"] < 3 || kinds["Wallet"] < 2 {
+		t.Errorf("samples: %d ApiKeys, %d Wallets; want sandbox, production and bearer keys and two wallets", kinds["ApiKey"], kinds["Wallet"])
+	}
+
+	// The typed client reads them back, so Go types and schema agree (e.g. 7.5 as a Percentage).
+	var catalogs v1alpha1.CatalogList
+	if err := k8s.List(context.Background(), &catalogs, client.InNamespace(ns)); err != nil {
+		t.Fatalf("list catalogs: %v", err)
+	}
+	if len(catalogs.Items) != 1 || len(catalogs.Items[0].Spec.Products) < 10 {
+		t.Fatalf("catalog sample: %+v", catalogs.Items)
+	}
+	var found bool
+	for _, p := range catalogs.Items[0].Spec.Products {
+		if p.DiscountPercentage != nil && *p.DiscountPercentage == "7.5" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("discountPercentage 7.5 did not round-trip")
+	}
+}
+
+const validPartner = `
+apiVersion: codeport.dev/v1alpha1
+kind: Partner
+metadata: {name: p}
+spec:
+  displayName: P
+  contactEmail: ops@p.example
+  ipWhitelist: ["127.0.0.1/32", "2001:db8::/32", "10.1.2.3"]
+`
+
+const validCatalog = `
+apiVersion: codeport.dev/v1alpha1
+kind: Catalog
+metadata: {name: c}
+spec:
+  validFrom: "2026-01-01T00:00:00Z"
+  products:
+  - {productCode: "10000000000001", name: A, countryCode: DE, currencyCode: EUR, price: 100}
+`
+
+const validApiKey = `
+apiVersion: codeport.dev/v1alpha1
+kind: ApiKey
+metadata: {name: k}
+spec: {partnerRef: {name: p}, environment: sandbox, secretName: k-secret, rotation: 2}
+`
+
+const validWallet = `
+apiVersion: codeport.dev/v1alpha1
+kind: Wallet
+metadata: {name: w}
+spec:
+  partnerRef: {name: p}
+  environment: production
+  topUps:
+  - {id: a, currency: EUR, amount: "10.00"}
+`
+
+// TestCreateRejected: objects the API server must refuse, with a message naming the problem.
+func TestCreateRejected(t *testing.T) {
+	ns := createNamespace(t)
+	cases := []struct {
+		name    string
+		base    string
+		mutate  func(u map[string]any)
+		message string
+	}{
+		{"13-digit productCode", validCatalog, func(u map[string]any) {
+			product(u)["productCode"] = "1000000000001"
+		}, "productCode"},
+		{"lowercase currency", validCatalog, func(u map[string]any) {
+			product(u)["currencyCode"] = "eur"
+		}, "currencyCode"},
+		{"open denomination min above max", validCatalog, func(u map[string]any) {
+			p := product(u)
+			delete(p, "price")
+			p["denomination"] = map[string]any{"type": "open", "min": int64(500), "max": int64(100)}
+		}, "denomination.min must not exceed denomination.max"},
+		{"fixed product without price", validCatalog, func(u map[string]any) {
+			delete(product(u), "price")
+		}, "fixed-denomination products need a price"},
+		{"unknown product status", validCatalog, func(u map[string]any) {
+			product(u)["status"] = "discontinued"
+		}, "Unsupported value"},
+		{"discount above 100", validCatalog, func(u map[string]any) {
+			spec(u)["defaultDiscountPercentage"] = 101
+		}, "defaultDiscountPercentage"},
+		{"bad CIDR", validPartner, func(u map[string]any) {
+			spec(u)["ipWhitelist"] = []any{"10.0.0.0/33"}
+		}, "must be an IP address or CIDR"},
+		{"not an IP", validPartner, func(u map[string]any) {
+			spec(u)["ipWhitelist"] = []any{"not-an-ip"}
+		}, "must be an IP address or CIDR"},
+		{"lowercase dailySpend currency", validPartner, func(u map[string]any) {
+			spec(u)["ordering"] = map[string]any{"limits": map[string]any{"dailySpend": map[string]any{"eur": int64(5)}}}
+		}, "dailySpend keys must be ISO 4217"},
+		{"unknown environment", validApiKey, func(u map[string]any) {
+			spec(u)["environment"] = "staging"
+		}, "Unsupported value"},
+		{"unknown key type", validApiKey, func(u map[string]any) {
+			spec(u)["type"] = "password"
+		}, "Unsupported value"},
+		{"duplicate top-up ids", validWallet, func(u map[string]any) {
+			spec(u)["topUps"] = []any{
+				map[string]any{"id": "a", "currency": "EUR", "amount": "1.00"},
+				map[string]any{"id": "a", "currency": "EUR", "amount": "2.00"},
+			}
+		}, "Duplicate value"},
+		{"lowercase top-up currency", validWallet, func(u map[string]any) {
+			spec(u)["topUps"] = []any{map[string]any{"id": "a", "currency": "eur", "amount": "1.00"}}
+		}, "currency"},
+		{"zero top-up", validWallet, func(u map[string]any) {
+			spec(u)["topUps"] = []any{map[string]any{"id": "a", "currency": "EUR", "amount": "0.00"}}
+		}, "amount must be positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u := decode(t, tc.base)
+			u.SetNamespace(ns)
+			u.SetName(strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "_", "-")))
+			tc.mutate(u.Object)
+			err := k8s.Create(context.Background(), u)
+			if err == nil {
+				t.Fatalf("accepted; want rejection mentioning %q", tc.message)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("err = %v; want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("error %q does not mention %q", err.Error(), tc.message)
+			}
+		})
+	}
+}
+
+// TestUpdateRejected: transitions the API server must refuse on existing objects.
+func TestUpdateRejected(t *testing.T) {
+	ns := createNamespace(t)
+	cases := []struct {
+		name    string
+		base    string
+		mutate  func(u map[string]any)
+		message string
+	}{
+		{"ApiKey environment changed", validApiKey, func(u map[string]any) { spec(u)["environment"] = "production" }, "environment is immutable"},
+		{"ApiKey partnerRef changed", validApiKey, func(u map[string]any) { spec(u)["partnerRef"] = map[string]any{"name": "other"} }, "partnerRef is immutable"},
+		{"ApiKey rotation lowered", validApiKey, func(u map[string]any) { spec(u)["rotation"] = int64(1) }, "rotation may only increase"},
+		{"Wallet environment changed", validWallet, func(u map[string]any) { spec(u)["environment"] = "sandbox" }, "environment is immutable"},
+		{"Wallet partnerRef changed", validWallet, func(u map[string]any) { spec(u)["partnerRef"] = map[string]any{"name": "other"} }, "partnerRef is immutable"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			u := decode(t, tc.base)
+			u.SetNamespace(ns)
+			u.SetName(fmt.Sprintf("update-%d", i))
+			if err := k8s.Create(ctx, u); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			tc.mutate(u.Object)
+			err := k8s.Update(ctx, u)
+			if err == nil {
+				t.Fatalf("update accepted; want rejection %q", tc.message)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.message) {
+				t.Fatalf("err = %v; want Invalid mentioning %q", err, tc.message)
+			}
+		})
+	}
+
+	// Raising rotation is the supported way to rotate and must be accepted.
+	ctx := context.Background()
+	u := decode(t, validApiKey)
+	u.SetNamespace(ns)
+	u.SetName("rotate-up")
+	if err := k8s.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	spec(u.Object)["rotation"] = int64(3)
+	if err := k8s.Update(ctx, u); err != nil {
+		t.Fatalf("raising rotation rejected: %v", err)
+	}
+}
+
+func spec(u map[string]any) map[string]any { return u["spec"].(map[string]any) }
+
+func product(u map[string]any) map[string]any {
+	return spec(u)["products"].([]any)[0].(map[string]any)
+}

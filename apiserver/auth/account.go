@@ -1,0 +1,55 @@
+// Package auth turns a request's credential into the account it acts for: key format checks,
+// digest lookup through an in-memory directory kept fresh by PostgreSQL notifications, and the
+// account's IP allowlist.
+package auth
+
+import (
+	"net/netip"
+
+	"github.com/google/uuid"
+)
+
+// Account is the configuration of one partner environment, as every request handler sees it.
+// Values are resolved once per configuration change (per-environment overrides already applied)
+// and shared read-only between requests: never modify one.
+type Account struct {
+	ID        uuid.UUID
+	PartnerID uuid.UUID
+	// Partner is "namespace/name" of the Partner resource, for logs and metrics.
+	Partner      string
+	ContactEmail string
+	Environment  string
+	// CatalogID is nil when the partner has no catalog bound: its catalog is then empty (plus the
+	// built-in test products in sandbox).
+	CatalogID *uuid.UUID
+	// IPWhitelist is the set of client networks admitted; empty admits nobody.
+	IPWhitelist        []netip.Prefix
+	RateLimitPerMinute int
+	OrderingEnabled    bool
+	WalletEnabled      bool
+	// MaxQuantityPerOrder is 0 when unlimited.
+	MaxQuantityPerOrder int
+	// DailySpendLimits caps, per currency, the minor units ordered per UTC day.
+	DailySpendLimits map[string]int64
+	// LowBalanceThreshold is a decimal string in major units, applied to each currency.
+	LowBalanceThreshold string
+	Suspended           bool
+}
+
+// Allows reports whether a client address is inside the account's allowlist.
+func (a *Account) Allows(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, p := range a.IPWhitelist {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Principal is an authenticated caller: the key presented and the account it belongs to.
+type Principal struct {
+	KeyID   uuid.UUID
+	KeyKind string
+	Account *Account
+}

@@ -1,0 +1,117 @@
+// Package money converts between integer minor units and decimal major units using each
+// currency's ISO 4217 digits, and does overflow-checked arithmetic on minor units.
+package money
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+
+	"golang.org/x/text/currency"
+)
+
+// ErrOverflow is returned when a computation would not fit in int64 minor units.
+var ErrOverflow = errors.New("amount out of range")
+
+// Digits is the number of minor-unit digits of an ISO 4217 currency code (JPY 0, EUR 2, KWD 3).
+func Digits(code string) (int, error) {
+	unit, err := currency.ParseISO(code)
+	if err != nil {
+		return 0, fmt.Errorf("unknown currency %q: %w", code, err)
+	}
+	scale, _ := currency.Standard.Rounding(unit)
+	return scale, nil
+}
+
+// Format renders minor units as a plain decimal string of major units: 498050 EUR -> "4980.50".
+func Format(minor int64, code string) (string, error) {
+	digits, err := Digits(code)
+	if err != nil {
+		return "", err
+	}
+	r := new(big.Rat).SetFrac(big.NewInt(minor), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil))
+	return r.FloatString(digits), nil
+}
+
+// Number renders minor units as a JSON number in major units, exactly (no float rounding).
+func Number(minor int64, code string) (json.Number, error) {
+	s, err := Format(minor, code)
+	if err != nil {
+		return "", err
+	}
+	return json.Number(s), nil
+}
+
+// Parse converts a decimal string of major units ("5000.00", "12", "0.5") to minor units. It
+// rejects more fractional digits than the currency has rather than rounding money silently.
+func Parse(major, code string) (int64, error) {
+	digits, err := Digits(code)
+	if err != nil {
+		return 0, err
+	}
+	return ParseScaled(major, digits)
+}
+
+// ParseScaled converts a decimal string to an integer scaled by 10^digits, exactly.
+func ParseScaled(decimal string, digits int) (int64, error) {
+	s := strings.TrimSpace(decimal)
+	if s == "" {
+		return 0, errors.New("empty amount")
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	whole, frac, _ := strings.Cut(s, ".")
+	if whole == "" && frac == "" || !allDigits(whole) || !allDigits(frac) {
+		return 0, fmt.Errorf("invalid amount %q", decimal)
+	}
+	frac = strings.TrimRight(frac, "0")
+	if len(frac) > digits {
+		return 0, fmt.Errorf("amount %q has more than %d decimal places", decimal, digits)
+	}
+	frac += strings.Repeat("0", digits-len(frac))
+	n, ok := new(big.Int).SetString(strings.TrimLeft(whole+frac, "0")+"0", 10)
+	if !ok {
+		return 0, fmt.Errorf("invalid amount %q", decimal)
+	}
+	n.Quo(n, big.NewInt(10))
+	if neg {
+		n.Neg(n)
+	}
+	if !n.IsInt64() {
+		return 0, fmt.Errorf("amount %q: %w", decimal, ErrOverflow)
+	}
+	return n.Int64(), nil
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Mul returns a*b or ErrOverflow.
+func Mul(a, b int64) (int64, error) {
+	if a == 0 || b == 0 {
+		return 0, nil
+	}
+	c := a * b
+	if c/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		return 0, ErrOverflow
+	}
+	return c, nil
+}
+
+// Add returns a+b or ErrOverflow.
+func Add(a, b int64) (int64, error) {
+	c := a + b
+	if (b > 0 && c < a) || (b < 0 && c > a) {
+		return 0, ErrOverflow
+	}
+	return c, nil
+}

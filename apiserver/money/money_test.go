@@ -1,0 +1,76 @@
+package money
+
+import (
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestDigits(t *testing.T) {
+	for code, want := range map[string]int{"EUR": 2, "USD": 2, "JPY": 0, "KWD": 3, "GBP": 2} {
+		got, err := Digits(code)
+		if err != nil || got != want {
+			t.Errorf("Digits(%s) = %d, %v; want %d", code, got, err, want)
+		}
+	}
+	if _, err := Digits("XYZ1"); err == nil {
+		t.Error("Digits(XYZ1) succeeded")
+	}
+}
+
+func TestFormatAndParse(t *testing.T) {
+	cases := []struct {
+		minor int64
+		code  string
+		text  string
+	}{
+		{498050, "EUR", "4980.50"},
+		{0, "EUR", "0.00"},
+		{5, "EUR", "0.05"},
+		{1500, "JPY", "1500"},
+		{1234, "KWD", "1.234"},
+		{-250, "EUR", "-2.50"},
+	}
+	for _, tc := range cases {
+		got, err := Format(tc.minor, tc.code)
+		if err != nil || got != tc.text {
+			t.Errorf("Format(%d, %s) = %q, %v; want %q", tc.minor, tc.code, got, err, tc.text)
+		}
+		back, err := Parse(tc.text, tc.code)
+		if err != nil || back != tc.minor {
+			t.Errorf("Parse(%q, %s) = %d, %v; want %d", tc.text, tc.code, back, err, tc.minor)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, in := range []string{"", "abc", "1.234", "1.2.3", "--1", "1e3", "."} {
+		if v, err := Parse(in, "EUR"); err == nil {
+			t.Errorf("Parse(%q, EUR) = %d, want error", in, v)
+		}
+	}
+	if _, err := Parse("99999999999999999999", "EUR"); !errors.Is(err, ErrOverflow) {
+		t.Errorf("huge amount: err = %v, want ErrOverflow", err)
+	}
+	if v, err := Parse("12", "EUR"); err != nil || v != 1200 {
+		t.Errorf("Parse(12) = %d, %v", v, err)
+	}
+	if v, err := Parse("0.5", "EUR"); err != nil || v != 50 {
+		t.Errorf("Parse(0.5) = %d, %v", v, err)
+	}
+}
+
+func TestCheckedArithmetic(t *testing.T) {
+	if _, err := Mul(math.MaxInt64/2+1, 2); !errors.Is(err, ErrOverflow) {
+		t.Error("Mul overflow not detected")
+	}
+	if v, err := Mul(2000, 3); err != nil || v != 6000 {
+		t.Errorf("Mul(2000,3) = %d, %v", v, err)
+	}
+	if _, err := Add(math.MaxInt64, 1); !errors.Is(err, ErrOverflow) {
+		t.Error("Add overflow not detected")
+	}
+	if v, err := Add(-5, 3); err != nil || v != -2 {
+		t.Errorf("Add(-5,3) = %d, %v", v, err)
+	}
+}

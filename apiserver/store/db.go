@@ -1,0 +1,83 @@
+// Package store owns the PostgreSQL schema (embedded goose migrations), the GORM models and every
+// SQL statement of the data plane. Other packages call its functions rather than writing SQL.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// DB bundles the three views of one connection pool: pgx for River and LISTEN, database/sql for
+// migrations, and GORM for the data plane's queries. They share connections, so a process holds
+// one pool however many subsystems use the database.
+type DB struct {
+	Pool *pgxpool.Pool
+	SQL  *sql.DB
+	Gorm *gorm.DB
+}
+
+// Options tune the pool. Zero values take defaults suited to one API replica.
+type Options struct {
+	MaxConns int32
+	// ConnectTimeout bounds establishing a connection, so an unreachable database fails requests
+	// quickly instead of hanging them.
+	ConnectTimeout time.Duration
+}
+
+// Open connects to the database at url and verifies it answers.
+func Open(ctx context.Context, url string, opts Options) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	} else if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	gormDB, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		TranslateError:         true,
+	})
+	if err != nil {
+		_ = sqlDB.Close()
+		pool.Close()
+		return nil, fmt.Errorf("open gorm: %w", err)
+	}
+	return &DB{Pool: pool, SQL: sqlDB, Gorm: gormDB}, nil
+}
+
+// Close releases every connection.
+func (db *DB) Close() {
+	_ = db.SQL.Close()
+	db.Pool.Close()
+}
+
+// Ping reports whether the database answers, for readiness probes.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}

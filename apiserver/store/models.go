@@ -1,0 +1,257 @@
+package store
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/lib/pq"
+	"gorm.io/datatypes"
+)
+
+// Environments of an account. A serve process accepts keys of exactly one of them.
+const (
+	EnvironmentSandbox    = "sandbox"
+	EnvironmentProduction = "production"
+)
+
+// Kinds of API credential.
+const (
+	KeyKindAPIKey      = "apiKey"
+	KeyKindBearerToken = "bearerToken"
+)
+
+// Order statuses; every status but processing is terminal.
+const (
+	OrderProcessing         = "processing"
+	OrderCompleted          = "completed"
+	OrderPartiallyCompleted = "partially_completed"
+	OrderFailed             = "failed"
+)
+
+// Ledger entry kinds.
+const (
+	EntryTopUp      = "top_up"
+	EntryOrderDebit = "order_debit"
+	EntryRefund     = "refund"
+	EntryAdjustment = "adjustment"
+)
+
+// NOTIFY channels raised by the schema's triggers.
+const (
+	ChannelConfig = "codeport_config"
+	ChannelLedger = "codeport_ledger"
+)
+
+type Partner struct {
+	ID           uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	Namespace    string
+	Name         string
+	DisplayName  string
+	ContactEmail string
+	CatalogID    *uuid.UUID `gorm:"type:uuid"`
+	Suspended    bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	DeletedAt    *time.Time
+}
+
+type Account struct {
+	ID                  uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	PartnerID           uuid.UUID `gorm:"type:uuid"`
+	Environment         string
+	IPWhitelist         pq.StringArray `gorm:"type:cidr[]"`
+	RateLimitPerMinute  int
+	OrderingEnabled     bool
+	WalletEnabled       bool
+	MaxQuantityPerOrder *int
+	// DailySpendLimits maps currency to minor units.
+	DailySpendLimits datatypes.JSONMap `gorm:"type:jsonb"`
+	// LowBalanceThreshold is a decimal in major units, applied to every currency.
+	LowBalanceThreshold string `gorm:"type:numeric"`
+	Suspended           bool
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+}
+
+type APIKey struct {
+	ID        uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	AccountID uuid.UUID `gorm:"type:uuid"`
+	Kind      string
+	Digest    []byte
+	KeyPrefix string
+	Source    string
+	Rotation  int64
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+func (APIKey) TableName() string { return "api_keys" }
+
+type Catalog struct {
+	ID                        uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	Namespace                 string
+	Name                      string
+	Description               string
+	ValidFrom                 time.Time
+	ValidTo                   *time.Time
+	CatalogTypeID             int
+	DefaultDiscountPercentage string `gorm:"type:numeric"`
+	CreatedAt                 time.Time
+	UpdatedAt                 time.Time
+	DeletedAt                 *time.Time
+}
+
+type CatalogProduct struct {
+	CatalogID           uuid.UUID `gorm:"type:uuid;primaryKey"`
+	ProductCode         string    `gorm:"primaryKey"`
+	Position            int
+	EAN                 string `gorm:"column:ean"`
+	Name                string
+	ShortName           string
+	Image               string
+	Brand               string
+	Publisher           string
+	CountryCode         string
+	CurrencyCode        string
+	BuyingCurrencyCode  string
+	DenominationType    string
+	Price               *int64
+	BuyingPrice         *int64
+	RRP                 *int64 `gorm:"column:rrp"`
+	DenominationMin     *int64
+	DenominationMax     *int64
+	DenominationStep    *int64
+	DenominationDefault *int64
+	// DiscountPercentage is a decimal string, e.g. "7.5".
+	DiscountPercentage string `gorm:"type:numeric"`
+	MainCategory       string
+	SubCategory        string
+	ProductCategory    string
+	ProductType        string
+	Platform           string
+	Type               string
+	Tags               pq.StringArray `gorm:"type:text[]"`
+	Languages          datatypes.JSONSlice[ProductLanguage]
+	Promotion          *datatypes.JSONType[ProductPromotion]
+	ServiceFee         *datatypes.JSONType[ProductServiceFee]
+	Status             string
+	Preorder           bool
+	FirstSale          pgtype.Date
+	PlayableOn         pgtype.Date
+	Expires            bool
+	ExpiryPolicy       string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+type ProductLanguage struct {
+	LanguageCode           string `json:"languageCode"`
+	Name                   string `json:"name"`
+	Image                  string `json:"image,omitempty"`
+	Description            string `json:"description,omitempty"`
+	Tnc                    string `json:"tnc,omitempty"`
+	RedemptionInstructions string `json:"redemptionInstructions,omitempty"`
+}
+
+type ProductPromotion struct {
+	Type      string `json:"type"`
+	Details   string `json:"details"`
+	StartDate string `json:"startDate,omitempty"`
+	EndDate   string `json:"endDate,omitempty"`
+}
+
+type ProductServiceFee struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+type WalletBalance struct {
+	AccountID  uuid.UUID `gorm:"type:uuid;primaryKey"`
+	Currency   string    `gorm:"primaryKey"`
+	Balance    int64
+	LowBalance bool
+	UpdatedAt  time.Time
+}
+
+type WalletEntry struct {
+	ID           int64     `gorm:"primaryKey"`
+	AccountID    uuid.UUID `gorm:"type:uuid"`
+	Currency     string
+	Kind         string
+	Reference    string
+	Amount       int64
+	BalanceAfter int64
+	Note         string
+	CreatedAt    time.Time
+}
+
+type Order struct {
+	ID                uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	AccountID         uuid.UUID `gorm:"type:uuid"`
+	ExternalOrderCode string
+	PayloadHash       []byte
+	Currency          string
+	TotalPrice        int64
+	TotalQuantity     int
+	DebitedAmount     int64
+	RefundedAmount    int64
+	Status            string
+	Delivered         int
+	Reason            *string
+	EstimatedReadyAt  time.Time
+	CreatedAt         time.Time
+	FinishedAt        *time.Time
+	Lines             []OrderLine `gorm:"foreignKey:OrderID"`
+}
+
+type OrderLine struct {
+	OrderID     uuid.UUID `gorm:"type:uuid;primaryKey"`
+	LineNo      int       `gorm:"primaryKey"`
+	ProductCode string
+	UnitPrice   int64
+	Quantity    int
+	Currency    string
+	SKU         string `gorm:"column:sku"`
+}
+
+type CodeStock struct {
+	ID          int64 `gorm:"primaryKey"`
+	ProductCode string
+	Ciphertext  []byte
+	Digest      []byte
+	Batch       string
+	ImportedAt  time.Time
+	OrderID     *uuid.UUID `gorm:"type:uuid"`
+	DeliveredAt *time.Time
+}
+
+func (CodeStock) TableName() string { return "code_stock" }
+
+type DeliveredCode struct {
+	OrderID     uuid.UUID `gorm:"type:uuid;primaryKey"`
+	LineNo      int       `gorm:"primaryKey"`
+	UnitNo      int       `gorm:"primaryKey"`
+	StockID     *int64
+	Ciphertext  []byte
+	Digest      []byte
+	DeliveredAt time.Time
+}
+
+type WebhookEndpoint struct {
+	PartnerID  uuid.UUID `gorm:"type:uuid;primaryKey"`
+	URL        string    `gorm:"column:url"`
+	Secret     []byte
+	EventTypes pq.StringArray `gorm:"type:text[]"`
+	Enabled    bool
+	UpdatedAt  time.Time
+}
+
+type WebhookEvent struct {
+	ID          string    `gorm:"primaryKey"`
+	AccountID   uuid.UUID `gorm:"type:uuid"`
+	Type        string
+	Payload     datatypes.JSON `gorm:"type:jsonb"`
+	CreatedAt   time.Time
+	DeliveredAt *time.Time
+}

@@ -1,0 +1,170 @@
+// Package storetest gives each test package a database of its own on a real PostgreSQL server,
+// with the production migrations applied, and drops it afterwards.
+//
+// The server comes from TEST_DATABASE_URL, which `make test` sets through hack/testenv.sh (it
+// finds a running server or starts a throwaway one). Tests never fall back to a fake.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// Database is a throwaway database on the test server.
+type Database struct {
+	// URL connects to the database itself.
+	URL   string
+	Name  string
+	admin string
+}
+
+// ServerURL returns the admin URL of the test server or an error that says how to get one.
+func ServerURL() (string, error) {
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u == "" {
+		return "", fmt.Errorf("TEST_DATABASE_URL is not set: run `make test`, or `eval \"$(hack/testenv.sh)\"` first, " +
+			"which finds or starts a PostgreSQL server")
+	}
+	return u, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// Create makes a new empty database whose name starts with prefix and, when migrate is true,
+// applies every migration to it.
+func Create(ctx context.Context, prefix string, migrate bool) (*Database, error) {
+	admin, err := ServerURL()
+	if err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, fmt.Errorf("random database suffix: %w", err)
+	}
+	name := "cpt_" + unsafeName.ReplaceAllString(strings.ToLower(prefix), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name += "_" + hex.EncodeToString(suffix)
+
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("create test database %s: %w", name, err)
+	}
+	dbURL, err := withDatabase(admin, name)
+	if err != nil {
+		return nil, err
+	}
+	d := &Database{URL: dbURL, Name: name, admin: admin}
+	if migrate {
+		if err := d.migrate(ctx); err != nil {
+			_ = d.Drop(ctx)
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *Database) migrate(ctx context.Context) error {
+	db, err := store.Open(ctx, d.URL, store.Options{MaxConns: 2})
+	if err != nil {
+		return fmt.Errorf("open test database: %w", err)
+	}
+	defer db.Close()
+	m, err := store.NewMigrator(db.SQL)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Drop removes the database, disconnecting anyone still on it.
+func (d *Database) Drop(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, d.admin)
+	if err != nil {
+		return fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop test database %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// New creates a migrated database for one test (or benchmark) and drops it when the test ends.
+// It fails the test, never skips it, when no server is available.
+func New(tb testing.TB) *Database {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := Create(ctx, tb.Name(), true)
+	if err != nil {
+		tb.Fatalf("test database: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Drop(ctx); err != nil {
+			tb.Errorf("drop test database: %v", err)
+		}
+	})
+	return d
+}
+
+// Main runs a package's tests against one migrated database shared by the package, for use in
+// TestMain: os.Exit(storetest.Main(m, "orders", func(url string) { testDatabaseURL = url })).
+func Main(m *testing.M, prefix string, use func(url string)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	d, err := Create(ctx, prefix, true)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "test database: %v\n", err)
+		return 1
+	}
+	use(d.URL)
+	code := m.Run()
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Drop(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "drop test database: %v\n", err)
+	}
+	return code
+}
+
+// RedisURL returns TEST_REDIS_URL or an error that says how to get a server.
+func RedisURL() (string, error) {
+	u := os.Getenv("TEST_REDIS_URL")
+	if u == "" {
+		return "", fmt.Errorf("TEST_REDIS_URL is not set: run `make test`, or `eval \"$(hack/testenv.sh)\"` first, " +
+			"which finds or starts a Redis server")
+	}
+	return u, nil
+}
+
+func withDatabase(serverURL, name string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("parse TEST_DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}

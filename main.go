@@ -1,0 +1,166 @@
+// Command codeport is the single binary of the codeport platform: the Kubernetes operator, the
+// partner API server, the all-in-one local data plane, and the database and stock tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "codeport:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "codeport",
+		Short: "Digital code distribution platform: partner API, operator and tools",
+		Long: `codeport serves the partner API for buying digital redemption codes and manages
+partners declaratively through Kubernetes custom resources (Partner, Catalog, ApiKey, Wallet).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newVersionCommand(), newMigrateCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the codeport version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "codeport %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}
+
+// databaseURLFlag binds --database-url, defaulting to $CODEPORT_DATABASE_URL so that secrets can
+// come from the environment instead of the command line.
+func databaseURLFlag(cmd *cobra.Command, target *string) {
+	cmd.PersistentFlags().StringVar(target, "database-url", os.Getenv("CODEPORT_DATABASE_URL"),
+		"PostgreSQL URL, e.g. postgres://user:pass@host:5432/codeport (default $CODEPORT_DATABASE_URL)")
+}
+
+func newMigrateCommand() *cobra.Command {
+	var databaseURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Manage the database schema (embedded migrations, including the job queue's)",
+		Long: `Apply or roll back the schema migrations embedded in this binary. The job queue's tables
+are one of the steps, so 'migrate up' prepares everything the API and workers need.`,
+	}
+	databaseURLFlag(cmd, &databaseURL)
+
+	withMigrator := func(ctx context.Context, run func(context.Context, *store.Migrator) error) error {
+		if databaseURL == "" {
+			return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+		}
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		db, err := store.Open(ctx, databaseURL, store.Options{MaxConns: 2})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		m, err := store.NewMigrator(db.SQL)
+		if err != nil {
+			return err
+		}
+		return run(ctx, m)
+	}
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Apply every pending migration",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
+				applied, err := m.Up(ctx)
+				if err != nil {
+					return err
+				}
+				v, err := m.Version(ctx)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "applied %d migration(s); schema version %d\n", len(applied), v)
+				return nil
+			})
+		},
+	}
+	var downTo int64
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Roll back the latest migration (or every migration above --to)",
+		Long: `Roll back the most recent migration. With --to N, roll back every migration above version N;
+--to 0 removes the whole schema, including the job queue's tables. Orders and ledger rows are lost
+with it: this is for development and recovery, not for production rollbacks.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
+				if cmd.Flags().Changed("to") {
+					rolled, err := m.DownTo(ctx, downTo)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "rolled back %d migration(s); schema version %d\n", len(rolled), downTo)
+					return nil
+				}
+				v, err := m.Down(ctx)
+				if errors.Is(err, store.ErrNothingToRollBack) {
+					fmt.Fprintln(cmd.OutOrStdout(), "nothing to roll back; schema version 0")
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "rolled back migration %d\n", v)
+				return nil
+			})
+		},
+	}
+	down.Flags().Int64Var(&downTo, "to", 0, "roll back every migration above this version")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "List migrations and whether each is applied",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
+				statuses, err := m.Status(ctx)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "VERSION\tAPPLIED\tMIGRATION")
+				for _, s := range statuses {
+					fmt.Fprintf(w, "%d\t%t\t%s\n", s.Version, s.Applied, s.Source)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	cmd.AddCommand(up, down, status)
+	return cmd
+}
