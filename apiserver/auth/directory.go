@@ -1,0 +1,157 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// ErrInvalidKey means the presented credential does not grant access here: malformed, unknown,
+// revoked, of another environment or kind, or of a deleted partner. Callers must not say which.
+var ErrInvalidKey = errors.New("invalid key")
+
+// Directory resolves keys to principals from memory. The whole cache is dropped on every
+// configuration notification (and on listener reconnects), so a revocation or a changed
+// allowlist is seen within the notification latency, well under a second.
+type Directory struct {
+	db          *store.DB
+	environment string
+
+	mu sync.RWMutex
+	// entries caches lookups by digest; a nil principal caches a miss, so a flood of invalid
+	// keys costs one query each until the cache is full.
+	entries map[[32]byte]*Principal
+	// generation increments on every invalidation, so a lookup that raced with one does not
+	// store a stale result.
+	generation uint64
+}
+
+// maxCachedKeys bounds memory whatever keys clients send.
+const maxCachedKeys = 100_000
+
+// NewDirectory serves keys of environment from db.
+func NewDirectory(db *store.DB, environment string) *Directory {
+	return &Directory{db: db, environment: environment, entries: map[[32]byte]*Principal{}}
+}
+
+// Invalidate forgets every cached lookup.
+func (d *Directory) Invalidate() {
+	d.mu.Lock()
+	d.entries = map[[32]byte]*Principal{}
+	d.generation++
+	d.mu.Unlock()
+}
+
+// Lookup returns the principal of a key of the given kind ("apiKey" or "bearerToken").
+func (d *Directory) Lookup(ctx context.Context, plaintext, kind string) (*Principal, error) {
+	env, ok := ParseKey(plaintext)
+	if !ok || env != d.environment {
+		return nil, ErrInvalidKey
+	}
+	digest := Digest(plaintext)
+	d.mu.RLock()
+	p, cached := d.entries[digest]
+	generation := d.generation
+	d.mu.RUnlock()
+	if !cached {
+		var err error
+		p, err = d.load(ctx, digest)
+		if err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		if d.generation == generation && len(d.entries) < maxCachedKeys {
+			d.entries[digest] = p
+		}
+		d.mu.Unlock()
+	}
+	if p == nil || p.KeyKind != kind {
+		return nil, ErrInvalidKey
+	}
+	return p, nil
+}
+
+const principalQuery = `
+SELECT k.id, k.kind, a.id, a.partner_id, p.namespace || '/' || p.name, p.contact_email, a.environment,
+       p.catalog_id, a.ip_whitelist::text[], a.rate_limit_per_minute, a.ordering_enabled, a.wallet_enabled,
+       a.max_quantity_per_order, a.daily_spend_limits, a.low_balance_threshold::text, a.suspended OR p.suspended
+FROM api_keys k
+JOIN accounts a ON a.id = k.account_id
+JOIN partners p ON p.id = a.partner_id
+WHERE k.digest = $1 AND k.revoked_at IS NULL AND p.deleted_at IS NULL AND a.environment = $2`
+
+func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, error) {
+	var (
+		p           Principal
+		a           Account
+		whitelist   []string
+		maxQuantity *int32
+		dailySpend  []byte
+	)
+	err := d.db.Pool.QueryRow(ctx, principalQuery, digest[:], d.environment).Scan(
+		&p.KeyID, &p.KeyKind, &a.ID, &a.PartnerID, &a.Partner, &a.ContactEmail, &a.Environment,
+		&a.CatalogID, &whitelist, &a.RateLimitPerMinute, &a.OrderingEnabled, &a.WalletEnabled,
+		&maxQuantity, &dailySpend, &a.LowBalanceThreshold, &a.Suspended)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil //nolint:nilnil // a cached miss
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up key: %w", err)
+	}
+	for _, cidr := range whitelist {
+		prefix, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("account %s: bad whitelist entry %q: %w", a.ID, cidr, err)
+		}
+		a.IPWhitelist = append(a.IPWhitelist, prefix)
+	}
+	if maxQuantity != nil {
+		a.MaxQuantityPerOrder = int(*maxQuantity)
+	}
+	a.DailySpendLimits, err = parseSpendLimits(dailySpend)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w", a.ID, err)
+	}
+	p.Account = &a
+	return &p, nil
+}
+
+func parseSpendLimits(raw []byte) (map[string]int64, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var m map[string]json.Number
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("daily spend limits: %w", err)
+	}
+	out := make(map[string]int64, len(m))
+	for cur, n := range m {
+		v, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("daily spend limit %s: %w", cur, err)
+		}
+		out[cur] = v
+	}
+	return out, nil
+}
+
+// Run keeps the directory fresh until ctx ends. Extra callbacks (other caches of the process)
+// are invalidated by the same notifications.
+func (d *Directory) Run(ctx context.Context, alsoInvalidate ...func()) error {
+	invalidate := func() {
+		d.Invalidate()
+		for _, f := range alsoInvalidate {
+			f()
+		}
+	}
+	return store.Listen(ctx, d.db.Pool, []string{store.ChannelConfig},
+		func(string, string) { invalidate() }, invalidate)
+}

@@ -1,0 +1,180 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+var databaseURL string
+
+func TestMain(m *testing.M) {
+	os.Exit(storetest.Main(m, "auth", func(url string) { databaseURL = url }))
+}
+
+type fixture struct {
+	db        *store.DB
+	accountID string
+	keys      map[string]string // name -> plaintext
+}
+
+// newFixture creates a partner with both accounts and one key of each kind and environment.
+func newFixture(t *testing.T, name string) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, databaseURL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	f := &fixture{db: db, keys: map[string]string{}}
+	var partnerID string
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO partners (namespace, name, contact_email) VALUES ('ns', $1, 'ops@x.example') RETURNING id`, name).Scan(&partnerID); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range []string{"sandbox", "production"} {
+		var accountID string
+		if err := db.Pool.QueryRow(ctx, `INSERT INTO accounts (partner_id, environment, ip_whitelist, daily_spend_limits, max_quantity_per_order)
+			VALUES ($1, $2, '{127.0.0.1/32,2001:db8::/32}', '{"EUR": 5000}', 10) RETURNING id`, partnerID, env).Scan(&accountID); err != nil {
+			t.Fatal(err)
+		}
+		if env == "production" {
+			f.accountID = accountID
+		}
+		for _, kind := range []string{"apiKey", "bearerToken"} {
+			key, err := auth.GenerateKey(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			digest := auth.Digest(key)
+			if _, err := db.Pool.Exec(ctx, `INSERT INTO api_keys (account_id, kind, digest, key_prefix) VALUES ($1, $2, $3, $4)`,
+				accountID, kind, digest[:], auth.DisplayPrefix(key)); err != nil {
+				t.Fatal(err)
+			}
+			f.keys[env+"/"+kind] = key
+		}
+	}
+	return f
+}
+
+func TestLookup(t *testing.T) {
+	f := newFixture(t, "lookup")
+	dir := auth.NewDirectory(f.db, "production")
+	ctx := context.Background()
+
+	p, err := dir.Lookup(ctx, f.keys["production/apiKey"], "apiKey")
+	if err != nil {
+		t.Fatalf("valid key: %v", err)
+	}
+	a := p.Account
+	if a.ID.String() != f.accountID || a.Environment != "production" || a.Partner != "ns/lookup" || a.MaxQuantityPerOrder != 10 || a.DailySpendLimits["EUR"] != 5000 {
+		t.Fatalf("account = %+v", a)
+	}
+	if !a.Allows(netip.MustParseAddr("127.0.0.1")) || !a.Allows(netip.MustParseAddr("2001:db8::5")) || a.Allows(netip.MustParseAddr("10.0.0.1")) {
+		t.Fatalf("allowlist = %v", a.IPWhitelist)
+	}
+
+	invalid := map[string]struct{ key, kind string }{
+		"sandbox key on production": {f.keys["sandbox/apiKey"], "apiKey"},
+		"bearer token as api key":   {f.keys["production/bearerToken"], "apiKey"},
+		"api key as bearer token":   {f.keys["production/apiKey"], "bearerToken"},
+		"garbage":                   {"cp_live_nope", "apiKey"},
+	}
+	unknown, _ := auth.GenerateKey("production")
+	invalid["unknown key"] = struct{ key, kind string }{unknown, "apiKey"}
+	for name, tc := range invalid {
+		if _, err := dir.Lookup(ctx, tc.key, tc.kind); !errors.Is(err, auth.ErrInvalidKey) {
+			t.Errorf("%s: err = %v, want ErrInvalidKey", name, err)
+		}
+	}
+	if p, err := dir.Lookup(ctx, f.keys["production/bearerToken"], "bearerToken"); err != nil || p.KeyKind != "bearerToken" {
+		t.Errorf("bearer token lookup: %v", err)
+	}
+}
+
+// eventually polls cond; config changes propagate through NOTIFY, asynchronously.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	within(t, time.Second, what, cond)
+}
+
+func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s", what, limit)
+}
+
+func TestChangesVisibleWithinOneSecond(t *testing.T) {
+	f := newFixture(t, "fresh")
+	dir := auth.NewDirectory(f.db, "production")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	notified := make(chan struct{})
+	var once sync.Once
+	go func() { _ = dir.Run(ctx, func() { once.Do(func() { close(notified) }) }) }()
+	key := f.keys["production/apiKey"]
+	if _, err := dir.Lookup(ctx, key, "apiKey"); err != nil {
+		t.Fatal(err)
+	}
+	// The listener subscribes asynchronously: touch the configuration until a notification
+	// arrives, which also proves other caches are invalidated by the same notifications.
+	within(t, 10*time.Second, "listener ready", func() bool {
+		_, _ = f.db.Pool.Exec(ctx, `UPDATE accounts SET updated_at = now() WHERE id = $1`, f.accountID)
+		select {
+		case <-notified:
+			return true
+		case <-time.After(20 * time.Millisecond):
+			return false
+		}
+	})
+
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE accounts SET ip_whitelist = '{198.51.100.0/24}' WHERE id = $1`, f.accountID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "allowlist change", func() bool {
+		p, err := dir.Lookup(ctx, key, "apiKey")
+		return err == nil && p.Account.Allows(netip.MustParseAddr("198.51.100.9"))
+	})
+
+	digest := auth.Digest(key)
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE digest = $1`, digest[:]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "revocation", func() bool {
+		_, err := dir.Lookup(ctx, key, "apiKey")
+		return errors.Is(err, auth.ErrInvalidKey)
+	})
+}
+
+func TestConcurrentLookups(t *testing.T) {
+	f := newFixture(t, "concurrent")
+	dir := auth.NewDirectory(f.db, "sandbox")
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%10 == 0 {
+				dir.Invalidate()
+			}
+			if _, err := dir.Lookup(context.Background(), f.keys["sandbox/apiKey"], "apiKey"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}

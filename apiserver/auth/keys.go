@@ -1,0 +1,103 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+
+	"fmt"
+	"hash/crc32"
+	"math/big"
+	"strings"
+)
+
+// Key format: <prefix><32 random base62 chars><6-char base62 checksum>. The checksum lets a
+// server reject typos and garbage without touching the database, and lets secret scanners
+// recognise leaked keys.
+const (
+	prefixSandbox    = "cp_test_"
+	prefixProduction = "cp_live_"
+	randomLength     = 32
+	checksumLength   = 6
+	keyLength        = len(prefixSandbox) + randomLength + checksumLength
+	base62           = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+
+func prefixFor(environment string) (string, error) {
+	switch environment {
+	case "sandbox":
+		return prefixSandbox, nil
+	case "production":
+		return prefixProduction, nil
+	default:
+		return "", fmt.Errorf("unknown environment %q", environment)
+	}
+}
+
+// GenerateKey returns a new random key for environment.
+func GenerateKey(environment string) (string, error) {
+	prefix, err := prefixFor(environment)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.Grow(keyLength)
+	b.WriteString(prefix)
+	limit := big.NewInt(int64(len(base62)))
+	for range randomLength {
+		n, err := rand.Int(rand.Reader, limit) // unbiased
+		if err != nil {
+			return "", fmt.Errorf("generate key: %w", err)
+		}
+		b.WriteByte(base62[n.Int64()])
+	}
+	b.WriteString(checksum(b.String()))
+	return b.String(), nil
+}
+
+// checksum is CRC-32 of the prefix and random part, in fixed-width base62.
+func checksum(body string) string {
+	sum := uint64(crc32.ChecksumIEEE([]byte(body)))
+	out := make([]byte, checksumLength)
+	for i := checksumLength - 1; i >= 0; i-- {
+		out[i] = base62[sum%62]
+		sum /= 62
+	}
+	return string(out)
+}
+
+// ParseKey checks a presented key's shape and checksum and returns its environment.
+func ParseKey(s string) (environment string, ok bool) {
+	if len(s) != keyLength {
+		return "", false
+	}
+	switch {
+	case strings.HasPrefix(s, prefixSandbox):
+		environment = "sandbox"
+	case strings.HasPrefix(s, prefixProduction):
+		environment = "production"
+	default:
+		return "", false
+	}
+	for i := len(prefixSandbox); i < len(s); i++ {
+		if strings.IndexByte(base62, s[i]) < 0 {
+			return "", false
+		}
+	}
+	body := s[:len(s)-checksumLength]
+	if checksum(body) != s[len(s)-checksumLength:] {
+		return "", false
+	}
+	return environment, true
+}
+
+// Digest is what the database stores of a key: SHA-256 of the plaintext.
+func Digest(plaintext string) [32]byte { return sha256.Sum256([]byte(plaintext)) }
+
+// DisplayPrefix is the part of a key safe to show in status and logs (prefix + 4 characters).
+func DisplayPrefix(plaintext string) string {
+	n := len(prefixSandbox) + 4
+	if len(plaintext) < n {
+		return ""
+	}
+	return plaintext[:n]
+}

@@ -1,0 +1,79 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestGenerateKeyFormat(t *testing.T) {
+	seen := map[string]bool{}
+	for _, env := range []string{"sandbox", "production"} {
+		for range 200 {
+			k, err := GenerateKey(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[k] {
+				t.Fatalf("duplicate key generated")
+			}
+			seen[k] = true
+			got, ok := ParseKey(k)
+			if !ok || got != env {
+				t.Fatalf("ParseKey(%q) = %q, %v; want %q", k, got, ok, env)
+			}
+		}
+	}
+	if _, err := GenerateKey("staging"); err == nil {
+		t.Error("GenerateKey(staging) succeeded")
+	}
+}
+
+func TestParseKeyRejects(t *testing.T) {
+	valid, err := GenerateKey("production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := []byte(valid)
+	if typo[12] == 'a' {
+		typo[12] = 'b'
+	} else {
+		typo[12] = 'a'
+	}
+	cases := map[string]string{
+		"empty":           "",
+		"wrong prefix":    "cp_prod_" + valid[8:],
+		"no prefix":       valid[8:],
+		"too short":       valid[:len(valid)-1],
+		"too long":        valid + "A",
+		"bad alphabet":    valid[:20] + "-" + valid[21:],
+		"one-char typo":   string(typo),
+		"bad checksum":    valid[:len(valid)-6] + "000000",
+		"uppercase brand": strings.ToUpper(valid[:8]) + valid[8:],
+	}
+	for name, key := range cases {
+		if env, ok := ParseKey(key); ok {
+			t.Errorf("%s: ParseKey(%q) accepted as %s", name, key, env)
+		}
+	}
+}
+
+func TestDisplayPrefix(t *testing.T) {
+	k, _ := GenerateKey("sandbox")
+	if p := DisplayPrefix(k); len(p) != 12 || !strings.HasPrefix(k, p) || !strings.HasPrefix(p, "cp_test_") {
+		t.Errorf("DisplayPrefix = %q", p)
+	}
+}
+
+func FuzzParseKey(f *testing.F) {
+	k, _ := GenerateKey("sandbox")
+	f.Add(k)
+	f.Add("cp_live_")
+	f.Add("")
+	f.Add(strings.Repeat("z", keyLength))
+	f.Fuzz(func(t *testing.T, s string) {
+		env, ok := ParseKey(s)
+		if ok && env != "sandbox" && env != "production" {
+			t.Fatalf("accepted %q with environment %q", s, env)
+		}
+	})
+}
