@@ -115,3 +115,29 @@ func Add(a, b int64) (int64, error) {
 	}
 	return c, nil
 }
+
+// Scale is 10^digits of a currency: the number of minor units in one major unit.
+func Scale(code string) (int64, error) {
+	digits, err := Digits(code)
+	if err != nil {
+		return 0, err
+	}
+	s := int64(1)
+	for range digits {
+		s *= 10
+	}
+	return s, nil
+}
+
+// TrimDecimal renders a decimal string minimally for JSON: "7.5000" -> "7.5", "100.000" ->
+// "100", "" -> "0".
+func TrimDecimal(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if s == "" || s == "-" || s == "-0" {
+		return "0"
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+// Package apiserver is the data plane: the partner API of one environment (v2 and legacy v1),
+// its middleware, and the wiring of the packages below it.
+package apiserver
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+
+	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/orders"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/apiserver/store"
+	v2 "github.com/codeport/codeport/apiserver/v2"
+)
+
+// Config is what varies between deployments of the API.
+type Config struct {
+	// Environment is "sandbox" or "production": the only keys this server accepts.
+	Environment    string
+	TrustedProxies []netip.Prefix
+	// UnauthenticatedRatePerMinute limits, per client IP, requests that fail authentication.
+	UnauthenticatedRatePerMinute int
+	BodyLimit                    int
+	ReadTimeout                  time.Duration
+	WriteTimeout                 time.Duration
+	IdleTimeout                  time.Duration
+	// Estimate predicts estimatedReadyAt; its Slow is also how long the sandbox Slow product takes.
+	Estimate orders.Estimate
+}
+
+// DefaultConfig returns production-ready defaults for env.
+func DefaultConfig(env string) Config {
+	return Config{
+		Environment:                  env,
+		UnauthenticatedRatePerMinute: 60,
+		BodyLimit:                    1 << 20,
+		ReadTimeout:                  10 * time.Second,
+		WriteTimeout:                 30 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		Estimate:                     orders.DefaultEstimate(),
+	}
+}
+
+// Deps are the shared services a server uses; the caller owns their lifecycles.
+type Deps struct {
+	DB      *store.DB
+	Limiter ratelimit.Limiter
+	Cipher  *codes.Cipher
+	Queue   orders.Enqueuer
+	Logger  *slog.Logger
+}
+
+// Server is the partner API of one environment, with its in-memory caches.
+type Server struct {
+	cfg      Config
+	db       *store.DB
+	keys     *auth.Directory
+	catalogs *catalog.Cache
+	limiter  ratelimit.Limiter
+	log      *slog.Logger
+	app      *fiber.App
+}
+
+// New builds the server and its route table.
+func New(cfg Config, deps Deps) *Server {
+	s := &Server{cfg: cfg, db: deps.DB, limiter: deps.Limiter, log: deps.Logger,
+		keys: auth.NewDirectory(deps.DB, cfg.Environment), catalogs: catalog.NewCache(deps.DB, cfg.Environment)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
+	s.app = fiber.New(fiber.Config{
+		AppName:               "codeport",
+		DisableStartupMessage: true,
+		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		ReadBufferSize:        16 << 10,
+		ErrorHandler:          s.errorHandler,
+	})
+	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)))
+	return s
+}
+
+// routes is the whole route table of the API.
+func (s *Server) routes(h *v2.Handlers) {
+	app := s.app
+	app.Use(recover.New())
+
+	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", s.ready)
+
+	api := app.Group("/v2", s.access(apiKeyCredential))
+	api.Get("/ping", h.Ping)
+	api.Get("/catalog/products", h.ListProducts)
+	api.Get("/catalog/products/:productCode", h.GetProduct)
+	api.Post("/orders", h.PlaceOrder)
+	api.Get("/orders/:reference", h.GetOrder)
+	api.Get("/wallet", h.Wallet)
+	api.Get("/sandbox/scenarios", h.SandboxScenarios)
+	// Unknown paths under /v2 still answer in the contract's error shape, with rate-limit headers.
+	api.Use(func(c *fiber.Ctx) error { return apierror.RouteNotFound(c.Method(), c.Path()) })
+}
+
+func (s *Server) ready(c *fiber.Ctx) error {
+	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+	defer cancel()
+	if err := s.db.Ping(ctx); err != nil {
+		return apierror.Unavailable("database unreachable")
+	}
+	return c.JSON(fiber.Map{"status": "ready"})
+}
+
+// Run keeps the caches fresh from the database's configuration notifications until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	return s.keys.Run(ctx, s.catalogs.Invalidate)
+}
+
+// App exposes the Fiber application, e.g. for Listener or Test.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Listen serves on addr until Shutdown.
+func (s *Server) Listen(addr string) error { return s.app.Listen(addr) }
+
+// Shutdown stops accepting connections and waits for in-flight requests up to ctx's deadline.
+func (s *Server) Shutdown(ctx context.Context) error { return s.app.ShutdownWithContext(ctx) }
+
+// Serve serves on an existing listener until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }

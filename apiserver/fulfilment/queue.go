@@ -1,0 +1,138 @@
+package fulfilment
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// Args is the fulfilment job of one order.
+type Args struct {
+	OrderID     uuid.UUID `json:"orderId"`
+	Environment string    `json:"environment"`
+}
+
+// Kind names the job in River's table.
+func (Args) Kind() string { return "codeport.fulfil_order" }
+
+// QueueName is the River queue of an environment's orders: each serve process works only its
+// own environment, so a sandbox outage never delays production orders.
+func QueueName(environment string) string { return "fulfilment_" + environment }
+
+// Queue inserts fulfilment jobs inside placement transactions (database/sql, as GORM uses).
+type Queue struct {
+	client *river.Client[*sql.Tx]
+}
+
+// NewQueue builds an insert-only River client on db.
+func NewQueue(db *store.DB) (*Queue, error) {
+	client, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("fulfilment queue: %w", err)
+	}
+	return &Queue{client: client}, nil
+}
+
+// EnqueueFulfilment schedules the order's fulfilment in tx.
+func (q *Queue) EnqueueFulfilment(ctx context.Context, tx *sql.Tx, orderID uuid.UUID, environment string) error {
+	_, err := q.client.InsertTx(ctx, tx, Args{OrderID: orderID, Environment: environment},
+		&river.InsertOpts{Queue: QueueName(environment)})
+	if err != nil {
+		return fmt.Errorf("enqueue fulfilment of %s: %w", orderID, err)
+	}
+	return nil
+}
+
+// WorkerConfig tunes the workers.
+type WorkerConfig struct {
+	// Environments whose queues this process works.
+	Environments []string
+	// Concurrency is the number of orders fulfilled at once per environment.
+	Concurrency int
+	// JobTimeout bounds one attempt.
+	JobTimeout time.Duration
+	// RescueAfter is when a job whose worker died (crash, kill -9) is run again.
+	RescueAfter time.Duration
+	Logger      *slog.Logger
+}
+
+// DefaultWorkerConfig works env's queue with production settings.
+func DefaultWorkerConfig(environments ...string) WorkerConfig {
+	return WorkerConfig{Environments: environments, Concurrency: 20, JobTimeout: 30 * time.Second, RescueAfter: time.Minute}
+}
+
+type worker struct {
+	river.WorkerDefaults[Args]
+	f *Fulfiller
+}
+
+func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
+	err := w.f.Fulfil(ctx, job.Args.OrderID, job.Args.Environment)
+	var snooze *SnoozeError
+	if errors.As(err, &snooze) {
+		return river.JobSnooze(snooze.Delay)
+	}
+	return err
+}
+
+// Workers run fulfilment jobs until stopped.
+type Workers struct {
+	client *river.Client[pgx.Tx]
+}
+
+// StartWorkers starts working the configured queues on db's pgx pool.
+func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerConfig) (*Workers, error) {
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &worker{f: f}); err != nil {
+		return nil, fmt.Errorf("register fulfilment worker: %w", err)
+	}
+	queues := map[string]river.QueueConfig{}
+	for _, env := range cfg.Environments {
+		queues[QueueName(env)] = river.QueueConfig{MaxWorkers: max(cfg.Concurrency, 1)}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
+		Queues:               queues,
+		Workers:              workers,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		// Fulfilment retries for days before giving up: an order must reach a terminal state.
+		MaxAttempts:   100,
+		FetchCooldown: 5 * time.Millisecond,
+		Logger:        logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fulfilment workers: %w", err)
+	}
+	if err := client.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start fulfilment workers: %w", err)
+	}
+	return &Workers{client: client}, nil
+}
+
+// Stop lets running jobs finish (until ctx ends, then cancels them) and stops fetching.
+func (w *Workers) Stop(ctx context.Context) error {
+	if err := w.client.Stop(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			cancelCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return w.client.StopAndCancel(cancelCtx)
+		}
+		return fmt.Errorf("stop fulfilment workers: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package apiserver
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+)
+
+// credential says how an interface carries its key: v2 uses x-api-key, legacy v1 a bearer token.
+type credential struct {
+	kind    string
+	extract func(c *fiber.Ctx) string
+	missing func() *apierror.Error
+	invalid func() *apierror.Error
+}
+
+var apiKeyCredential = credential{
+	kind:    "apiKey",
+	extract: func(c *fiber.Ctx) string { return c.Get("x-api-key") },
+	missing: apierror.MissingAPIKey,
+	invalid: apierror.InvalidAPIKey,
+}
+
+// access is the request pipeline of DESIGN.md, in its order: key (401) → IP allowlist (403) →
+// rate limit (429) → handler. Requests that fail before a key is established are limited per
+// client IP, so guessing keys costs the same as using one. Every response carries the
+// X-RateLimit-* headers, errors included.
+func (s *Server) access(cred credential) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		now := time.Now()
+		ip := s.clientIP(c)
+
+		reject := func(e *apierror.Error) error {
+			if err := s.limit(c, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, now); err != nil {
+				return err
+			}
+			return e
+		}
+
+		key := cred.extract(c)
+		if key == "" {
+			return reject(cred.missing())
+		}
+		p, err := s.keys.Lookup(c.UserContext(), key, cred.kind)
+		if err != nil {
+			if errors.Is(err, auth.ErrInvalidKey) {
+				return reject(cred.invalid())
+			}
+			s.log.ErrorContext(c.UserContext(), "key lookup failed", slog.Any("err", err))
+			return reject(apierror.Unavailable("Service temporarily unavailable. Please try again later."))
+		}
+		if !p.Account.Allows(ip) {
+			return reject(apierror.IPNotWhitelisted(ip.String()))
+		}
+		if p.Account.Suspended {
+			return reject(apierror.AccountSuspended())
+		}
+		auth.Attach(c, p)
+		if err := s.limit(c, "key:"+p.KeyID.String(), p.Account.RateLimitPerMinute, now); err != nil {
+			return err
+		}
+		return c.Next()
+	}
+}
+
+// limit counts one request against bucket, sets the rate-limit headers, and returns the 429
+// error when the bucket is exhausted.
+func (s *Server) limit(c *fiber.Ctx, bucket string, perMinute int, now time.Time) error {
+	d, err := s.limiter.Allow(c.UserContext(), bucket, perMinute, now)
+	if err != nil {
+		// The limiter protects the service; an outage of its backend must not take the API down.
+		s.log.WarnContext(c.UserContext(), "rate limiter unavailable", slog.Any("err", err))
+		return nil
+	}
+	setRateLimitHeaders(c, d, now)
+	if !d.Allowed {
+		retry := d.RetryAfter(now)
+		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+		return apierror.RateLimited(retry)
+	}
+	return nil
+}
+
+func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision, now time.Time) {
+	for k, v := range d.Headers(now) {
+		c.Set(k, v)
+	}
+}
+
+// clientIP is the TCP peer, or the forwarded client when the peer is a configured trusted proxy.
+func (s *Server) clientIP(c *fiber.Ctx) netip.Addr {
+	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	return auth.ClientIP(peer.Unmap(), c.Get(fiber.HeaderXForwardedFor), s.cfg.TrustedProxies)
+}
+
+// errorHandler renders every error as the contract's body. Anything that is not an API error is
+// logged and becomes the contract's 500, without internals.
+func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
+	apiErr, ok := apierror.As(err)
+	if !ok {
+		var fe *fiber.Error
+		switch {
+		case errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge:
+			apiErr = apierror.BodyTooLarge(s.cfg.BodyLimit)
+		case errors.As(err, &fe) && fe.Code == fiber.StatusNotFound:
+			apiErr = apierror.RouteNotFound(c.Method(), c.Path())
+		case errors.As(err, &fe) && fe.Code == fiber.StatusMethodNotAllowed:
+			apiErr = apierror.New(fe.Code, "Method not allowed")
+		case errors.As(err, &fe) && fe.Code < 500:
+			apiErr = apierror.New(fe.Code, fe.Message)
+		default:
+			s.log.ErrorContext(c.UserContext(), "unhandled error", slog.String("path", c.Route().Path), slog.Any("err", err))
+			apiErr = apierror.Internal()
+		}
+	}
+	return c.Status(apiErr.Status).JSON(apiErr)
+}

@@ -1,0 +1,272 @@
+package orders
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/wallet"
+)
+
+// Enqueuer schedules the fulfilment of an order inside the placement transaction, so an order
+// exists if and only if its job does.
+type Enqueuer interface {
+	EnqueueFulfilment(ctx context.Context, tx *sql.Tx, orderID uuid.UUID, environment string) error
+}
+
+// Estimate is when an order of totalUnits should be ready: a base delay plus a per-unit time,
+// plus the scripted delay of slow sandbox products.
+type Estimate struct {
+	Base    time.Duration
+	PerUnit time.Duration
+	// Slow is how long the sandbox Slow product stays processing.
+	Slow time.Duration
+}
+
+// DefaultEstimate suits the stock and sandbox fulfilment of this service.
+func DefaultEstimate() Estimate {
+	return Estimate{Base: 2 * time.Second, PerUnit: 20 * time.Millisecond, Slow: 10 * time.Second}
+}
+
+func (e Estimate) readyAt(now time.Time, plan *Plan) time.Time {
+	at := now.Add(e.Base + time.Duration(plan.TotalQuantity)*e.PerUnit)
+	for _, l := range plan.Lines {
+		if l.Product.Outcome == catalog.OutcomeSlow {
+			return at.Add(e.Slow)
+		}
+	}
+	return at
+}
+
+// Service places and reads orders.
+type Service struct {
+	db       *store.DB
+	catalogs *catalog.Cache
+	queue    Enqueuer
+	cipher   *codes.Cipher
+	estimate Estimate
+	log      *slog.Logger
+	// Timeout bounds the placement transaction, so a stuck database answers 502 instead of
+	// holding the partner's request.
+	timeout time.Duration
+}
+
+// NewService wires the order service.
+func NewService(db *store.DB, catalogs *catalog.Cache, queue Enqueuer, cipher *codes.Cipher, estimate Estimate, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{db: db, catalogs: catalogs, queue: queue, cipher: cipher, estimate: estimate, log: log, timeout: 10 * time.Second}
+}
+
+var (
+	errDuplicate    = errors.New("duplicate external order code")
+	errEnqueue      = errors.New("enqueue fulfilment")
+	errLimit        = errors.New("daily spend limit")
+	errInsufficient = errors.New("insufficient funds")
+)
+
+// Place runs POST /orders. It returns the order's representation and whether it is a replay of
+// an existing order (HTTP 200) rather than a new one (HTTP 202).
+func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (View, bool, error) {
+	if !acct.OrderingEnabled {
+		return View{}, false, apierror.OrderingDisabled()
+	}
+	req, apiErr := Decode(body)
+	if apiErr != nil {
+		return View{}, false, apiErr
+	}
+	hash := req.Hash()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+
+	// Most replays are sequential retries: answer them without validating again.
+	if v, replayed, err := s.replay(ctx, acct, req.ExternalOrderCode, hash); err != nil || replayed {
+		return v, replayed, err
+	}
+	snap, err := s.catalogs.ForAccount(ctx, acct)
+	if err != nil {
+		s.log.ErrorContext(ctx, "load catalog for order", slog.Any("err", err))
+		return View{}, false, apierror.OrderCreationFailed()
+	}
+	plan, apiErr := Validate(&req, snap, acct)
+	if apiErr != nil {
+		return View{}, false, apiErr
+	}
+
+	now := time.Now()
+	order := store.Order{
+		ID:                uuid.Must(uuid.NewV7()),
+		AccountID:         acct.ID,
+		ExternalOrderCode: req.ExternalOrderCode,
+		PayloadHash:       hash,
+		Currency:          plan.Currency,
+		TotalPrice:        plan.Total,
+		TotalQuantity:     int(plan.TotalQuantity),
+		Status:            store.OrderProcessing,
+		EstimatedReadyAt:  s.estimate.readyAt(now, &plan),
+		CreatedAt:         now,
+	}
+	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return s.record(ctx, tx, acct, &order, &plan, now)
+	})
+	switch {
+	case errors.Is(err, errDuplicate):
+		v, _, err := s.replay(ctx, acct, req.ExternalOrderCode, hash)
+		return v, err == nil, err
+	case errors.Is(err, errLimit):
+		return View{}, false, apierror.OrderLimitExceeded()
+	case errors.Is(err, errInsufficient):
+		return View{}, false, apierror.InsufficientFunds()
+	case errors.Is(err, errEnqueue):
+		s.log.ErrorContext(ctx, "enqueue fulfilment", slog.Any("err", err))
+		return View{}, false, apierror.ProcessingUnavailable()
+	case err != nil:
+		s.log.ErrorContext(ctx, "place order", slog.Any("err", err))
+		return View{}, false, apierror.OrderCreationFailed()
+	}
+	snapshot, err := s.walletSnapshot(ctx, acct)
+	if err != nil {
+		// The order is placed; a wallet read failing now must not make the partner retry it.
+		s.log.WarnContext(ctx, "read wallet after placement", slog.Any("err", err))
+	}
+	return render(&order, nil, snapshot), false, nil
+}
+
+// record is the placement transaction of DESIGN.md: idempotency insert → limits → debit →
+// lines → fulfilment job.
+func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) error {
+	inserted, err := store.InsertOrder(tx, order)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		return errDuplicate
+	}
+	if limit, ok := acct.DailySpendLimits[plan.Currency]; ok {
+		if err := store.LockDailySpend(tx, acct.ID, plan.Currency); err != nil {
+			return err
+		}
+		y, m, d := now.UTC().Date()
+		spent, err := store.SpentSince(tx, acct.ID, plan.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
+		if err != nil {
+			return err
+		}
+		// spent already includes this order, inserted above.
+		if spent > limit {
+			return errLimit
+		}
+	}
+	if acct.WalletEnabled && plan.Total > 0 {
+		if _, err := wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String()); err != nil {
+			if errors.Is(err, wallet.ErrInsufficientFunds) {
+				return errInsufficient
+			}
+			return err
+		}
+		if err := tx.Model(order).Update("debited_amount", plan.Total).Error; err != nil {
+			return fmt.Errorf("record debit: %w", err)
+		}
+		order.DebitedAmount = plan.Total
+	}
+	lines := make([]store.OrderLine, len(plan.Lines))
+	for i, l := range plan.Lines {
+		lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
+			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
+	}
+	if err := store.InsertOrderLines(tx, lines); err != nil {
+		return err
+	}
+	order.Lines = lines
+	sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return fmt.Errorf("%w: placement is not running in a database/sql transaction", errEnqueue)
+	}
+	if err := s.queue.EnqueueFulfilment(ctx, sqlTx, order.ID, acct.Environment); err != nil {
+		return fmt.Errorf("%w: %w", errEnqueue, err)
+	}
+	return nil
+}
+
+// replay answers a request whose external order code exists: the same payload gets the order
+// as it is now, a different payload a 409. replayed is false when the code is new.
+func (s *Service) replay(ctx context.Context, acct *auth.Account, externalOrderCode string, hash []byte) (View, bool, error) {
+	o, err := store.FindOrderByExternalCode(ctx, s.db.Gorm, acct.ID, externalOrderCode)
+	if errors.Is(err, store.ErrNotFound) {
+		return View{}, false, nil
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "look up order for idempotency", slog.Any("err", err))
+		return View{}, false, apierror.OrderCreationFailed()
+	}
+	if string(o.PayloadHash) != string(hash) {
+		return View{}, false, apierror.DuplicateExternalOrderCode()
+	}
+	v, err := s.view(ctx, acct, &o)
+	if err != nil {
+		s.log.ErrorContext(ctx, "render replayed order", slog.Any("err", err))
+		return View{}, false, apierror.OrderCreationFailed()
+	}
+	return v, true, nil
+}
+
+// Get runs GET /orders/{reference}: the account's order by orderId or externalOrderCode.
+func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string) (View, error) {
+	o, err := store.FindOrder(ctx, s.db.Gorm, acct.ID, reference)
+	if errors.Is(err, store.ErrNotFound) {
+		return View{}, apierror.OrderNotFound(reference)
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "get order", slog.Any("err", err))
+		return View{}, apierror.Internal()
+	}
+	v, err := s.view(ctx, acct, &o)
+	if err != nil {
+		s.log.ErrorContext(ctx, "render order", slog.Any("err", err))
+		return View{}, apierror.Internal()
+	}
+	return v, nil
+}
+
+func (s *Service) view(ctx context.Context, acct *auth.Account, o *store.Order) (View, error) {
+	var byLine map[int][]string
+	if o.Status == store.OrderCompleted || o.Status == store.OrderPartiallyCompleted {
+		delivered, err := store.DeliveredCodesOf(ctx, s.db.Gorm, o.ID)
+		if err != nil {
+			return View{}, err
+		}
+		byLine = make(map[int][]string, len(o.Lines))
+		for _, d := range delivered {
+			code, err := s.cipher.Open(d.Ciphertext, d.Digest)
+			if err != nil {
+				return View{}, fmt.Errorf("order %s line %d unit %d: %w", o.ID, d.LineNo, d.UnitNo, err)
+			}
+			byLine[d.LineNo] = append(byLine[d.LineNo], code)
+		}
+	}
+	w, err := s.walletSnapshot(ctx, acct)
+	if err != nil {
+		return View{}, err
+	}
+	return render(o, byLine, w), nil
+}
+
+func (s *Service) walletSnapshot(ctx context.Context, acct *auth.Account) (wallet.Snapshot, error) {
+	v, err := wallet.Read(ctx, s.db.Gorm, acct.ID, acct.LowBalanceThreshold)
+	if err != nil {
+		return wallet.Snapshot{Balances: map[string]json.Number{}}, err
+	}
+	return v.Snapshot, nil
+}

@@ -1,0 +1,129 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"gorm.io/gorm"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/money"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/wallet"
+)
+
+// WalletResult is the state of a wallet after applying its resource.
+type WalletResult struct {
+	// Balances are decimal strings in major units per currency.
+	Balances   map[string]string
+	LowBalance bool
+	// Applied counts the spec's top-ups that are in the ledger (now or before).
+	Applied int
+	// NewlyApplied lists the ids of top-ups applied by this call.
+	NewlyApplied []string
+	// Invalid maps top-up ids to why they cannot be applied.
+	Invalid map[string]string
+	// Removed lists top-ups in the ledger that the spec no longer has; they stay applied.
+	Removed []string
+}
+
+// ApplyWallet sets the account's low-balance threshold and applies each top-up exactly once by
+// id. Each top-up is its own transaction and idempotent, so concurrent or repeated calls (several
+// operator replicas, restarts) never credit twice.
+func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (WalletResult, error) {
+	acct, err := p.account(ctx, w.Namespace, w.Spec.PartnerRef.Name, string(w.Spec.Environment))
+	if err != nil {
+		return WalletResult{}, err
+	}
+	threshold := w.Spec.LowBalanceThreshold
+	if threshold == "" {
+		threshold = "0"
+	}
+	if _, err := money.ParseScaled(threshold, 6); err != nil {
+		return WalletResult{}, fmt.Errorf("lowBalanceThreshold %q: %w", threshold, err)
+	}
+	res := WalletResult{Invalid: map[string]string{}}
+	scales := map[string]int64{}
+	for _, t := range w.Spec.TopUps {
+		if s, err := money.Scale(t.Currency); err == nil {
+			scales[t.Currency] = s
+		}
+	}
+	balances, err := store.Balances(p.db.Gorm.WithContext(ctx), acct.ID)
+	if err != nil {
+		return WalletResult{}, err
+	}
+	for _, b := range balances {
+		if s, err := money.Scale(b.Currency); err == nil {
+			scales[b.Currency] = s
+		}
+	}
+	if err := p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return store.SetLowBalanceThreshold(tx, acct.ID, threshold, scales)
+	}); err != nil {
+		return WalletResult{}, err
+	}
+	for _, t := range w.Spec.TopUps {
+		amount, err := money.Parse(t.Amount, t.Currency)
+		if err == nil && amount <= 0 {
+			err = errors.New("amount must be positive")
+		}
+		if err != nil {
+			res.Invalid[t.ID] = err.Error()
+			continue
+		}
+		var change store.LedgerResult
+		err = p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			change, err = wallet.Credit(tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
+			return err
+		})
+		if err != nil {
+			return WalletResult{}, fmt.Errorf("top-up %s: %w", t.ID, err)
+		}
+		res.Applied++
+		if change.Applied {
+			res.NewlyApplied = append(res.NewlyApplied, t.ID)
+		}
+	}
+	refs, err := store.TopUpReferences(ctx, p.db.Gorm, acct.ID)
+	if err != nil {
+		return WalletResult{}, err
+	}
+	for _, ref := range refs {
+		if !slices.ContainsFunc(w.Spec.TopUps, func(t v1alpha1.TopUp) bool { return t.ID == ref }) {
+			res.Removed = append(res.Removed, ref)
+		}
+	}
+	state, err := p.WalletState(ctx, w.Namespace, w.Spec.PartnerRef.Name, string(w.Spec.Environment))
+	if err != nil {
+		return WalletResult{}, err
+	}
+	res.Balances, res.LowBalance = state.Balances, state.LowBalance
+	return res, nil
+}
+
+// WalletState is a wallet's balances as decimal strings, for resource status.
+type WalletState struct {
+	Balances   map[string]string
+	LowBalance bool
+}
+
+// WalletState reads the current balances of a partner environment's wallet.
+func (p *Provisioner) WalletState(ctx context.Context, namespace, partner, environment string) (WalletState, error) {
+	acct, err := p.account(ctx, namespace, partner, environment)
+	if err != nil {
+		return WalletState{}, err
+	}
+	v, err := wallet.Read(ctx, p.db.Gorm, acct.ID, acct.LowBalanceThreshold)
+	if err != nil {
+		return WalletState{}, err
+	}
+	out := WalletState{Balances: make(map[string]string, len(v.Balances)), LowBalance: v.LowBalance}
+	for cur, n := range v.Balances {
+		out.Balances[cur] = n.String()
+	}
+	return out, nil
+}

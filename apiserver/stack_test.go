@@ -1,0 +1,315 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/orders"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// testDatabase is this package's database, created by TestMain.
+var testDatabase string
+
+func TestMain(m *testing.M) {
+	os.Exit(storetest.Main(m, "apiserver", func(url string) { testDatabase = url }))
+}
+
+// stack is the data plane of both environments, served on real ports against the package's
+// real PostgreSQL, with fulfilment workers running.
+type stack struct {
+	db      *store.DB
+	prov    *provisioning.Provisioner
+	cipher  *codes.Cipher
+	baseURL map[string]string
+}
+
+type stackOptions struct {
+	limiter  ratelimit.Limiter
+	slow     time.Duration
+	noWorker bool
+}
+
+func newStack(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	db, err := store.Open(ctx, testDatabase, store.Options{MaxConns: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every stack of the package must read codes sealed by the others' workers: share one key.
+	raw, err := codes.ParseKey(sharedCodesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cipher, err := codes.NewCipher(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, err := fulfilment.NewQueue(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.slow == 0 {
+		opts.slow = 3 * time.Second
+	}
+	s := &stack{db: db, prov: provisioning.New(db), cipher: cipher, baseURL: map[string]string{}}
+	var wg sync.WaitGroup
+	var servers []*apiserver.Server
+	for _, env := range provisioning.Environments() {
+		cfg := apiserver.DefaultConfig(env)
+		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
+		limiter := opts.limiter
+		if limiter == nil {
+			limiter = ratelimit.NewMemory()
+		}
+		srv := apiserver.New(cfg, apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); _ = srv.Serve(ln) }()
+		go func() { defer wg.Done(); _ = srv.Run(ctx) }()
+		servers = append(servers, srv)
+		s.baseURL[env] = "http://" + ln.Addr().String()
+	}
+	var workers *fulfilment.Workers
+	if !opts.noWorker {
+		f := fulfilment.NewFulfiller(db, cipher, opts.slow, nil)
+		wcfg := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
+		wcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		workers, err = fulfilment.StartWorkers(ctx, db, f, wcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		stopCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		if workers != nil {
+			_ = workers.Stop(stopCtx)
+		}
+		for _, srv := range servers {
+			_ = srv.Shutdown(stopCtx)
+		}
+		cancel()
+		wg.Wait()
+		db.Close()
+	})
+	return s
+}
+
+const sharedCodesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+func ptr[T any](v T) *T { return &v }
+
+// testCatalog is a small catalog exercising every product shape.
+func testCatalog(namespace string) (*v1alpha1.Catalog, []v1alpha1.CatalogProduct) {
+	c := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "eu"},
+		Spec: v1alpha1.CatalogSpec{Description: "EU", ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), CatalogTypeID: 1,
+			DefaultDiscountPercentage: "5"}}
+	en := []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}, {LanguageCode: "de", Name: "Deutsch"}}
+	products := []v1alpha1.CatalogProduct{
+		{ProductCode: "10000000000001", EAN: "5901234123457", Name: "Game Credit 20 EUR", ShortName: "Credit 20",
+			Brand: "Acme Credit", Publisher: "Acme", CountryCode: "DE", CurrencyCode: "EUR", Price: ptr(int64(2000)),
+			MainCategory: "Gaming", SubCategory: "Wallet", ProductCategory: "Credit", ProductType: "Digital Code",
+			Platform: "PC", Tags: []string{"gaming", "credit"}, Languages: en, Status: "active"},
+		{ProductCode: "10000000000002", Name: "Acme Gift Card", Brand: "Acme Gift", CountryCode: "DE", CurrencyCode: "EUR",
+			Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationOpen, Min: ptr(int64(500)), Max: ptr(int64(10000)),
+				Step: ptr(int64(100)), Default: ptr(int64(2500))},
+			MainCategory: "Gift Cards", Tags: []string{"gift"}, Languages: en[:1], Status: "active",
+			DiscountPercentage: ptr(v1alpha1.Percentage("7.5"))},
+		{ProductCode: "10000000000003", Name: "Retired Pass", Brand: "Acme Credit", CountryCode: "DE", CurrencyCode: "EUR",
+			Price: ptr(int64(999)), MainCategory: "Gaming", Status: "inactive"},
+		{ProductCode: "10000000000004", Name: "Streaming 1 Month UK", Brand: "StreamCo", CountryCode: "GB", CurrencyCode: "GBP",
+			Price: ptr(int64(899)), MainCategory: "Entertainment", Tags: []string{"video"}, Languages: en[:1], Status: "active"},
+		{ProductCode: "10000000000005", Name: "Space Saga Deluxe", Brand: "Nebula", CountryCode: "DE", CurrencyCode: "EUR",
+			Price: ptr(int64(6999)), MainCategory: "Gaming", Tags: []string{"gaming", "preorder"}, Status: "preorder",
+			FirstSale: "2027-03-01", Promotion: &v1alpha1.Promotion{Type: "Discount", Details: "10%", StartDate: "2026-01-01", EndDate: "2099-12-31"},
+			ServiceFee: &v1alpha1.ServiceFee{Type: "Percentage", Value: "2.5"}},
+	}
+	return c, products
+}
+
+// tenant is an onboarded partner with its keys.
+type tenant struct {
+	namespace, name string
+	keys            map[string]string // "sandbox", "production", "bearer:production"
+}
+
+// onboard provisions a partner (with the test catalog, both keys, a production bearer token and
+// wallets) through the provisioning package, as the operator would.
+func (s *stack) onboard(t *testing.T, name string, mutate func(*v1alpha1.Partner)) *tenant {
+	t.Helper()
+	ctx := context.Background()
+	ns := "t-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	c, products := testCatalog(ns)
+	res, err := s.prov.ApplyCatalog(ctx, c, products)
+	if err != nil || len(res.Invalid) > 0 {
+		t.Fatalf("catalog: %v %v", err, res.Invalid)
+	}
+	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: name + "@example.com",
+			CatalogRef: &v1alpha1.LocalObjectReference{Name: "eu"},
+			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"},
+				RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}}
+	if mutate != nil {
+		mutate(p)
+	}
+	if _, err := s.prov.ApplyPartner(ctx, p, &res.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	tn := &tenant{namespace: ns, name: name, keys: map[string]string{}}
+	for _, k := range []struct{ env, kind, slot string }{
+		{"sandbox", "apiKey", "sandbox"}, {"production", "apiKey", "production"}, {"production", "bearerToken", "bearer:production"},
+	} {
+		plain, err := auth.GenerateKey(k.env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.prov.RegisterKey(ctx, provisioning.Key{Namespace: ns, Partner: name, Environment: k.env, Kind: k.kind,
+			Source: ns + "/" + name + "-" + k.slot, Plaintext: plain}); err != nil {
+			t.Fatal(err)
+		}
+		tn.keys[k.slot] = plain
+	}
+	return tn
+}
+
+// topUp credits a wallet through provisioning.
+func (s *stack) topUp(t *testing.T, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp) provisioning.WalletResult {
+	t.Helper()
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.name + "-" + env},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: tn.name}, Environment: v1alpha1.Environment(env),
+			LowBalanceThreshold: threshold, TopUps: topUps}}
+	res, err := s.prov.ApplyWallet(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// response is a decoded API response.
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+func (r response) str(key string) string { s, _ := r.body[key].(string); return s }
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// call performs one request; key goes into x-api-key unless it starts with "Bearer ".
+func (s *stack) call(t *testing.T, env, method, path, key string, body any) response {
+	t.Helper()
+	var reader io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		reader = strings.NewReader(b)
+	case []byte:
+		reader = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, s.baseURL[env]+path, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if strings.HasPrefix(key, "Bearer ") {
+		req.Header.Set("Authorization", key)
+	} else if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := response{status: resp.StatusCode, header: resp.Header, raw: raw}
+	if len(raw) > 0 && raw[0] == '{' {
+		if err := json.Unmarshal(raw, &out.body); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %v: %s", method, path, err, raw)
+		}
+	}
+	return out
+}
+
+// expectError checks the contract's error body.
+func expectError(t *testing.T, r response, status int, message string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	if got := r.str("message"); got != message {
+		t.Fatalf("message %q, want %q", got, message)
+	}
+	if code, _ := r.body["statusCode"].(float64); int(code) != status {
+		t.Fatalf("statusCode %v, want %d", r.body["statusCode"], status)
+	}
+	if r.str("error") == "" && status != 500 {
+		t.Fatalf("error label missing: %s", r.raw)
+	}
+}
+
+// waitOrder polls an order until it leaves processing.
+func (s *stack) waitOrder(t *testing.T, env, key, reference string) response {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		r := s.call(t, env, "GET", "/v2/orders/"+reference, key, nil)
+		if r.status != 200 {
+			t.Fatalf("poll order: %d %s", r.status, r.raw)
+		}
+		if r.str("status") != "processing" {
+			return r
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("order %s still processing after 30s", reference)
+	return response{}
+}
+
+// account returns a tenant's account of env.
+func (s *stack) account(t *testing.T, tn *tenant, env string) store.Account {
+	t.Helper()
+	acct, err := store.AccountOf(context.Background(), s.db.Gorm, tn.namespace, tn.name, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acct
+}

@@ -1,0 +1,217 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// UpsertCatalog creates or updates the catalog (namespace, name) and replaces its products,
+// in tx, returning its id.
+func UpsertCatalog(tx *gorm.DB, c *Catalog, products []CatalogProduct) (uuid.UUID, error) {
+	err := tx.Raw(`INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id, default_discount_percentage)
+		VALUES (?, ?, ?, ?, ?, ?, ?::numeric)
+		ON CONFLICT (namespace, name) DO UPDATE SET description = EXCLUDED.description, valid_from = EXCLUDED.valid_from,
+			valid_to = EXCLUDED.valid_to, catalog_type_id = EXCLUDED.catalog_type_id,
+			default_discount_percentage = EXCLUDED.default_discount_percentage, updated_at = now(), deleted_at = NULL
+		RETURNING id`, c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage).
+		Row().Scan(&c.ID)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("upsert catalog %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	if err := tx.Where("catalog_id = ?", c.ID).Delete(&CatalogProduct{}).Error; err != nil {
+		return uuid.Nil, fmt.Errorf("replace products of %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	for i := range products {
+		products[i].CatalogID = c.ID
+	}
+	if len(products) > 0 {
+		if err := tx.CreateInBatches(&products, 500).Error; err != nil {
+			return uuid.Nil, fmt.Errorf("insert products of %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
+	return c.ID, nil
+}
+
+// DeleteCatalog retires a catalog; partners bound to it then see an empty catalog.
+func DeleteCatalog(ctx context.Context, db *gorm.DB, namespace, name string) error {
+	err := db.WithContext(ctx).Model(&Catalog{}).Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
+		Update("deleted_at", time.Now()).Error
+	if err != nil {
+		return fmt.Errorf("delete catalog %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// CatalogID returns the id of a live catalog.
+func CatalogID(ctx context.Context, db *gorm.DB, namespace, name string) (uuid.UUID, error) {
+	var c Catalog
+	err := db.WithContext(ctx).Select("id").Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).Take(&c).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return uuid.Nil, ErrNotFound
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("find catalog %s/%s: %w", namespace, name, err)
+	}
+	return c.ID, nil
+}
+
+// UpsertPartner creates or updates a partner by (namespace, name), reviving a deleted one.
+func UpsertPartner(tx *gorm.DB, p *Partner) error {
+	err := tx.Raw(`INSERT INTO partners (namespace, name, display_name, contact_email, catalog_id, suspended)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (namespace, name) DO UPDATE SET display_name = EXCLUDED.display_name,
+			contact_email = EXCLUDED.contact_email, catalog_id = EXCLUDED.catalog_id, suspended = EXCLUDED.suspended,
+			updated_at = now(), deleted_at = NULL
+		RETURNING id`, p.Namespace, p.Name, p.DisplayName, p.ContactEmail, p.CatalogID, p.Suspended).Row().Scan(&p.ID)
+	if err != nil {
+		return fmt.Errorf("upsert partner %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// UpsertAccount creates or updates the account of a partner's environment. The wallet threshold
+// is owned by the Wallet resource and left alone here.
+func UpsertAccount(tx *gorm.DB, a *Account) error {
+	err := tx.Raw(`INSERT INTO accounts (partner_id, environment, ip_whitelist, rate_limit_per_minute, ordering_enabled,
+			wallet_enabled, max_quantity_per_order, daily_spend_limits, suspended)
+		VALUES (?, ?, ?::cidr[], ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (partner_id, environment) DO UPDATE SET ip_whitelist = EXCLUDED.ip_whitelist,
+			rate_limit_per_minute = EXCLUDED.rate_limit_per_minute, ordering_enabled = EXCLUDED.ordering_enabled,
+			wallet_enabled = EXCLUDED.wallet_enabled, max_quantity_per_order = EXCLUDED.max_quantity_per_order,
+			daily_spend_limits = EXCLUDED.daily_spend_limits, suspended = EXCLUDED.suspended, updated_at = now()
+		RETURNING id`, a.PartnerID, a.Environment, a.IPWhitelist, a.RateLimitPerMinute, a.OrderingEnabled,
+		a.WalletEnabled, a.MaxQuantityPerOrder, a.DailySpendLimits, a.Suspended).Row().Scan(&a.ID)
+	if err != nil {
+		return fmt.Errorf("upsert %s account: %w", a.Environment, err)
+	}
+	return nil
+}
+
+// RetirePartner marks a partner deleted, suspends its accounts and revokes its keys. Orders and
+// the ledger stay.
+func RetirePartner(ctx context.Context, db *gorm.DB, namespace, name string) error {
+	return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var p Partner
+		err := tx.Where("namespace = ? AND name = ?", namespace, name).Take(&p).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("find partner %s/%s: %w", namespace, name, err)
+		}
+		if err := tx.Exec(`UPDATE accounts SET suspended = true, updated_at = now() WHERE partner_id = ?`, p.ID).Error; err != nil {
+			return fmt.Errorf("suspend accounts: %w", err)
+		}
+		if err := tx.Exec(`UPDATE api_keys SET revoked_at = now() WHERE revoked_at IS NULL AND account_id IN
+			(SELECT id FROM accounts WHERE partner_id = ?)`, p.ID).Error; err != nil {
+			return fmt.Errorf("revoke keys: %w", err)
+		}
+		if err := tx.Exec(`UPDATE webhook_endpoints SET enabled = false WHERE partner_id = ?`, p.ID).Error; err != nil {
+			return fmt.Errorf("disable webhooks: %w", err)
+		}
+		return tx.Exec(`UPDATE partners SET deleted_at = now(), updated_at = now() WHERE id = ?`, p.ID).Error
+	})
+}
+
+// AccountOf returns the account of a live partner's environment.
+func AccountOf(ctx context.Context, db *gorm.DB, namespace, name, environment string) (Account, error) {
+	var a Account
+	err := db.WithContext(ctx).Raw(`SELECT a.* FROM accounts a JOIN partners p ON p.id = a.partner_id
+		WHERE p.namespace = ? AND p.name = ? AND p.deleted_at IS NULL AND a.environment = ?`,
+		namespace, name, environment).Scan(&a).Error
+	if err != nil {
+		return Account{}, fmt.Errorf("find %s account of %s/%s: %w", environment, namespace, name, err)
+	}
+	if a.ID == uuid.Nil {
+		return Account{}, ErrNotFound
+	}
+	return a, nil
+}
+
+// UpsertWebhook stores where a partner's events go; a nil endpoint removes it.
+func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, w *WebhookEndpoint) error {
+	if w == nil {
+		if err := tx.Where("partner_id = ?", partnerID).Delete(&WebhookEndpoint{}).Error; err != nil {
+			return fmt.Errorf("remove webhook: %w", err)
+		}
+		return nil
+	}
+	w.PartnerID = partnerID
+	w.UpdatedAt = time.Now()
+	err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "partner_id"}}, UpdateAll: true}).Create(w).Error
+	if err != nil {
+		return fmt.Errorf("upsert webhook: %w", err)
+	}
+	return nil
+}
+
+// InsertKey registers a key digest for an account; registering the same digest again is a
+// no-op. inserted reports whether the row is new.
+func InsertKey(tx *gorm.DB, k *APIKey) (inserted bool, err error) {
+	res := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "digest"}}, DoNothing: true}).Create(k)
+	if res.Error != nil {
+		return false, fmt.Errorf("register key: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// RevokeKeysOf revokes every active key issued by source except the one with digest keep (nil
+// revokes all). It returns how many were revoked.
+func RevokeKeysOf(tx *gorm.DB, source string, keep []byte) (int64, error) {
+	q := tx.Model(&APIKey{}).Where("source = ? AND revoked_at IS NULL", source)
+	if keep != nil {
+		q = q.Where("digest <> ?", keep)
+	}
+	res := q.Update("revoked_at", time.Now())
+	if res.Error != nil {
+		return 0, fmt.Errorf("revoke keys of %s: %w", source, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// KeyState reports whether a digest is registered and whether it is active.
+func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active bool, err error) {
+	var k APIKey
+	err = db.WithContext(ctx).Select("id", "revoked_at").Where("digest = ?", digest).Take(&k).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("look up key: %w", err)
+	}
+	return true, k.RevokedAt == nil, nil
+}
+
+// SetLowBalanceThreshold sets an account's threshold (major units) and re-evaluates the low
+// flags of its balances without raising alerts: a changed threshold is not a crossing.
+func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64) error {
+	if err := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now() WHERE id = ? AND low_balance_threshold <> ?::numeric`,
+		threshold, accountID, threshold).Error; err != nil {
+		return fmt.Errorf("set low-balance threshold: %w", err)
+	}
+	for currency, scale := range scales {
+		err := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < floor(a.low_balance_threshold * ?::numeric)
+			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?`, scale, accountID, currency).Error
+		if err != nil {
+			return fmt.Errorf("refresh low-balance flag: %w", err)
+		}
+	}
+	return nil
+}
+
+// TopUpReferences returns the references of an account's applied top-ups.
+func TopUpReferences(ctx context.Context, db *gorm.DB, accountID uuid.UUID) ([]string, error) {
+	var refs []string
+	err := db.WithContext(ctx).Model(&WalletEntry{}).Where("account_id = ? AND kind = ?", accountID, EntryTopUp).
+		Order("id").Pluck("reference", &refs).Error
+	if err != nil {
+		return nil, fmt.Errorf("list top-ups: %w", err)
+	}
+	return refs, nil
+}

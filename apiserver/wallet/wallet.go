@@ -1,0 +1,116 @@
+// Package wallet is the partner's money: per-currency balances changed only through the
+// append-only ledger, and their rendering as decimal major units.
+package wallet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/codeport/codeport/apiserver/money"
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// ErrInsufficientFunds is returned by Debit when the balance is lower than the amount.
+var ErrInsufficientFunds = errors.New("insufficient funds")
+
+// Snapshot is the wallet as order responses show it.
+type Snapshot struct {
+	Balances   map[string]json.Number `json:"balances"`
+	LowBalance bool                   `json:"lowBalance"`
+}
+
+// View is the GET /wallet response: the snapshot plus the configured threshold.
+type View struct {
+	Snapshot
+	Threshold json.Number `json:"threshold"`
+}
+
+func entry(accountID uuid.UUID, currency, kind, reference string, amount int64, note string) (store.LedgerEntry, error) {
+	scale, err := money.Scale(currency)
+	if err != nil {
+		return store.LedgerEntry{}, fmt.Errorf("ledger entry: %w", err)
+	}
+	return store.LedgerEntry{AccountID: accountID, Currency: currency, Scale: scale, Kind: kind,
+		Reference: reference, Amount: amount, Note: note}, nil
+}
+
+// Debit takes amount (> 0 minor units) from the account's balance in currency for an order, in
+// tx. It fails with ErrInsufficientFunds, changing nothing, when the balance is short.
+func Debit(tx *gorm.DB, accountID uuid.UUID, currency string, amount int64, orderID string) (store.LedgerResult, error) {
+	if amount <= 0 {
+		return store.LedgerResult{}, fmt.Errorf("debit of %d: amount must be positive", amount)
+	}
+	e, err := entry(accountID, currency, store.EntryOrderDebit, orderID, -amount, "")
+	if err != nil {
+		return store.LedgerResult{}, err
+	}
+	res, err := store.ApplyLedgerEntry(tx, e)
+	if errors.Is(err, store.ErrInsufficientBalance) {
+		return res, ErrInsufficientFunds
+	}
+	return res, err
+}
+
+// Credit adds amount (> 0 minor units) to the account's balance in tx as a top-up, refund or
+// adjustment. It is idempotent on (account, kind, reference): a second call changes nothing and
+// reports Applied false.
+func Credit(tx *gorm.DB, accountID uuid.UUID, currency, kind string, amount int64, reference, note string) (store.LedgerResult, error) {
+	if amount <= 0 {
+		return store.LedgerResult{}, fmt.Errorf("credit of %d: amount must be positive", amount)
+	}
+	e, err := entry(accountID, currency, kind, reference, amount, note)
+	if err != nil {
+		return store.LedgerResult{}, err
+	}
+	return store.ApplyLedgerEntry(tx, e)
+}
+
+// Read returns the account's wallet. lowBalance is computed against the threshold in force now,
+// so a changed threshold shows at once.
+func Read(ctx context.Context, db *gorm.DB, accountID uuid.UUID, threshold string) (View, error) {
+	balances, err := store.Balances(db.WithContext(ctx), accountID)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{Snapshot: Snapshot{Balances: make(map[string]json.Number, len(balances))}, Threshold: FormatThreshold(threshold)}
+	for _, b := range balances {
+		n, err := money.Number(b.Balance, b.Currency)
+		if err != nil {
+			return View{}, fmt.Errorf("render balance: %w", err)
+		}
+		v.Balances[b.Currency] = n
+		if IsLow(b.Balance, b.Currency, threshold) {
+			v.LowBalance = true
+		}
+	}
+	return v, nil
+}
+
+// IsLow reports whether balance (minor units of currency) is under threshold (major units).
+func IsLow(balance int64, currency, threshold string) bool {
+	limit, err := money.Parse(threshold, currency)
+	if err != nil {
+		// A threshold finer than the currency's digits (e.g. "0.5" JPY) compares exactly.
+		t, ok := new(big.Rat).SetString(threshold)
+		if !ok || t.Sign() <= 0 {
+			return false
+		}
+		digits, derr := money.Digits(currency)
+		if derr != nil {
+			return false
+		}
+		b := new(big.Rat).SetFrac64(balance, 1)
+		b.Quo(b, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil)))
+		return b.Cmp(t) < 0
+	}
+	return limit > 0 && balance < limit
+}
+
+// FormatThreshold renders a stored threshold ("100.000000") as the JSON number partners see (100).
+func FormatThreshold(threshold string) json.Number { return json.Number(money.TrimDecimal(threshold)) }
