@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/datatypes"
 	"gorm.io/gorm"
+	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/catalog"
@@ -241,4 +242,14 @@ func denomination(in *v1alpha1.CatalogProduct, row *store.CatalogProduct, pct st
 		return "denomination type must be fixed or open"
 	}
 	return ""
+}
+
+// ParseProductFeed reads the products of a productsFrom source: a JSON (or YAML) list in the
+// same shape as spec.products.
+func ParseProductFeed(data []byte) ([]v1alpha1.CatalogProduct, error) {
+	var products []v1alpha1.CatalogProduct
+	if err := yaml.UnmarshalStrict(data, &products); err != nil {
+		return nil, fmt.Errorf("product feed is not a list of catalog products: %w", err)
+	}
+	return products, nil
 }

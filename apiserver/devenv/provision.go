@@ -1,0 +1,215 @@
+package devenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/provisioning"
+)
+
+// Endpoint is one environment's API as credentials.json describes it.
+type Endpoint struct {
+	BaseURL   string `json:"baseUrl"`
+	APIKey    string `json:"apiKey,omitempty"`
+	V1BaseURL string `json:"v1BaseUrl"`
+	V1Token   string `json:"v1Token,omitempty"`
+}
+
+// Credentials is credentials.json: per partner ("namespace/name"), per environment.
+type Credentials struct {
+	Partners map[string]map[string]*Endpoint `json:"partners"`
+}
+
+// issuedKey is what the state directory remembers of a key, so restarts keep keys stable, the
+// way the operator keeps them in Secrets.
+type issuedKey struct {
+	Rotation  int64  `json:"rotation"`
+	Plaintext string `json:"plaintext"`
+}
+
+// Provision applies the manifests through the provisioning package, in dependency order
+// (catalogs, partners, keys, wallets), and returns the credentials of the keys they ask for.
+// baseURLs maps environment to the API's address ("http://127.0.0.1:8080").
+func Provision(ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string) (*Credentials, []string, error) {
+	var warnings []string
+	catalogIDs := map[string]uuid.UUID{}
+	for i := range m.Catalogs {
+		c := &m.Catalogs[i]
+		products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
+		for _, src := range c.Spec.ProductsFrom {
+			data, ok := m.configMapData(c.Namespace, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
+			if !ok {
+				return nil, nil, fmt.Errorf("catalog %s/%s: ConfigMap %s key %s is not among the manifests", c.Namespace, c.Name, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
+			}
+			feed, err := provisioning.ParseProductFeed([]byte(data))
+			if err != nil {
+				return nil, nil, fmt.Errorf("catalog %s/%s: ConfigMap %s: %w", c.Namespace, c.Name, src.ConfigMapRef.Name, err)
+			}
+			products = append(products, feed...)
+		}
+		res, err := prov.ApplyCatalog(ctx, c, products)
+		if err != nil {
+			return nil, nil, fmt.Errorf("catalog %s/%s: %w", c.Namespace, c.Name, err)
+		}
+		if len(res.Invalid) > 0 {
+			return nil, nil, fmt.Errorf("catalog %s/%s has invalid products: %v", c.Namespace, c.Name, res.Invalid)
+		}
+		catalogIDs[c.Namespace+"/"+c.Name] = res.ID
+	}
+	for i := range m.Partners {
+		p := &m.Partners[i]
+		var catalogID *uuid.UUID
+		if p.Spec.CatalogRef != nil {
+			id, ok := catalogIDs[p.Namespace+"/"+p.Spec.CatalogRef.Name]
+			if !ok {
+				warnings = append(warnings, fmt.Sprintf("partner %s/%s: catalog %s not found; its catalog is empty", p.Namespace, p.Name, p.Spec.CatalogRef.Name))
+			} else {
+				catalogID = &id
+			}
+		}
+		var webhook *provisioning.Webhook
+		if w := p.Spec.Webhook; w != nil {
+			secret, ok := m.secretData(p.Namespace, w.SecretRef.Name, w.SecretRef.Key)
+			if ok {
+				events := make([]string, len(w.Events))
+				for j, e := range w.Events {
+					events[j] = string(e)
+				}
+				webhook = &provisioning.Webhook{URL: w.URL, Secret: secret, Events: events}
+			} else {
+				warnings = append(warnings, fmt.Sprintf("partner %s/%s: webhook secret %s not among the manifests; webhooks off", p.Namespace, p.Name, w.SecretRef.Name))
+			}
+		}
+		if _, err := prov.ApplyPartner(ctx, p, catalogID, webhook); err != nil {
+			return nil, nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	creds, err := provisionKeys(ctx, prov, m, stateDir, baseURLs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range m.Wallets {
+		w := &m.Wallets[i]
+		res, err := prov.ApplyWallet(ctx, w)
+		if err != nil {
+			return nil, nil, fmt.Errorf("wallet %s/%s: %w", w.Namespace, w.Name, err)
+		}
+		for id, why := range res.Invalid {
+			warnings = append(warnings, fmt.Sprintf("wallet %s/%s: top-up %s not applied: %s", w.Namespace, w.Name, id, why))
+		}
+	}
+	return creds, warnings, nil
+}
+
+func provisionKeys(ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string) (*Credentials, error) {
+	keysPath := filepath.Join(stateDir, "keys.json")
+	issued := map[string]issuedKey{}
+	if raw, err := os.ReadFile(keysPath); err == nil {
+		if err := json.Unmarshal(raw, &issued); err != nil {
+			return nil, fmt.Errorf("read %s: %w", keysPath, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", keysPath, err)
+	}
+	creds := &Credentials{Partners: map[string]map[string]*Endpoint{}}
+	for i := range m.ApiKeys {
+		k := &m.ApiKeys[i]
+		source := k.Namespace + "/" + k.Name
+		env := string(k.Spec.Environment)
+		kind := string(k.Spec.Type)
+		if kind == "" {
+			kind = string(v1alpha1.ApiKeyTypeAPIKey)
+		}
+		prev, ok := issued[source]
+		reuse := ok && prev.Rotation == k.Spec.Rotation
+		if reuse {
+			// A key revoked meanwhile (or of another environment) is replaced, as the operator does.
+			exists, active, err := prov.KeyState(ctx, prev.Plaintext)
+			if err != nil {
+				return nil, err
+			}
+			keyEnv, _ := auth.ParseKey(prev.Plaintext)
+			reuse = keyEnv == env && (active || !exists)
+		}
+		plaintext := prev.Plaintext
+		if !reuse {
+			var err error
+			if plaintext, err = auth.GenerateKey(env); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := prov.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
+			Environment: env, Kind: kind, Source: source, Rotation: k.Spec.Rotation, Plaintext: plaintext}); err != nil {
+			return nil, fmt.Errorf("api key %s: %w", source, err)
+		}
+		issued[source] = issuedKey{Rotation: k.Spec.Rotation, Plaintext: plaintext}
+
+		partner := k.Namespace + "/" + k.Spec.PartnerRef.Name
+		if creds.Partners[partner] == nil {
+			creds.Partners[partner] = map[string]*Endpoint{}
+		}
+		ep := creds.Partners[partner][env]
+		if ep == nil {
+			base := strings.TrimSuffix(baseURLs[env], "/")
+			ep = &Endpoint{BaseURL: base + "/v2", V1BaseURL: base + "/v1"}
+			creds.Partners[partner][env] = ep
+		}
+		if kind == string(v1alpha1.ApiKeyTypeBearerToken) {
+			ep.V1Token = plaintext
+		} else {
+			ep.APIKey = plaintext
+		}
+	}
+	if err := writeJSON(keysPath, issued); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(stateDir, "credentials.json"), creds); err != nil {
+		return nil, err
+	}
+	return creds, nil
+}
+
+// writeJSON writes a file readable by its owner only: it holds plaintext keys.
+func writeJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func (m *Manifests) configMapData(namespace, name, key string) (string, bool) {
+	for _, cm := range m.ConfigMaps {
+		if cm.Namespace == namespace && cm.Name == name {
+			v, ok := cm.Data[key]
+			return v, ok
+		}
+	}
+	return "", false
+}
+
+func (m *Manifests) secretData(namespace, name, key string) ([]byte, bool) {
+	for _, s := range m.Secrets {
+		if s.Namespace == namespace && s.Name == name {
+			v, ok := s.Data[key]
+			return v, ok
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codeport/codeport/apiserver"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/devenv"
+	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+func newDevCommand() *cobra.Command {
+	var databaseURL, manifests, stateDir, productionAddr, sandboxAddr string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole data plane on this machine, no cluster needed",
+		Long: `Run both environments' APIs, the fulfilment workers and a database in one process.
+Without --database-url an embedded PostgreSQL (the locally installed binaries) keeps its data in
+the state directory. The Partner, Catalog, ApiKey and Wallet manifests in --manifests are
+provisioned the way the operator would; the keys they ask for are written to
+<state-dir>/credentials.json and stay the same across restarts.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), cmd.OutOrStdout(), devOptions{databaseURL: databaseURL, manifests: manifests,
+				stateDir: stateDir, addrs: map[string]string{store.EnvironmentProduction: productionAddr, store.EnvironmentSandbox: sandboxAddr}})
+		},
+	}
+	f := cmd.Flags()
+	databaseURLFlag(cmd, &databaseURL)
+	f.StringVar(&manifests, "manifests", "config/samples", "directory of Partner, Catalog, ApiKey and Wallet manifests to provision")
+	f.StringVar(&stateDir, "state-dir", ".codeport", "directory for the embedded database, keys and credentials.json")
+	f.StringVar(&productionAddr, "production-addr", "127.0.0.1:8080", "listen address of the production API")
+	f.StringVar(&sandboxAddr, "sandbox-addr", "127.0.0.1:8081", "listen address of the sandbox API")
+	return cmd
+}
+
+type devOptions struct {
+	databaseURL, manifests, stateDir string
+	addrs                            map[string]string
+}
+
+func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	stateDir, err := filepath.Abs(opts.stateDir)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	m, err := devenv.LoadManifests(opts.manifests)
+	if err != nil {
+		return err
+	}
+	cipher, err := devCipher(stateDir)
+	if err != nil {
+		return err
+	}
+	databaseURL := opts.databaseURL
+	if databaseURL == "" {
+		fmt.Fprintln(out, "codeport dev: starting embedded PostgreSQL in", filepath.Join(stateDir, "postgres"))
+		pgLog, err := os.OpenFile(filepath.Join(stateDir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return fmt.Errorf("postgres log: %w", err)
+		}
+		defer pgLog.Close()
+		pg, err := devenv.StartEmbeddedPostgres(stateDir, pgLog)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := pg.Stop(); err != nil {
+				log.Error("stop embedded PostgreSQL", slog.Any("err", err))
+			}
+		}()
+		databaseURL = pg.URL
+	}
+	db, err := store.Open(ctx, databaseURL, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	migrator, err := store.NewMigrator(db.SQL)
+	if err != nil {
+		return err
+	}
+	if _, err := migrator.Up(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	queue, err := fulfilment.NewQueue(db)
+	if err != nil {
+		return err
+	}
+	var listeners []apiserver.Listener
+	for _, env := range provisioning.Environments() {
+		listeners = append(listeners, apiserver.Listener{Config: apiserver.DefaultConfig(env), Addr: opts.addrs[env]})
+	}
+	workers := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
+	plane := &apiserver.DataPlane{
+		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue, Logger: log},
+		Listeners: listeners,
+		Workers:   &workers,
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var provisionErr error
+	err = plane.Run(runCtx, func(addrs map[string]string) {
+		baseURLs := map[string]string{}
+		for env, addr := range addrs {
+			baseURLs[env] = "http://" + dialable(addr)
+		}
+		creds, warnings, err := devenv.Provision(runCtx, provisioning.New(db), m, stateDir, baseURLs)
+		if err != nil {
+			provisionErr = err
+			cancel()
+			return
+		}
+		for _, w := range warnings {
+			fmt.Fprintln(out, "codeport dev: warning:", w)
+		}
+		printDevBanner(out, baseURLs, creds, m, filepath.Join(stateDir, "credentials.json"))
+	})
+	if provisionErr != nil {
+		return provisionErr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "codeport dev: stopped")
+	return nil
+}
+
+// dialable turns a listen address into one a client can call (":8080" -> "127.0.0.1:8080").
+func dialable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// devCipher uses CODEPORT_CODES_KEY when set, else a key kept in the state directory.
+func devCipher(stateDir string) (*codes.Cipher, error) {
+	if key := os.Getenv("CODEPORT_CODES_KEY"); key != "" {
+		return loadCipher(key)
+	}
+	path := filepath.Join(stateDir, "codes.key")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		key, err := codes.NewKey()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write codes key: %w", err)
+		}
+		raw = []byte(key)
+	} else if err != nil {
+		return nil, fmt.Errorf("read codes key: %w", err)
+	}
+	return loadCipher(string(raw))
+}
+
+func printDevBanner(out io.Writer, baseURLs map[string]string, creds *devenv.Credentials, m *devenv.Manifests, credsPath string) {
+	fmt.Fprintf(out, "codeport dev: production API %s/v2, sandbox API %s/v2 (legacy /v1 on both)\n",
+		baseURLs[store.EnvironmentProduction], baseURLs[store.EnvironmentSandbox])
+	fmt.Fprintf(out, "codeport dev: provisioned %d partner(s), %d catalog(s), %d key(s), %d wallet(s); credentials in %s\n",
+		len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets), credsPath)
+	partners := make([]string, 0, len(creds.Partners))
+	for p := range creds.Partners {
+		partners = append(partners, p)
+	}
+	sort.Strings(partners)
+	for _, p := range partners {
+		if ep := creds.Partners[p][store.EnvironmentSandbox]; ep != nil && ep.APIKey != "" {
+			fmt.Fprintf(out, "codeport dev: try it (%s, sandbox):\n  curl -s -H 'x-api-key: %s' '%s/catalog/products?take=5'\n", p, ep.APIKey, ep.BaseURL)
+			break
+		}
+	}
+	if len(m.Skipped) > 0 {
+		fmt.Fprintln(out, "codeport dev: ignored:", strings.Join(m.Skipped, "; "))
+	}
+}

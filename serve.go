@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/codeport/codeport/apiserver"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+func newServeCommand() *cobra.Command {
+	var (
+		environment, addr, databaseURL, redisURL, trustedProxies, codesKey string
+		workers                                                            bool
+		concurrency                                                        int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the partner API of one environment (production or sandbox)",
+		Long: `Serve the partner API (/v2 and /v1) of one environment, plus /healthz and /readyz, and run
+the environment's fulfilment workers. Only keys of that environment are accepted. The schema
+must be up to date ('codeport migrate up'). SIGTERM stops accepting connections, lets in-flight
+requests and running fulfilment jobs finish, then exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if environment != store.EnvironmentProduction && environment != store.EnvironmentSandbox {
+				return fmt.Errorf("--environment must be production or sandbox, not %q", environment)
+			}
+			if databaseURL == "" {
+				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With(slog.String("environment", environment))
+			cfg := apiserver.DefaultConfig(environment)
+			proxies, err := auth.ParseTrustedProxies(trustedProxies)
+			if err != nil {
+				return err
+			}
+			cfg.TrustedProxies = proxies
+			cipher, err := loadCipher(codesKey)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			db, err := store.Open(ctx, databaseURL, store.Options{})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			limiter, closeLimiter, err := newLimiter(redisURL, log)
+			if err != nil {
+				return err
+			}
+			defer closeLimiter()
+			queue, err := fulfilment.NewQueue(db)
+			if err != nil {
+				return err
+			}
+			plane := &apiserver.DataPlane{
+				Deps:      apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Logger: log},
+				Listeners: []apiserver.Listener{{Config: cfg, Addr: addr}},
+			}
+			if workers {
+				wcfg := fulfilment.DefaultWorkerConfig(environment)
+				wcfg.Concurrency = concurrency
+				plane.Workers = &wcfg
+			}
+			return plane.Run(ctx, func(addrs map[string]string) {
+				log.Info("serving partner API", slog.String("addr", addrs[environment]), slog.Bool("workers", workers))
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&environment, "environment", "", "environment served: production or sandbox (required)")
+	f.StringVar(&addr, "addr", ":8080", "listen address, HOST:PORT")
+	databaseURLFlag(cmd, &databaseURL)
+	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
+		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")
+	f.StringVar(&trustedProxies, "trusted-proxies", "",
+		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
+	codesKeyFlag(f, &codesKey)
+	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
+	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
+	return cmd
+}
+
+// codesKeyFlag binds --codes-key, defaulting to $CODEPORT_CODES_KEY.
+func codesKeyFlag(f interface {
+	StringVar(p *string, name, value, usage string)
+}, target *string) {
+	f.StringVar(target, "codes-key", os.Getenv("CODEPORT_CODES_KEY"),
+		"32-byte key (base64 or hex) encrypting codes at rest (default $CODEPORT_CODES_KEY; generate with `openssl rand -base64 32`)")
+}
+
+func loadCipher(key string) (*codes.Cipher, error) {
+	if strings.TrimSpace(key) == "" {
+		return nil, errors.New("--codes-key (or CODEPORT_CODES_KEY) is required: codes are stored encrypted with it")
+	}
+	raw, err := codes.ParseKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return codes.NewCipher(raw)
+}
+
+// newLimiter is the Redis limiter (falling back to per-process limits while Redis is down) when
+// redisURL is set, else the in-memory one.
+func newLimiter(redisURL string, log *slog.Logger) (ratelimit.Limiter, func(), error) {
+	if redisURL == "" {
+		return ratelimit.NewMemory(), func() {}, nil
+	}
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = time.Second, 200*time.Millisecond, 200*time.Millisecond
+	client := redis.NewClient(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		log.Warn("Redis unreachable at start; rate limits are per process until it answers", slog.Any("err", err))
+	}
+	return ratelimit.NewFallback(ratelimit.NewRedis(client), ratelimit.NewMemory(), log), func() { _ = client.Close() }, nil
+}
