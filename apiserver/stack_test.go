@@ -32,6 +32,10 @@ import (
 var testDatabase string
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(workerProcessEnv); url != "" {
+		// Re-executed by the crash test as a fulfilment worker process that gets killed.
+		os.Exit(runWorkerProcess(url))
+	}
 	os.Exit(storetest.Main(m, "apiserver", func(url string) { testDatabase = url }))
 }
 
@@ -45,15 +49,21 @@ type stack struct {
 }
 
 type stackOptions struct {
-	limiter  ratelimit.Limiter
-	slow     time.Duration
-	noWorker bool
+	// databaseURL overrides the package's database.
+	databaseURL string
+	limiter     ratelimit.Limiter
+	slow        time.Duration
+	noWorker    bool
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := store.Open(ctx, testDatabase, store.Options{MaxConns: 40})
+	url := testDatabase
+	if opts.databaseURL != "" {
+		url = opts.databaseURL
+	}
+	db, err := store.Open(ctx, url, store.Options{MaxConns: 40})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,23 +15,8 @@ import (
 	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
-func redisClient(t *testing.T) *redis.Client {
-	t.Helper()
-	url, err := storetest.RedisURL()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func backends(t *testing.T) map[string]Limiter {
-	return map[string]Limiter{"memory": NewMemory(), "redis": NewRedis(redisClient(t))}
+	return map[string]Limiter{"memory": NewMemory(), "redis": NewRedis(storetest.Redis(t))}
 }
 
 func TestWindowSemantics(t *testing.T) {
@@ -76,7 +61,7 @@ func TestWindowSemantics(t *testing.T) {
 // TestRedisSharedAcrossReplicas: two limiters with their own connections, as two API replicas
 // would have, together allow exactly the limit.
 func TestRedisSharedAcrossReplicas(t *testing.T) {
-	a, b := NewRedis(redisClient(t)), NewRedis(redisClient(t))
+	a, b := NewRedis(storetest.Redis(t)), NewRedis(storetest.Redis(t))
 	key := "replicas-" + time.Now().String()
 	now := time.Now()
 	var allowed atomic.Int64

@@ -11,18 +11,17 @@ import (
 )
 
 // Listen receives PostgreSQL notifications on channels until ctx ends. It holds one dedicated
-// connection; when that connection is lost it reconnects with backoff and calls onReconnect,
-// because notifications sent meanwhile are lost and callers must assume anything changed.
-func Listen(ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string), onReconnect func()) error {
+// connection; when that connection is lost it reconnects with backoff. onSubscribed runs each
+// time the subscription is (re)established, including the first: notifications sent before it
+// were missed, so callers must assume anything changed (e.g. drop caches filled meanwhile).
+func Listen(ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string), onSubscribed func()) error {
 	backoff := 100 * time.Millisecond
-	first := true
 	for {
 		err := listenOnce(ctx, pool, channels, onNotify, func() {
 			backoff = 100 * time.Millisecond
-			if !first && onReconnect != nil {
-				onReconnect()
+			if onSubscribed != nil {
+				onSubscribed()
 			}
-			first = false
 		})
 		if ctx.Err() != nil {
 			return nil //nolint:nilerr // shutting down is not a failure

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -167,4 +168,26 @@ func withDatabase(serverURL, name string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
+}
+
+// Redis returns a client of the test Redis server, closed when the test ends. It fails the test,
+// never skips it, when no server answers.
+func Redis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	u, err := RedisURL()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		tb.Fatalf("TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opts)
+	tb.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("test Redis at %s: %v", u, err)
+	}
+	return c
 }

@@ -1,0 +1,73 @@
+package apiserver_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// setConnectable opens or closes a database to new connections and, when closing, drops the
+// existing ones: the API then sees the database as down.
+func setConnectable(t *testing.T, name string, allow bool) {
+	t.Helper()
+	admin, err := storetest.ServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS "+map[bool]string{true: "true", false: "false"}[allow]); err != nil {
+		t.Fatal(err)
+	}
+	if !allow {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDatabaseOutage: while the database is unreachable, orders get the spec's 502 (never a 500
+// or a hang) and readiness fails; when it returns, the same API recovers without a restart.
+func TestDatabaseOutage(t *testing.T) {
+	db := storetest.New(t)
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	key := tn.keys["production"]
+	if r := s.call(t, "production", "GET", "/v2/catalog/products", key, nil); r.status != 200 {
+		t.Fatalf("%d", r.status)
+	}
+	setConnectable(t, db.Name, false)
+	defer setConnectable(t, db.Name, true)
+
+	start := time.Now()
+	r := s.call(t, "production", "POST", "/v2/orders", key, order("outage-1", line{"productCode": "10000000000001", "quantity": 1}))
+	expectError(t, r, http.StatusBadGateway, "Order could not be created. Please try again later.")
+	if r.header.Get("X-RateLimit-Limit") == "" {
+		t.Fatal("502 without rate-limit headers")
+	}
+	if elapsed := time.Since(start); elapsed > 15*time.Second {
+		t.Fatalf("the 502 took %s", elapsed)
+	}
+	if r := s.call(t, "production", "GET", "/readyz", "", nil); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz during outage: %d", r.status)
+	}
+
+	setConnectable(t, db.Name, true)
+	within(t, 5*time.Second, "recovery", func() bool {
+		return s.call(t, "production", "POST", "/v2/orders", key, order("outage-2", line{"productCode": "10000000000001", "quantity": 1})).status == http.StatusAccepted
+	})
+	// The order attempted during the outage was not recorded.
+	expectError(t, s.call(t, "production", "GET", "/v2/orders/outage-1", key, nil), 404, "Order outage-1 not found")
+}
