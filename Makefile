@@ -36,7 +36,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
-	$(CONTROLLER_GEN) rbac:roleName=codeport-operator crd:allowDangerousTypes=false paths=./api/... \
+	$(CONTROLLER_GEN) rbac:roleName=codeport-operator crd:allowDangerousTypes=false paths="./api/...;./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated

@@ -40,7 +40,7 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand())
+	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(), newOperatorCommand())
 	return root
 }
 

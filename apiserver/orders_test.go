@@ -401,3 +401,22 @@ func TestRequestShapeErrors(t *testing.T) {
 		t.Fatalf("unknown route: %d %s", r.status, r.raw)
 	}
 }
+
+// TestTopUpsApplyOnceUnderConcurrentReconciles: several operator replicas (or restarts) applying
+// the same Wallet at once credit each top-up exactly once.
+func TestTopUpsApplyOnceUnderConcurrentReconciles(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	topUps := []v1alpha1.TopUp{{ID: "a", Currency: "EUR", Amount: "100.00"}, {ID: "b", Currency: "EUR", Amount: "0.01"}, {ID: "c", Currency: "JPY", Amount: "500"}}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.topUp(t, tn, "production", "10", topUps...) }()
+	}
+	wg.Wait()
+	w := s.call(t, "production", "GET", "/v2/wallet", tn.keys["production"], nil)
+	if string(w.raw) != `{"balances":{"EUR":100.01,"JPY":500},"lowBalance":false,"threshold":10}` {
+		t.Fatalf("wallet: %s", w.raw)
+	}
+	assertLedgerMatches(t, s, s.account(t, tn, "production").ID)
+}

@@ -215,3 +215,22 @@ func TopUpReferences(ctx context.Context, db *gorm.DB, accountID uuid.UUID) ([]s
 	}
 	return refs, nil
 }
+
+// Owner names the partner environment an account belongs to.
+type Owner struct {
+	Namespace, Partner, Environment string
+}
+
+// AccountOwner returns who owns an account.
+func AccountOwner(ctx context.Context, db *gorm.DB, accountID string) (Owner, error) {
+	var o Owner
+	err := db.WithContext(ctx).Raw(`SELECT p.namespace, p.name AS partner, a.environment FROM accounts a
+		JOIN partners p ON p.id = a.partner_id WHERE a.id = ?`, accountID).Scan(&o).Error
+	if err != nil {
+		return Owner{}, fmt.Errorf("find owner of account %s: %w", accountID, err)
+	}
+	if o.Namespace == "" {
+		return Owner{}, ErrNotFound
+	}
+	return o, nil
+}

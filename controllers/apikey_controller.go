@@ -1,0 +1,253 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/provisioning"
+)
+
+// Keys of an ApiKey's Secret.
+const (
+	SecretKeyAPIKey      = "apiKey"
+	SecretKeyEnvironment = "environment"
+	SecretKeyBaseURL     = "baseUrl"
+	SecretKeyType        = "type"
+	// annotationRotation records which spec.rotation the Secret's key belongs to, so a rotation
+	// interrupted after writing the Secret resumes with that key instead of issuing another.
+	annotationRotation = "codeport.dev/rotation"
+	annotationIssuedAt = "codeport.dev/issued-at"
+)
+
+// ApiKeyReconciler issues a key once, keeps its plaintext only in the Secret it owns, and its
+// SHA-256 digest in the database. It never regenerates a key on later reconciles or restarts;
+// raising spec.rotation issues a new key and revokes the previous one at once.
+type ApiKeyReconciler struct { //nolint:revive // named after the ApiKey kind
+	client.Client
+	Provisioner *provisioning.Provisioner
+	Recorder    events.EventRecorder
+	Options     Options
+}
+
+// +kubebuilder:rbac:groups=codeport.dev,resources=apikeys,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=apikeys/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=apikeys/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func keySource(k *v1alpha1.ApiKey) string { return k.Namespace + "/" + k.Name }
+
+// Reconcile is the whole flow of an ApiKey: fetch → deletion (revoke) → partner → Secret and
+// key → status.
+func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var k v1alpha1.ApiKey
+	if err := r.Get(ctx, req.NamespacedName, &k); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return withFinalizer(ctx, r.Client, &k,
+		func(ctx context.Context) error { _, err := r.Provisioner.RevokeKeys(ctx, keySource(&k)); return err },
+		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &k) },
+		func() { k.Status.ObservedGeneration = k.Generation })
+}
+
+func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
+	var partner v1alpha1.Partner
+	err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.PartnerRef.Name}, &partner)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if ok, reason, message := partnerReady(&partner, err == nil); !ok {
+		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, reason, message)
+		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
+	}
+
+	var secret corev1.Secret
+	err = r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.SecretName}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		if k.Status.KeyPrefix != "" {
+			// The only copy of the plaintext is gone: nobody can be using the key legitimately.
+			if _, err := r.Provisioner.RevokeKeys(ctx, keySource(k)); err != nil {
+				return ctrl.Result{}, err
+			}
+			r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "SecretDeleted", "Reissue",
+				"Secret %s was deleted: key %s revoked, a new key is issued", k.Spec.SecretName, k.Status.KeyPrefix)
+		}
+		return r.issue(ctx, k, nil)
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	if !metav1.IsControlledBy(&secret, k) {
+		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
+			fmt.Sprintf("Secret %s exists and is not owned by this ApiKey; choose another secretName or delete it", k.Spec.SecretName))
+		return ctrl.Result{}, nil
+	}
+	plaintext := string(secret.Data[SecretKeyAPIKey])
+	rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
+	env, wellFormed := auth.ParseKey(plaintext)
+	if !wellFormed || env != string(k.Spec.Environment) {
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "InvalidSecret", "Reissue",
+			"Secret %s does not hold a valid %s key: a new key is issued", k.Spec.SecretName, k.Spec.Environment)
+		return r.issue(ctx, k, &secret)
+	}
+	if rotation < k.Spec.Rotation {
+		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
+			"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, auth.DisplayPrefix(plaintext))
+		return r.issue(ctx, k, &secret)
+	}
+	exists, active, err := r.Provisioner.KeyState(ctx, plaintext)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if exists && !active {
+		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRevoked", "Reissue",
+			"Key %s was revoked in the database: a new key is issued", auth.DisplayPrefix(plaintext))
+		return r.issue(ctx, k, &secret)
+	}
+	if !exists {
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
+			"Key %s was missing from the database (restored backup?): registered again from the Secret", auth.DisplayPrefix(plaintext))
+	}
+	if err := r.register(ctx, k, plaintext, rotation); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.refreshSecretData(ctx, k, &secret); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.setIssued(k, plaintext, rotation, secret.Annotations[annotationIssuedAt])
+	return ctrl.Result{}, nil
+}
+
+// issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
+// registers its digest, which revokes every previous key of this ApiKey.
+func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret) (ctrl.Result, error) {
+	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	issuedAt := time.Now().UTC().Format(time.RFC3339)
+	secret := existing
+	if secret == nil {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Spec.SecretName}}
+	}
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[annotationRotation] = strconv.FormatInt(k.Spec.Rotation, 10)
+	secret.Annotations[annotationIssuedAt] = issuedAt
+	secret.Type = corev1.SecretTypeOpaque
+	secret.Data = r.secretData(k, plaintext)
+	if err := controllerutil.SetControllerReference(k, secret, r.Scheme()); err != nil {
+		return ctrl.Result{}, err
+	}
+	if existing == nil {
+		err = r.Create(ctx, secret)
+	} else {
+		err = r.Update(ctx, secret)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("write key secret %s: %w", k.Spec.SecretName, err)
+	}
+	if err := r.register(ctx, k, plaintext, k.Spec.Rotation); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue", "Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+	r.setIssued(k, plaintext, k.Spec.Rotation, issuedAt)
+	return ctrl.Result{}, nil
+}
+
+func (r *ApiKeyReconciler) register(ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64) error {
+	kind := string(k.Spec.Type)
+	if kind == "" {
+		kind = string(v1alpha1.ApiKeyTypeAPIKey)
+	}
+	_, err := r.Provisioner.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
+		Environment: string(k.Spec.Environment), Kind: kind, Source: keySource(k), Rotation: rotation, Plaintext: plaintext})
+	if err != nil {
+		return fmt.Errorf("register key: %w", err)
+	}
+	return nil
+}
+
+func (r *ApiKeyReconciler) secretData(k *v1alpha1.ApiKey, plaintext string) map[string][]byte {
+	kind := string(k.Spec.Type)
+	if kind == "" {
+		kind = string(v1alpha1.ApiKeyTypeAPIKey)
+	}
+	return map[string][]byte{
+		SecretKeyAPIKey:      []byte(plaintext),
+		SecretKeyEnvironment: []byte(k.Spec.Environment),
+		SecretKeyBaseURL:     []byte(r.Options.BaseURLs[string(k.Spec.Environment)]),
+		SecretKeyType:        []byte(kind),
+	}
+}
+
+// refreshSecretData keeps baseUrl and the descriptive keys current without touching the key.
+func (r *ApiKeyReconciler) refreshSecretData(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) error {
+	want := r.secretData(k, string(secret.Data[SecretKeyAPIKey]))
+	changed := false
+	for key, v := range want {
+		if string(secret.Data[key]) != string(v) {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	secret.Data = want
+	if err := r.Update(ctx, secret); err != nil {
+		return fmt.Errorf("update key secret: %w", err)
+	}
+	return nil
+}
+
+func (r *ApiKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotation int64, issuedAt string) {
+	k.Status.KeyPrefix = auth.DisplayPrefix(plaintext)
+	k.Status.Rotation = rotation
+	if t, err := time.Parse(time.RFC3339, issuedAt); err == nil {
+		mt := metav1.NewTime(t)
+		k.Status.IssuedAt = &mt
+	}
+	setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
+		fmt.Sprintf("Key %s active; plaintext in Secret %s", k.Status.KeyPrefix, k.Spec.SecretName))
+}
+
+// SetupWithManager watches ApiKeys, the Secrets they own, and their Partners.
+func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ApiKey{}).
+		Owns(&corev1.Secret{}).
+		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(r.keysOfPartner)).
+		Named("apikey").
+		Complete(r)
+}
+
+func (r *ApiKeyReconciler) keysOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.ApiKeyList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, k := range list.Items {
+		if k.Spec.PartnerRef.Name == obj.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: k.Namespace, Name: k.Name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
+)
+
+// CatalogReconciler provisions a Catalog's products (inline and from ConfigMaps). A catalog with
+// invalid products is not applied: the last good version stays in service and the status names
+// the offending productCodes.
+type CatalogReconciler struct {
+	client.Client
+	Provisioner *provisioning.Provisioner
+	Options     Options
+}
+
+// +kubebuilder:rbac:groups=codeport.dev,resources=catalogs,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=catalogs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=catalogs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+
+// Reconcile is the whole flow of a Catalog: fetch → deletion → products → status.
+func (r *CatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var c v1alpha1.Catalog
+	if err := r.Get(ctx, req.NamespacedName, &c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return withFinalizer(ctx, r.Client, &c,
+		func(ctx context.Context) error { return r.Provisioner.DeleteCatalog(ctx, c.Namespace, c.Name) },
+		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &c) },
+		func() { c.Status.ObservedGeneration = c.Generation })
+}
+
+func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctrl.Result, error) {
+	products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
+	for _, src := range c.Spec.ProductsFrom {
+		var cm corev1.ConfigMap
+		err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: src.ConfigMapRef.Name}, &cm)
+		if apierrors.IsNotFound(err) {
+			setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonConfigMapNotFound,
+				fmt.Sprintf("ConfigMap %s not found; the last good catalog stays in service", src.ConfigMapRef.Name))
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		data, ok := cm.Data[src.ConfigMapRef.Key]
+		if !ok {
+			setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonConfigMapNotFound,
+				fmt.Sprintf("ConfigMap %s has no key %q; the last good catalog stays in service", src.ConfigMapRef.Name, src.ConfigMapRef.Key))
+			return ctrl.Result{}, nil
+		}
+		feed, err := provisioning.ParseProductFeed([]byte(data))
+		if err != nil {
+			setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidProducts,
+				fmt.Sprintf("ConfigMap %s key %s: %v", src.ConfigMapRef.Name, src.ConfigMapRef.Key, err))
+			return ctrl.Result{}, nil
+		}
+		products = append(products, feed...)
+	}
+	res, err := r.Provisioner.ApplyCatalog(ctx, c, products)
+	if err != nil {
+		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, err.Error())
+		return ctrl.Result{}, err
+	}
+	c.Status.InvalidProducts = res.Invalid
+	if len(res.Invalid) > 0 {
+		codes := make([]string, 0, 5)
+		for i, p := range res.Invalid {
+			if i == 5 {
+				codes = append(codes, fmt.Sprintf("and %d more", len(res.Invalid)-5))
+				break
+			}
+			codes = append(codes, fmt.Sprintf("%s (%s)", p.ProductCode, p.Reason))
+		}
+		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidProducts,
+			"Invalid products, the last good catalog stays in service: "+strings.Join(codes, "; "))
+		return ctrl.Result{}, nil
+	}
+	c.Status.ProductCount = int32(min(res.Products, 1<<30)) //nolint:gosec // bounded just above
+	setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
+		fmt.Sprintf("%d products in service", res.Products))
+	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+}
+
+// SetupWithManager watches Catalogs and the ConfigMaps they read products from.
+func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Catalog{}).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.catalogsReading)).
+		Named("catalog").
+		Complete(r)
+}
+
+// catalogsReading maps a ConfigMap to the Catalogs of its namespace that read it.
+func (r *CatalogReconciler) catalogsReading(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.CatalogList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, c := range list.Items {
+		for _, src := range c.Spec.ProductsFrom {
+			if src.ConfigMapRef.Name == obj.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,372 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/wallet"
+)
+
+const timeout = 20 * time.Second
+
+func catalogObj(ns string, products ...v1alpha1.CatalogProduct) *v1alpha1.Catalog {
+	return &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
+		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5", Products: products}}
+}
+
+func product(code string, price int64) v1alpha1.CatalogProduct {
+	return v1alpha1.CatalogProduct{ProductCode: code, Name: "Product " + code, CountryCode: "DE", CurrencyCode: "EUR",
+		Price: ptr(price), Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed}, Status: "active"}
+}
+
+func partnerObj(ns string) *v1alpha1.Partner {
+	return &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example", CatalogRef: &v1alpha1.LocalObjectReference{Name: "eu"},
+			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}}}}
+}
+
+func apiKeyObj(ns, name, environment string, kind v1alpha1.ApiKeyType) *v1alpha1.ApiKey {
+	return &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: v1alpha1.Environment(environment),
+			Type: kind, SecretName: name + "-key"}}
+}
+
+func ready(conditions []metav1.Condition, generation int64) (bool, string) {
+	c := meta.FindStatusCondition(conditions, v1alpha1.ConditionReady)
+	if c == nil {
+		return false, "no Ready condition"
+	}
+	return c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation, fmt.Sprintf("%s %s: %s (gen %d)", c.Status, c.Reason, c.Message, c.ObservedGeneration)
+}
+
+// secretKey waits for the ApiKey's Secret and returns its key.
+func secretKey(t *testing.T, ns, secretName, notEqual string) string {
+	t.Helper()
+	var key string
+	eventually(t, timeout, "key secret "+secretName, func() (bool, string) {
+		var s corev1.Secret
+		if !get(t, ns, secretName, &s) {
+			return false, "no secret"
+		}
+		key = string(s.Data["apiKey"])
+		return key != "" && key != notEqual, "key " + auth.DisplayPrefix(key)
+	})
+	return key
+}
+
+// onboard applies a catalog, a partner and its two keys, and waits until the keys work.
+func onboard(t *testing.T, ns string) (sandboxKey, productionKey string) {
+	t.Helper()
+	create(t, catalogObj(ns, product("10000000000001", 2000), product("10000000000002", 5000)))
+	create(t, partnerObj(ns))
+	create(t, apiKeyObj(ns, "acme-sandbox", "sandbox", v1alpha1.ApiKeyTypeAPIKey))
+	create(t, apiKeyObj(ns, "acme-production", "production", v1alpha1.ApiKeyTypeAPIKey))
+	sandboxKey = secretKey(t, ns, "acme-sandbox-key", "")
+	productionKey = secretKey(t, ns, "acme-production-key", "")
+	eventually(t, timeout, "keys work", func() (bool, string) {
+		s, p := ping(t, "sandbox", sandboxKey), ping(t, "production", productionKey)
+		return s == 200 && p == 200, fmt.Sprintf("sandbox %d production %d", s, p)
+	})
+	return sandboxKey, productionKey
+}
+
+func TestOnboarding(t *testing.T) {
+	ns := namespace(t)
+	sandboxKey, productionKey := onboard(t, ns)
+	if !strings.HasPrefix(sandboxKey, "cp_test_") || !strings.HasPrefix(productionKey, "cp_live_") {
+		t.Fatalf("key prefixes: %s %s", auth.DisplayPrefix(sandboxKey), auth.DisplayPrefix(productionKey))
+	}
+	if ping(t, "production", sandboxKey) != 401 {
+		t.Fatal("sandbox key accepted by production")
+	}
+	var p v1alpha1.Partner
+	eventually(t, timeout, "partner ready", func() (bool, string) {
+		get(t, ns, "acme", &p)
+		ok, detail := ready(p.Status.Conditions, p.Generation)
+		return ok && p.Status.Accounts.Sandbox != "" && p.Status.ObservedGeneration == p.Generation &&
+			meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionCatalogResolved), detail
+	})
+	var c v1alpha1.Catalog
+	eventually(t, timeout, "catalog ready", func() (bool, string) {
+		get(t, ns, "eu", &c)
+		ok, detail := ready(c.Status.Conditions, c.Generation)
+		return ok && c.Status.ProductCount == 2, detail
+	})
+	if list := getJSON(t, "production", "/catalog/products", productionKey); list["count"] != float64(2) {
+		t.Fatalf("production catalog: %v", list)
+	}
+	var s corev1.Secret
+	get(t, ns, "acme-production-key", &s)
+	if string(s.Data["environment"]) != "production" || string(s.Data["baseUrl"]) != "https://api.example/v2" ||
+		!metav1.IsControlledBy(&s, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{UID: s.OwnerReferences[0].UID}}) {
+		t.Fatalf("secret: %v %v", s.Data, s.OwnerReferences)
+	}
+	var k v1alpha1.ApiKey
+	get(t, ns, "acme-production", &k)
+	if k.Status.KeyPrefix != auth.DisplayPrefix(productionKey) || k.Status.IssuedAt == nil {
+		t.Fatalf("apikey status: %+v", k.Status)
+	}
+	// The plaintext is nowhere in the database: only its digest.
+	var n int64
+	env.db.Gorm.Raw(`SELECT count(*) FROM api_keys WHERE key_prefix = ? AND digest = sha256(?::bytea)`, k.Status.KeyPrefix, productionKey).Scan(&n)
+	if n != 1 {
+		t.Fatalf("digest rows: %d", n)
+	}
+
+	// A policy change reaches the running API: ordering disabled.
+	get(t, ns, "acme", &p)
+	p.Spec.Ordering = &v1alpha1.OrderingSpec{Enabled: ptr(false)}
+	if err := env.k8s.Update(context.Background(), &p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "ordering disabled", func() (bool, string) {
+		body := postOrder(t, "production", productionKey)
+		return body == 403, fmt.Sprint(body)
+	})
+}
+
+func postOrder(t *testing.T, environment, key string) int {
+	t.Helper()
+	req, _ := newRequest("POST", env.apiURL[environment]+"/orders",
+		`{"externalOrderCode":"x","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`)
+	req.Header.Set("x-api-key", key)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func keyState(t *testing.T, key string) (exists, active bool) {
+	t.Helper()
+	exists, active, err := provisioning.New(env.db).KeyState(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exists, active
+}
+
+func TestKeyLifecycle(t *testing.T) {
+	ns := namespace(t)
+	_, key := onboard(t, ns)
+	ctx := context.Background()
+
+	// Later reconciles (any change of the resource) never regenerate the key.
+	var k v1alpha1.ApiKey
+	get(t, ns, "acme-production", &k)
+	k.Annotations = map[string]string{"touched": "yes"}
+	if err := env.k8s.Update(ctx, &k); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if again := secretKey(t, ns, "acme-production-key", ""); again != key {
+		t.Fatal("key regenerated on a later reconcile")
+	}
+
+	// Raising rotation issues a new key and revokes the previous one at once.
+	get(t, ns, "acme-production", &k)
+	k.Spec.Rotation = 1
+	if err := env.k8s.Update(ctx, &k); err != nil {
+		t.Fatal(err)
+	}
+	rotated := secretKey(t, ns, "acme-production-key", key)
+	eventually(t, timeout, "rotation", func() (bool, string) {
+		o, n := ping(t, "production", key), ping(t, "production", rotated)
+		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
+	})
+	eventually(t, timeout, "rotation status", func() (bool, string) {
+		get(t, ns, "acme-production", &k)
+		return k.Status.Rotation == 1 && k.Status.KeyPrefix == auth.DisplayPrefix(rotated), fmt.Sprintf("%+v", k.Status)
+	})
+
+	// Deleting the Secret revokes its key and issues a new one.
+	if err := env.k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production-key"}}); err != nil {
+		t.Fatal(err)
+	}
+	reissued := secretKey(t, ns, "acme-production-key", rotated)
+	if _, active := keyState(t, rotated); active {
+		t.Fatal("key of the deleted Secret still active")
+	}
+	eventually(t, timeout, "reissued key works", func() (bool, string) {
+		return ping(t, "production", reissued) == 200, ""
+	})
+
+	// A database restored without the key gets it back from the Secret.
+	if err := env.db.Gorm.Exec(`DELETE FROM api_keys WHERE source = ?`, ns+"/acme-production").Error; err != nil {
+		t.Fatal(err)
+	}
+	get(t, ns, "acme-production", &k)
+	k.Annotations["touched"] = "again"
+	if err := env.k8s.Update(ctx, &k); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "key restored from Secret", func() (bool, string) {
+		exists, active := keyState(t, reissued)
+		return exists && active, ""
+	})
+	if now := secretKey(t, ns, "acme-production-key", ""); now != reissued {
+		t.Fatal("restoring the digest changed the key")
+	}
+
+	// Deleting the ApiKey revokes its key.
+	if err := env.k8s.Delete(ctx, &k); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "revoked on delete", func() (bool, string) {
+		return ping(t, "production", reissued) == 401, ""
+	})
+}
+
+func TestSecretConflict(t *testing.T) {
+	ns := namespace(t)
+	onboard(t, ns)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, StringData: map[string]string{"apiKey": "x"}})
+	k := apiKeyObj(ns, "clash", "sandbox", v1alpha1.ApiKeyTypeAPIKey)
+	k.Spec.SecretName = "theirs"
+	create(t, k)
+	eventually(t, timeout, "conflict reported", func() (bool, string) {
+		get(t, ns, "clash", k)
+		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict, fmt.Sprint(c)
+	})
+	var s corev1.Secret
+	get(t, ns, "theirs", &s)
+	if string(s.Data["apiKey"]) != "x" {
+		t.Fatal("someone else's Secret was overwritten")
+	}
+}
+
+func TestCatalogKeepsLastGoodVersion(t *testing.T) {
+	ns := namespace(t)
+	sandboxKey, _ := onboard(t, ns)
+	ctx := context.Background()
+	// Products from a ConfigMap join the inline ones.
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "feed"},
+		Data: map[string]string{"products.json": `[{"productCode":"10000000000003","name":"Feed product","countryCode":"DE","currencyCode":"EUR","price":700}]`}})
+	var c v1alpha1.Catalog
+	get(t, ns, "eu", &c)
+	c.Spec.ProductsFrom = []v1alpha1.ProductsSource{{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}}}
+	if err := env.k8s.Update(ctx, &c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "feed applied", func() (bool, string) {
+		get(t, ns, "eu", &c)
+		return c.Status.ProductCount == 3, fmt.Sprint(c.Status.ProductCount)
+	})
+	// An invalid product blocks the new version; the old one keeps serving.
+	var cm corev1.ConfigMap
+	get(t, ns, "feed", &cm)
+	cm.Data["products.json"] = `[{"productCode":"10000000000004","name":"No price","countryCode":"DE","currencyCode":"EUR"}]`
+	if err := env.k8s.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "invalid product reported", func() (bool, string) {
+		get(t, ns, "eu", &c)
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+		return cond != nil && cond.Reason == v1alpha1.ReasonInvalidProducts && strings.Contains(cond.Message, "10000000000004") &&
+			len(c.Status.InvalidProducts) == 1, fmt.Sprint(cond)
+	})
+	if got := getJSON(t, "sandbox", "/catalog/products/10000000000003", sandboxKey); got["productCode"] != "10000000000003" {
+		t.Fatalf("last good catalog not in service: %v", got)
+	}
+}
+
+func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
+	ns := namespace(t)
+	sandboxKey, _ := onboard(t, ns)
+	ctx := context.Background()
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox", LowBalanceThreshold: "100.00",
+			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "500.00"}, {ID: "wire-2", Currency: "EUR", Amount: "250.50"}}}}
+	create(t, w)
+	eventually(t, timeout, "top-ups applied", func() (bool, string) {
+		get(t, ns, "acme-sandbox", w)
+		return w.Status.Balances["EUR"] == "750.50" && w.Status.AppliedTopUps == 2 && !w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
+	})
+	// Many reconciles later the top-ups are still applied exactly once.
+	for i := range 5 {
+		get(t, ns, "acme-sandbox", w)
+		w.Annotations = map[string]string{"n": fmt.Sprint(i)}
+		if err := env.k8s.Update(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	if b := getJSON(t, "sandbox", "/wallet", sandboxKey)["balances"].(map[string]any)["EUR"]; b != 750.5 {
+		t.Fatalf("balance after repeated reconciles: %v", b)
+	}
+
+	// Money spent through the ledger shows in status within seconds, without touching the Wallet.
+	acct, err := store.AccountOf(ctx, env.db.Gorm, ns, "acme", "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = env.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		_, err := wallet.Debit(tx, acct.ID, "EUR", 70000, "manual-test-debit")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "status follows the ledger", func() (bool, string) {
+		get(t, ns, "acme-sandbox", w)
+		return w.Status.Balances["EUR"] == "50.50" && w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
+	})
+
+	// Removing a top-up does not reverse it; a condition says so.
+	get(t, ns, "acme-sandbox", w)
+	w.Spec.TopUps = w.Spec.TopUps[:1]
+	if err := env.k8s.Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "removal reported", func() (bool, string) {
+		get(t, ns, "acme-sandbox", w)
+		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionTopUpsReconciled)
+		return c != nil && c.Reason == v1alpha1.ReasonTopUpRemoved && c.ObservedGeneration == w.Generation &&
+			w.Status.Balances["EUR"] == "50.50", fmt.Sprint(c)
+	})
+}
+
+func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
+	ns := namespace(t)
+	sandboxKey, productionKey := onboard(t, ns)
+	ctx := context.Background()
+	acct, err := store.AccountOf(ctx, env.db.Gorm, ns, "acme", "production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "keys revoked", func() (bool, string) {
+		s, p := ping(t, "sandbox", sandboxKey), ping(t, "production", productionKey)
+		return s == 401 && p == 401, fmt.Sprintf("%d %d", s, p)
+	})
+	eventually(t, timeout, "partner gone", func() (bool, string) {
+		return !get(t, ns, "acme", &v1alpha1.Partner{}), ""
+	})
+	var a store.Account
+	if err := env.db.Gorm.Where("id = ?", acct.ID).Take(&a).Error; err != nil || !a.Suspended {
+		t.Fatalf("account after deletion: %+v %v", a, err)
+	}
+	// ApiKeys of the deleted partner say why they are not ready.
+	eventually(t, timeout, "apikey reports missing partner", func() (bool, string) {
+		var k v1alpha1.ApiKey
+		get(t, ns, "acme-sandbox", &k)
+		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonPartnerNotFound, fmt.Sprint(c)
+	})
+}

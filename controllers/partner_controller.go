@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// PartnerReconciler provisions a Partner's two accounts (allowlist, rate limit, ordering flags
+// and limits, per-environment overrides, suspension), its catalog binding and webhook endpoint.
+// Deleting a Partner suspends its accounts and revokes its keys; orders and the ledger stay.
+type PartnerReconciler struct {
+	client.Client
+	Provisioner *provisioning.Provisioner
+	Options     Options
+}
+
+// +kubebuilder:rbac:groups=codeport.dev,resources=partners,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=partners/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=codeport.dev,resources=partners/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Reconcile is the whole flow of a Partner: fetch → deletion → catalog and webhook → accounts
+// → status.
+func (r *PartnerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var p v1alpha1.Partner
+	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return withFinalizer(ctx, r.Client, &p,
+		func(ctx context.Context) error { return r.Provisioner.RetirePartner(ctx, p.Namespace, p.Name) },
+		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &p) },
+		func() { p.Status.ObservedGeneration = p.Generation })
+}
+
+func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctrl.Result, error) {
+	result := ctrl.Result{RequeueAfter: r.Options.Resync}
+	catalogID, catalogOK := r.resolveCatalog(ctx, p)
+	if !catalogOK {
+		result.RequeueAfter = r.Options.NotReadyRetry
+	}
+	webhook, webhookProblem, err := r.webhook(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := r.Provisioner.ApplyPartner(ctx, p, catalogID, webhook)
+	if err != nil {
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, err.Error())
+		return ctrl.Result{}, err
+	}
+	p.Status.Accounts = v1alpha1.PartnerAccounts{
+		Sandbox: res.Accounts[store.EnvironmentSandbox].String(), Production: res.Accounts[store.EnvironmentProduction].String(),
+	}
+	switch {
+	case webhookProblem != "":
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, webhookProblem)
+		result.RequeueAfter = r.Options.NotReadyRetry
+	case p.Spec.Suspended:
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonSuspended,
+			"Accounts provisioned and suspended: every request of the partner's keys is refused")
+	case !catalogOK:
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonCatalogNotReady,
+			"Accounts provisioned; the catalog is not in service yet (see CatalogResolved)")
+	default:
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
+			"Sandbox and production accounts provisioned")
+	}
+	return result, nil
+}
+
+// resolveCatalog finds the provisioned catalog of catalogRef and records CatalogResolved.
+// Without a usable catalog the partner is provisioned with an empty one (plus the sandbox test
+// products).
+func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Partner) (*uuid.UUID, bool) {
+	if p.Spec.CatalogRef == nil {
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonNoCatalog,
+			"No catalogRef: the partner's catalog is empty (sandbox keeps its test products)")
+		return nil, true
+	}
+	name := p.Spec.CatalogRef.Name
+	var c v1alpha1.Catalog
+	if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &c); err != nil {
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotFound,
+			fmt.Sprintf("Catalog %q not found in namespace %s: create it or fix spec.catalogRef", name, p.Namespace))
+		return nil, false
+	}
+	id, err := r.Provisioner.CatalogID(ctx, p.Namespace, name)
+	if err != nil {
+		// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog watch
+		// brings the partner back when it is.
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotReady,
+			fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name))
+		return nil, false
+	}
+	setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonReconciled,
+		fmt.Sprintf("Catalog %q bound", name))
+	return &id, true
+}
+
+// webhook reads the webhook secret; a problem a human must fix is returned as text.
+func (r *PartnerReconciler) webhook(ctx context.Context, p *v1alpha1.Partner) (*provisioning.Webhook, string, error) {
+	w := p.Spec.Webhook
+	if w == nil {
+		return nil, "", nil
+	}
+	var s corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: w.SecretRef.Name}, &s)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", w.SecretRef.Name), nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read webhook secret: %w", err)
+	}
+	secret, ok := s.Data[w.SecretRef.Key]
+	if !ok || len(secret) == 0 {
+		return nil, fmt.Sprintf("webhook Secret %q has no key %q", w.SecretRef.Name, w.SecretRef.Key), nil
+	}
+	events := make([]string, len(w.Events))
+	for i, e := range w.Events {
+		events[i] = string(e)
+	}
+	return &provisioning.Webhook{URL: w.URL, Secret: secret, Events: events}, "", nil
+}
+
+// SetupWithManager watches Partners and the Catalogs they bind.
+func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Partner{}).
+		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(r.partnersOfCatalog)).
+		Named("partner").
+		Complete(r)
+}
+
+func (r *PartnerReconciler) partnersOfCatalog(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.PartnerList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range list.Items {
+		if p.Spec.CatalogRef != nil && p.Spec.CatalogRef.Name == obj.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,207 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/controllers"
+)
+
+// suite is a real kube-apiserver and etcd (envtest) with the CRDs installed, a real PostgreSQL
+// database, the operator's manager running against both, and the production and sandbox APIs
+// serving from the same database. Each test works in a namespace of its own.
+type suite struct {
+	k8s    client.Client
+	db     *store.DB
+	apiURL map[string]string
+}
+
+var env suite
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+		return 1
+	}
+	ctrl.SetLogger(logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	database, err := storetest.Create(ctx, "controllers", true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test database:", err)
+		return 1
+	}
+	defer func() { _ = database.Drop(context.Background()) }()
+	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := te.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		return 1
+	}
+	defer func() { _ = te.Stop() }()
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	if env.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env.db, err = store.Open(ctx, database.URL, store.Options{MaxConns: 20}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.db.Close()
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	err = controllers.Setup(mgr, controllers.Options{DB: env.db, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
+		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+
+	env.apiURL = map[string]string{}
+	key, _ := codes.NewKey()
+	raw, _ := codes.ParseKey(key)
+	cipher, _ := codes.NewCipher(raw)
+	queue, err := fulfilment.NewQueue(env.db)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, e := range []string{"sandbox", "production"} {
+		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		go func() { _ = srv.Serve(ln) }()
+		go func() { _ = srv.Run(ctx) }()
+		defer func() { _ = srv.Shutdown(context.Background()) }()
+		env.apiURL[e] = "http://" + ln.Addr().String() + "/v2"
+	}
+	return m.Run()
+}
+
+// namespace creates a namespace for one test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.k8s.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// eventually polls cond until it holds or the time is up.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
+}
+
+func get(t *testing.T, ns, name string, obj client.Object) bool {
+	t.Helper()
+	err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	if err != nil && client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// ping calls the partner API with a key and returns the status code.
+func ping(t *testing.T, environment, key string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+"/ping", nil)
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func getJSON(t *testing.T, environment, path, key string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+path, nil)
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func newRequest(method, url, body string) (*http.Request, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
+}
