@@ -7,16 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/wallet"
 )
 
 const timeout = 20 * time.Second
@@ -183,7 +182,7 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotated := secretKey(t, ns, "acme-production-key", key)
-	eventually(t, timeout, "rotation", func() (bool, string) {
+	eventually(t, time.Second, "rotation visible to the API", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
@@ -225,7 +224,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := env.k8s.Delete(ctx, &k); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "revoked on delete", func() (bool, string) {
+	eventually(t, time.Second, "revoked on delete", func() (bool, string) {
 		return ping(t, "production", reissued) == 401, ""
 	})
 }
@@ -296,31 +295,39 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 		get(t, ns, "acme-sandbox", w)
 		return w.Status.Balances["EUR"] == "750.50" && w.Status.AppliedTopUps == 2 && !w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
 	})
-	// Many reconciles later the top-ups are still applied exactly once.
-	for i := range 5 {
+	// A second operator reconciles concurrently, then goes away (a restart); 20 reconciles later
+	// the top-ups are still applied exactly once.
+	replicaCtx, stopReplica := context.WithCancel(ctx)
+	defer stopReplica()
+	if err := startManager(replicaCtx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if i == 10 {
+			stopReplica()
+		}
 		get(t, ns, "acme-sandbox", w)
 		w.Annotations = map[string]string{"n": fmt.Sprint(i)}
 		if err := env.k8s.Update(ctx, w); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
 	if b := getJSON(t, "sandbox", "/wallet", sandboxKey)["balances"].(map[string]any)["EUR"]; b != 750.5 {
 		t.Fatalf("balance after repeated reconciles: %v", b)
 	}
 
-	// Money spent through the ledger shows in status within seconds, without touching the Wallet.
-	acct, err := store.AccountOf(ctx, env.db.Gorm, ns, "acme", "sandbox")
-	if err != nil {
-		t.Fatal(err)
+	// Money spent on orders shows in status within seconds, without touching the Wallet:
+	// 35 units of 20.00 EUR.
+	req, _ := newRequest("POST", env.apiURL["sandbox"]+"/orders",
+		`{"externalOrderCode":"spend","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":35}]}`)
+	req.Header.Set("x-api-key", sandboxKey)
+	resp, err := httpClient.Do(req)
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("order: %v %v", resp, err)
 	}
-	err = env.db.Gorm.Transaction(func(tx *gorm.DB) error {
-		_, err := wallet.Debit(tx, acct.ID, "EUR", 70000, "manual-test-debit")
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp.Body.Close()
 	eventually(t, 5*time.Second, "status follows the ledger", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
 		return w.Status.Balances["EUR"] == "50.50" && w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
@@ -348,6 +355,14 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Wallet ordering off: the order needs no funds.
+	if err := env.db.Gorm.Exec(`UPDATE accounts SET wallet_enabled = false WHERE id = ?`, acct.ID).Error; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "order placed", func() (bool, string) {
+		code := postOrder(t, "production", productionKey)
+		return code == 202, fmt.Sprint(code)
+	})
 	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -362,6 +377,9 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	if err := env.db.Gorm.Where("id = ?", acct.ID).Take(&a).Error; err != nil || !a.Suspended {
 		t.Fatalf("account after deletion: %+v %v", a, err)
 	}
+	if _, err := store.FindOrderByExternalCode(ctx, env.db.Gorm, acct.ID, "x"); err != nil {
+		t.Fatalf("order of the deleted partner: %v", err)
+	}
 	// ApiKeys of the deleted partner say why they are not ready.
 	eventually(t, timeout, "apikey reports missing partner", func() (bool, string) {
 		var k v1alpha1.ApiKey
@@ -369,4 +387,51 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonPartnerNotFound, fmt.Sprint(c)
 	})
+}
+
+// TestScale200Partners onboards 200 partners, each with a key and a wallet, and reports how long
+// they take to become Ready. The bound is generous; the measured time is logged.
+func TestScale200Partners(t *testing.T) {
+	ns := namespace(t)
+	create(t, catalogObj(ns, product("10000000000001", 2000)))
+	start := time.Now()
+	const n = 200
+	for i := range n {
+		p := partnerObj(ns)
+		p.Name = fmt.Sprintf("p%03d", i)
+		create(t, p)
+		k := apiKeyObj(ns, p.Name, "production", v1alpha1.ApiKeyTypeAPIKey)
+		k.Spec.PartnerRef.Name = p.Name
+		create(t, k)
+		create(t, &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name},
+			Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: p.Name}, Environment: "production",
+				TopUps: []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}}}})
+	}
+	eventually(t, 3*time.Minute, "200 partners ready", func() (bool, string) {
+		readyCount := func(list []metav1.Condition) bool { return meta.IsStatusConditionTrue(list, v1alpha1.ConditionReady) }
+		var partners v1alpha1.PartnerList
+		var keys v1alpha1.ApiKeyList
+		var wallets v1alpha1.WalletList
+		_ = env.k8s.List(context.Background(), &partners, client.InNamespace(ns))
+		_ = env.k8s.List(context.Background(), &keys, client.InNamespace(ns))
+		_ = env.k8s.List(context.Background(), &wallets, client.InNamespace(ns))
+		p, k, w := 0, 0, 0
+		for i := range partners.Items {
+			if readyCount(partners.Items[i].Status.Conditions) {
+				p++
+			}
+		}
+		for i := range keys.Items {
+			if readyCount(keys.Items[i].Status.Conditions) {
+				k++
+			}
+		}
+		for i := range wallets.Items {
+			if readyCount(wallets.Items[i].Status.Conditions) && wallets.Items[i].Status.Balances["EUR"] == "100.00" {
+				w++
+			}
+		}
+		return p == n && k == n && w == n, fmt.Sprintf("partners %d keys %d wallets %d", p, k, w)
+	})
+	t.Logf("200 partners with keys and wallets Ready in %s", time.Since(start).Round(100*time.Millisecond))
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -140,6 +141,7 @@ func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Partner{}).
 		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(r.partnersOfCatalog)).
 		Named("partner").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
 }
 

@@ -38,6 +38,8 @@ type Options struct {
 	Resync time.Duration
 	// NotReadyRetry is how soon a resource waiting on another one is looked at again.
 	NotReadyRetry time.Duration
+	// Concurrency is how many resources of one kind reconcile at once.
+	Concurrency int
 }
 
 func (o *Options) defaults() {
@@ -46,6 +48,9 @@ func (o *Options) defaults() {
 	}
 	if o.NotReadyRetry == 0 {
 		o.NotReadyRetry = 10 * time.Second
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
 	}
 }
 

@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -36,6 +38,8 @@ import (
 // database, the operator's manager running against both, and the production and sandbox APIs
 // serving from the same database. Each test works in a namespace of its own.
 type suite struct {
+	cfg    *rest.Config
+	scheme *runtime.Scheme
 	k8s    client.Client
 	db     *store.DB
 	apiURL map[string]string
@@ -69,6 +73,7 @@ func run(m *testing.M) int {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)
+	env.cfg, env.scheme = cfg, scheme
 	if env.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -79,22 +84,10 @@ func run(m *testing.M) int {
 	}
 	defer env.db.Close()
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
+	if err := startManager(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	err = controllers.Setup(mgr, controllers.Options{DB: env.db, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
-		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
 
 	env.apiURL = map[string]string{}
 	key, _ := codes.NewKey()
@@ -118,6 +111,27 @@ func run(m *testing.M) int {
 		env.apiURL[e] = "http://" + ln.Addr().String() + "/v2"
 	}
 	return m.Run()
+}
+
+// startManager runs an operator (manager with every reconciler) until ctx ends. Tests start a
+// second one to play a concurrent replica or a restart.
+func startManager(ctx context.Context) error {
+	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr(true)}})
+	if err != nil {
+		return err
+	}
+	err = controllers.Setup(mgr, controllers.Options{DB: env.db, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
+		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return nil
 }
 
 // namespace creates a namespace for one test.

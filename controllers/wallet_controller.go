@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -95,6 +96,7 @@ func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan even
 		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(r.walletsOfPartner)).
 		WatchesRawSource(source.Channel(ledger, &handler.EnqueueRequestForObject{})).
 		Named("wallet").
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
 }
 
