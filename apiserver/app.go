@@ -19,6 +19,7 @@ import (
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
+	v1 "github.com/codeport/codeport/apiserver/v1"
 	v2 "github.com/codeport/codeport/apiserver/v2"
 )
 
@@ -88,12 +89,13 @@ func New(cfg Config, deps Deps) *Server {
 		ReadBufferSize:        16 << 10,
 		ErrorHandler:          s.errorHandler,
 	})
-	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)))
+	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)),
+		v1.NewHandlers(s.catalogs))
 	return s
 }
 
 // routes is the whole route table of the API.
-func (s *Server) routes(h *v2.Handlers) {
+func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 	app := s.app
 	app.Use(recover.New())
 
@@ -110,6 +112,12 @@ func (s *Server) routes(h *v2.Handlers) {
 	api.Get("/sandbox/scenarios", h.SandboxScenarios)
 	// Unknown paths under /v2 still answer in the contract's error shape, with rate-limit headers.
 	api.Use(func(c *fiber.Ctx) error { return apierror.RouteNotFound(c.Method(), c.Path()) })
+
+	old := app.Group("/v1", s.access(bearerCredential))
+	old.Get("/catalog", legacy.Catalog)
+	old.Get("/catalog/products", legacy.Products)
+	old.Get("/catalog/product", legacy.Product)
+	old.Use(func(c *fiber.Ctx) error { return apierror.RouteNotFound(c.Method(), c.Path()) })
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {

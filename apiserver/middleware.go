@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -20,6 +21,20 @@ type credential struct {
 	extract func(c *fiber.Ctx) string
 	missing func() *apierror.Error
 	invalid func() *apierror.Error
+}
+
+// bearerCredential is the legacy v1 interface's Authorization: Bearer <token>.
+var bearerCredential = credential{
+	kind: "bearerToken",
+	extract: func(c *fiber.Ctx) string {
+		scheme, token, ok := strings.Cut(strings.TrimSpace(c.Get(fiber.HeaderAuthorization)), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return ""
+		}
+		return strings.TrimSpace(token)
+	},
+	missing: apierror.MissingBearerToken,
+	invalid: apierror.InvalidBearerToken,
 }
 
 var apiKeyCredential = credential{

@@ -99,6 +99,8 @@ func nextMidnight(now time.Time) time.Time {
 func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (*Snapshot, time.Time, error) {
 	expires := nextMidnight(now)
 	var products []Product
+	var meta *store.Catalog
+	active := false
 	if catalogID != uuid.Nil {
 		cat, rows, err := store.LoadCatalog(ctx, c.db.Gorm, catalogID)
 		switch {
@@ -107,13 +109,15 @@ func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (
 		case err != nil:
 			return nil, time.Time{}, err
 		default:
+			meta = &cat
 			if cat.ValidFrom.After(now) && cat.ValidFrom.Before(expires) {
 				expires = cat.ValidFrom
 			}
 			if cat.ValidTo != nil && cat.ValidTo.After(now) && cat.ValidTo.Before(expires) {
 				expires = *cat.ValidTo
 			}
-			if !cat.ValidFrom.After(now) && (cat.ValidTo == nil || cat.ValidTo.After(now)) {
+			active = !cat.ValidFrom.After(now) && (cat.ValidTo == nil || cat.ValidTo.After(now))
+			if active {
 				products = make([]Product, 0, len(rows)+5)
 				for _, r := range rows {
 					products = append(products, Product{CatalogProduct: r})
@@ -132,6 +136,7 @@ func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (
 	if err != nil {
 		return nil, time.Time{}, err
 	}
+	snap.Catalog, snap.Active = meta, active
 	return snap, expires, nil
 }
 

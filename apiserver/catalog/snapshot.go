@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/store"
 )
 
 // Paging bounds of GET /catalog/products.
@@ -116,6 +117,10 @@ func (e *entry) matches(q *Query) bool {
 // Snapshot is an immutable view of one catalog (plus the test products in sandbox), safe to
 // share between requests.
 type Snapshot struct {
+	// Catalog is the partner's catalog record (nil when none is bound); Active says whether it
+	// is within its validity window.
+	Catalog *store.Catalog
+	Active  bool
 	entries []entry
 	byCode  map[string]*entry
 }
