@@ -205,4 +205,3 @@ func legacy(p *catalog.Product) legacyProduct {
 	}
 	return out
 }
-
