@@ -18,13 +18,14 @@ import (
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/devenv"
 	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
 func newDevCommand() *cobra.Command {
-	var databaseURL, manifests, stateDir, productionAddr, sandboxAddr string
+	var databaseURL, manifests, stateDir, productionAddr, sandboxAddr, smtpURL, smtpFrom string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole data plane on this machine, no cluster needed",
@@ -36,7 +37,8 @@ provisioned the way the operator would; the keys they ask for are written to
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), devOptions{databaseURL: databaseURL, manifests: manifests,
-				stateDir: stateDir, addrs: map[string]string{store.EnvironmentProduction: productionAddr, store.EnvironmentSandbox: sandboxAddr}})
+				stateDir: stateDir, smtpURL: smtpURL, smtpFrom: smtpFrom,
+				addrs: map[string]string{store.EnvironmentProduction: productionAddr, store.EnvironmentSandbox: sandboxAddr}})
 		},
 	}
 	f := cmd.Flags()
@@ -45,11 +47,13 @@ provisioned the way the operator would; the keys they ask for are written to
 	f.StringVar(&stateDir, "state-dir", ".codeport", "directory for the embedded database, keys and credentials.json")
 	f.StringVar(&productionAddr, "production-addr", "127.0.0.1:8080", "listen address of the production API")
 	f.StringVar(&sandboxAddr, "sandbox-addr", "127.0.0.1:8081", "listen address of the sandbox API")
+	smtpFlags(f, &smtpURL, &smtpFrom)
 	return cmd
 }
 
 type devOptions struct {
 	databaseURL, manifests, stateDir string
+	smtpURL, smtpFrom                string
 	addrs                            map[string]string
 }
 
@@ -105,15 +109,25 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if err != nil {
 		return err
 	}
+	mail, err := notify.ParseSMTP(opts.smtpURL, opts.smtpFrom)
+	if err != nil {
+		return err
+	}
+	notifier, err := notify.NewNotifier(db, mail != nil, notify.DefaultRetry())
+	if err != nil {
+		return err
+	}
 	var listeners []apiserver.Listener
 	for _, env := range provisioning.Environments() {
 		listeners = append(listeners, apiserver.Listener{Config: apiserver.DefaultConfig(env), Addr: opts.addrs[env]})
 	}
 	workers := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
 	plane := &apiserver.DataPlane{
-		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue, Logger: log},
+		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
 		Listeners: listeners,
 		Workers:   &workers,
+		SMTP:      mail,
+		Retry:     notify.DefaultRetry(),
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

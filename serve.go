@@ -16,15 +16,16 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
 func newServeCommand() *cobra.Command {
 	var (
-		environment, addr, databaseURL, redisURL, trustedProxies, codesKey string
-		workers                                                            bool
-		concurrency                                                        int
+		environment, addr, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
+		workers                                                                               bool
+		concurrency                                                                           int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,9 +68,19 @@ requests and running fulfilment jobs finish, then exits.`,
 			if err != nil {
 				return err
 			}
+			mail, err := notify.ParseSMTP(smtpURL, smtpFrom)
+			if err != nil {
+				return err
+			}
+			notifier, err := notify.NewNotifier(db, mail != nil, notify.DefaultRetry())
+			if err != nil {
+				return err
+			}
 			plane := &apiserver.DataPlane{
-				Deps:      apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Logger: log},
+				Deps:      apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
 				Listeners: []apiserver.Listener{{Config: cfg, Addr: addr}},
+				SMTP:      mail,
+				Retry:     notify.DefaultRetry(),
 			}
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
@@ -90,6 +101,7 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&trustedProxies, "trusted-proxies", "",
 		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
 	codesKeyFlag(f, &codesKey)
+	smtpFlags(f, &smtpURL, &smtpFrom)
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
 	return cmd
@@ -101,6 +113,22 @@ func codesKeyFlag(f interface {
 }, target *string) {
 	f.StringVar(target, "codes-key", os.Getenv("CODEPORT_CODES_KEY"),
 		"32-byte key (base64 or hex) encrypting codes at rest (default $CODEPORT_CODES_KEY; generate with `openssl rand -base64 32`)")
+}
+
+// smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
+func smtpFlags(f interface {
+	StringVar(p *string, name, value, usage string)
+}, url, from *string) {
+	f.StringVar(url, "smtp-url", os.Getenv("CODEPORT_SMTP_URL"),
+		"SMTP server for low-balance e-mails: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://host:465 (default $CODEPORT_SMTP_URL; unset: no e-mails)")
+	f.StringVar(from, "smtp-from", envOr("CODEPORT_SMTP_FROM", "codeport@localhost"), "sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM)")
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
 }
 
 func loadCipher(key string) (*codes.Cipher, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
@@ -57,7 +58,9 @@ type Deps struct {
 	Limiter ratelimit.Limiter
 	Cipher  *codes.Cipher
 	Queue   orders.Enqueuer
-	Logger  *slog.Logger
+	// Notifier, when set, raises webhooks and low-balance e-mails.
+	Notifier *notify.Notifier
+	Logger   *slog.Logger
 }
 
 // Server is the partner API of one environment, with its in-memory caches.
@@ -79,6 +82,9 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
+	if deps.Notifier != nil {
+		orderService.OnLowBalance = deps.Notifier.BalanceCrossedBelow
+	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "codeport",
 		DisableStartupMessage: true,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/notify"
 )
 
 // Listener is one environment's API on one address.
@@ -25,6 +26,9 @@ type DataPlane struct {
 	Listeners []Listener
 	// Workers, when non-nil, runs fulfilment in this process.
 	Workers *fulfilment.WorkerConfig
+	// SMTP, when set, sends low-balance e-mails; Retry schedules notification retries.
+	SMTP  *notify.SMTP
+	Retry notify.Retry
 	// ShutdownTimeout bounds the wait for in-flight requests and running jobs on shutdown.
 	ShutdownTimeout time.Duration
 }
@@ -73,7 +77,15 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	if d.Workers != nil {
 		cfg := *d.Workers
 		cfg.Logger = log
-		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, log)
+		var hooks []fulfilment.Hook
+		if d.Deps.Notifier != nil {
+			hooks = append(hooks, d.Deps.Notifier.OrderFinished)
+			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.SMTP, d.Retry))
+			for _, env := range cfg.Environments {
+				cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
+			}
+		}
+		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, log, hooks...)
 		var err error
 		if workers, err = fulfilment.StartWorkers(runCtx, d.Deps.DB, f, cfg); err != nil {
 			cancel()

@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/ratelimit"
@@ -54,6 +53,8 @@ type stackOptions struct {
 	limiter     ratelimit.Limiter
 	slow        time.Duration
 	noWorker    bool
+	// smtp, when set, turns low-balance e-mails on.
+	smtp *notify.SMTP
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -83,48 +84,47 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
 	}
+	retry := notify.Retry{Base: 50 * time.Millisecond, Max: time.Second}
+	notifier, err := notify.NewNotifier(db, opts.smtp != nil, retry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &stack{db: db, prov: provisioning.New(db), cipher: cipher, baseURL: map[string]string{}}
-	var wg sync.WaitGroup
-	var servers []*apiserver.Server
+	limiter := opts.limiter
+	if limiter == nil {
+		limiter = ratelimit.NewMemory()
+	}
+	plane := &apiserver.DataPlane{
+		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		SMTP:  opts.smtp,
+		Retry: retry,
+	}
 	for _, env := range provisioning.Environments() {
 		cfg := apiserver.DefaultConfig(env)
 		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
-		limiter := opts.limiter
-		if limiter == nil {
-			limiter = ratelimit.NewMemory()
-		}
-		srv := apiserver.New(cfg, apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(2)
-		go func() { defer wg.Done(); _ = srv.Serve(ln) }()
-		go func() { defer wg.Done(); _ = srv.Run(ctx) }()
-		servers = append(servers, srv)
-		s.baseURL[env] = "http://" + ln.Addr().String()
+		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
 	}
-	var workers *fulfilment.Workers
 	if !opts.noWorker {
-		f := fulfilment.NewFulfiller(db, cipher, opts.slow, nil)
 		wcfg := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
-		wcfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		workers, err = fulfilment.StartWorkers(ctx, db, f, wcfg)
-		if err != nil {
-			t.Fatal(err)
+		plane.Workers = &wcfg
+	}
+	ready := make(chan map[string]string, 1)
+	done := make(chan error, 1)
+	go func() { done <- plane.Run(ctx, func(addrs map[string]string) { ready <- addrs }) }()
+	select {
+	case addrs := <-ready:
+		for env, addr := range addrs {
+			s.baseURL[env] = "http://" + addr
 		}
+	case err := <-done:
+		t.Fatalf("data plane: %v", err)
 	}
 	t.Cleanup(func() {
-		stopCtx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-		defer stop()
-		if workers != nil {
-			_ = workers.Stop(stopCtx)
-		}
-		for _, srv := range servers {
-			_ = srv.Shutdown(stopCtx)
-		}
 		cancel()
-		wg.Wait()
+		if err := <-done; err != nil {
+			t.Errorf("data plane: %v", err)
+		}
 		db.Close()
 	})
 	return s

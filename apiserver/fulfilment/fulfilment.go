@@ -24,8 +24,9 @@ import (
 // Finished describes an order that fulfilment just moved to a terminal state, for whoever must
 // hear of it (webhooks); hooks run inside the finishing transaction.
 type Finished struct {
-	Order  *store.Order
-	Status string
+	Environment string
+	Order       *store.Order
+	Status      string
 	// Refund is the ledger result of the refund, when there was one.
 	Refund *store.LedgerResult
 }
@@ -89,7 +90,7 @@ func (f *Fulfiller) Fulfil(ctx context.Context, orderID uuid.UUID, environment s
 		if err != nil {
 			return err
 		}
-		return f.finish(ctx, tx, &o, units, reason)
+		return f.finish(ctx, tx, environment, &o, units, reason)
 	})
 	if err != nil {
 		var snooze *SnoozeError
@@ -164,7 +165,7 @@ func (f *Fulfiller) stockUnits(tx *gorm.DB, o *store.Order) ([]unit, string, err
 	return units, reason, nil
 }
 
-func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, o *store.Order, units []unit, reason string) error {
+func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, environment string, o *store.Order, units []unit, reason string) error {
 	now := f.now()
 	delivered := make([]store.DeliveredCode, len(units))
 	perLine := map[int]int{}
@@ -211,7 +212,7 @@ func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, o *store.Order, uni
 	}
 	o.Status, o.Delivered, o.RefundedAmount, o.Reason = status, len(units), refunded, reasonPtr
 	for _, h := range f.hooks {
-		if err := h(ctx, tx, Finished{Order: o, Status: status, Refund: refund}); err != nil {
+		if err := h(ctx, tx, Finished{Environment: environment, Order: o, Status: status, Refund: refund}); err != nil {
 			return err
 		}
 	}

@@ -65,6 +65,10 @@ type WorkerConfig struct {
 	// RescueAfter is when a job whose worker died (crash, kill -9) is run again.
 	RescueAfter time.Duration
 	Logger      *slog.Logger
+	// Register adds further workers (notifications) to the same River client, working
+	// ExtraQueues.
+	Register    []func(*river.Workers) error
+	ExtraQueues []string
 }
 
 // DefaultWorkerConfig works env's queue with production settings.
@@ -97,9 +101,17 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 	if err := river.AddWorkerSafely(workers, &worker{f: f}); err != nil {
 		return nil, fmt.Errorf("register fulfilment worker: %w", err)
 	}
+	for _, register := range cfg.Register {
+		if err := register(workers); err != nil {
+			return nil, err
+		}
+	}
 	queues := map[string]river.QueueConfig{}
 	for _, env := range cfg.Environments {
 		queues[QueueName(env)] = river.QueueConfig{MaxWorkers: max(cfg.Concurrency, 1)}
+	}
+	for _, q := range cfg.ExtraQueues {
+		queues[q] = river.QueueConfig{MaxWorkers: max(cfg.Concurrency, 1)}
 	}
 	logger := cfg.Logger
 	if logger == nil {

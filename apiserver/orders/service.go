@@ -50,14 +50,20 @@ func (e Estimate) readyAt(now time.Time, plan *Plan) time.Time {
 	return at
 }
 
+// LowBalanceHook runs in the placement transaction when its debit took a balance below the
+// account's threshold (notifications).
+type LowBalanceHook func(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult) error
+
 // Service places and reads orders.
 type Service struct {
-	db       *store.DB
-	catalogs *catalog.Cache
-	queue    Enqueuer
-	cipher   *codes.Cipher
-	estimate Estimate
-	log      *slog.Logger
+	// OnLowBalance, when set, hears of every threshold crossing.
+	OnLowBalance LowBalanceHook
+	db           *store.DB
+	catalogs     *catalog.Cache
+	queue        Enqueuer
+	cipher       *codes.Cipher
+	estimate     Estimate
+	log          *slog.Logger
 	// Timeout bounds the placement transaction, so a stuck database answers 502 instead of
 	// holding the partner's request.
 	timeout time.Duration
@@ -170,11 +176,17 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 		}
 	}
 	if acct.WalletEnabled && plan.Total > 0 {
-		if _, err := wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String()); err != nil {
-			if errors.Is(err, wallet.ErrInsufficientFunds) {
-				return errInsufficient
-			}
+		res, err := wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String())
+		if errors.Is(err, wallet.ErrInsufficientFunds) {
+			return errInsufficient
+		}
+		if err != nil {
 			return err
+		}
+		if res.CrossedBelow() && s.OnLowBalance != nil {
+			if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, plan.Currency, res); err != nil {
+				return fmt.Errorf("%w: %w", errEnqueue, err)
+			}
 		}
 		if err := tx.Model(order).Update("debited_amount", plan.Total).Error; err != nil {
 			return fmt.Errorf("record debit: %w", err)

@@ -169,7 +169,7 @@ func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partne
 		}
 		var endpoint *store.WebhookEndpoint
 		if webhook != nil {
-			endpoint = &store.WebhookEndpoint{URL: webhook.URL, Secret: webhook.Secret, EventTypes: pq.StringArray(webhook.Events), Enabled: true}
+			endpoint = &store.WebhookEndpoint{URL: webhook.URL, Secret: webhook.Secret, EventTypes: pq.StringArray(append([]string{}, webhook.Events...)), Enabled: true}
 		}
 		return store.UpsertWebhook(tx, row.ID, endpoint)
 	})

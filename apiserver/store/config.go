@@ -234,3 +234,76 @@ func AccountOwner(ctx context.Context, db *gorm.DB, accountID string) (Owner, er
 	}
 	return o, nil
 }
+
+// WebhookTarget is where an account's events go.
+type WebhookTarget struct {
+	URL        string
+	Secret     []byte
+	EventTypes []string
+}
+
+// WebhookFor returns the enabled webhook endpoint of an account's partner, or ErrNotFound.
+func WebhookFor(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (WebhookTarget, error) {
+	var row WebhookEndpoint
+	err := db.WithContext(ctx).Raw(`SELECT w.* FROM webhook_endpoints w JOIN accounts a ON a.partner_id = w.partner_id
+		JOIN partners p ON p.id = a.partner_id WHERE a.id = ? AND w.enabled AND p.deleted_at IS NULL`, accountID).Scan(&row).Error
+	if err != nil {
+		return WebhookTarget{}, fmt.Errorf("find webhook: %w", err)
+	}
+	if row.URL == "" {
+		return WebhookTarget{}, ErrNotFound
+	}
+	return WebhookTarget{URL: row.URL, Secret: row.Secret, EventTypes: row.EventTypes}, nil
+}
+
+// InsertWebhookEvent records an event before its delivery is scheduled.
+func InsertWebhookEvent(tx *gorm.DB, e *WebhookEvent) error {
+	if err := tx.Create(e).Error; err != nil {
+		return fmt.Errorf("record webhook event: %w", err)
+	}
+	return nil
+}
+
+// WebhookEventByID loads an event.
+func WebhookEventByID(ctx context.Context, db *gorm.DB, id string) (WebhookEvent, error) {
+	var e WebhookEvent
+	err := db.WithContext(ctx).Where("id = ?", id).Take(&e).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return WebhookEvent{}, ErrNotFound
+	}
+	if err != nil {
+		return WebhookEvent{}, fmt.Errorf("load webhook event: %w", err)
+	}
+	return e, nil
+}
+
+// MarkWebhookDelivered records the first successful delivery of an event.
+func MarkWebhookDelivered(ctx context.Context, db *gorm.DB, id string) error {
+	err := db.WithContext(ctx).Model(&WebhookEvent{}).Where("id = ? AND delivered_at IS NULL", id).Update("delivered_at", time.Now()).Error
+	if err != nil {
+		return fmt.Errorf("mark webhook delivered: %w", err)
+	}
+	return nil
+}
+
+// Contact is who hears about an account by e-mail.
+type Contact struct {
+	Partner      string
+	DisplayName  string
+	ContactEmail string
+	Environment  string
+}
+
+// ContactOf returns an account's partner contact.
+func ContactOf(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (Contact, error) {
+	var c Contact
+	err := db.WithContext(ctx).Raw(`SELECT p.namespace || '/' || p.name AS partner, p.display_name, p.contact_email, a.environment
+		FROM accounts a JOIN partners p ON p.id = a.partner_id WHERE a.id = ?`, accountID).Scan(&c).Error
+	if err != nil {
+		return Contact{}, fmt.Errorf("find contact: %w", err)
+	}
+	if c.Partner == "" {
+		return Contact{}, ErrNotFound
+	}
+	return c, nil
+}

@@ -1,0 +1,297 @@
+package apiserver_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/apiserver/provisioning"
+)
+
+// delivery is one request the webhook receiver saw.
+type delivery struct {
+	id, timestamp, signature string
+	body                     []byte
+	status                   int
+}
+
+// receiver is a real HTTP webhook endpoint that fails the first failFirst attempts of each event.
+type receiver struct {
+	mu        sync.Mutex
+	all       []delivery
+	failFirst int
+	attempts  map[string]int
+	server    *httptest.Server
+}
+
+func newReceiver(t *testing.T, failFirst int) *receiver {
+	r := &receiver{failFirst: failFirst, attempts: map[string]int{}}
+	r.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		id := req.Header.Get("webhook-id")
+		r.attempts[id]++
+		status := http.StatusOK
+		if r.attempts[id] <= r.failFirst {
+			status = http.StatusServiceUnavailable
+		}
+		r.all = append(r.all, delivery{id: id, timestamp: req.Header.Get("webhook-timestamp"),
+			signature: req.Header.Get("webhook-signature"), body: body, status: status})
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.server.Close)
+	return r
+}
+
+func (r *receiver) deliveries() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.all...)
+}
+
+// verify checks a Standard Webhooks signature independently of the code under test.
+func verify(secret string, d delivery) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(d.id + "." + d.timestamp + "." + string(d.body)))
+	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(d.signature) {
+		version, value, _ := strings.Cut(sig, ",")
+		if version == "v1" && hmac.Equal([]byte(value), []byte(want)) {
+			return true
+		}
+	}
+	return false
+}
+
+const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+func (s *stack) setWebhook(t *testing.T, tn *tenant, url string, events ...string) {
+	t.Helper()
+	c, _ := testCatalog(tn.namespace)
+	id, err := s.prov.CatalogID(t.Context(), c.Namespace, c.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &v1alpha1.Partner{}
+	p.Namespace, p.Name = tn.namespace, tn.name
+	p.Spec = v1alpha1.PartnerSpec{DisplayName: tn.name, ContactEmail: tn.name + "@example.com",
+		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}
+	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, &provisioning.Webhook{URL: url, Secret: []byte(webhookSecret), Events: events}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestWebhooks(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 3)
+	s.setWebhook(t, tn, rcv.server.URL)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "1000.00"})
+	key := tn.keys["sandbox"]
+	want := map[string]string{}
+	for code, l := range map[string]line{
+		"wh-ok":      {"productCode": "99000000000001", "quantity": 1},
+		"wh-fail":    {"productCode": "99000000000003", "quantity": 1},
+		"wh-partial": {"productCode": "99000000000004", "quantity": 2},
+	} {
+		r := s.call(t, "sandbox", "POST", "/v2/orders", key, order(code, l))
+		if r.status != 202 {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		want[r.str("orderId")] = map[string]string{"wh-ok": "order.completed", "wh-fail": "order.failed", "wh-partial": "order.partially_completed"}[code]
+	}
+	within(t, 30*time.Second, "three events delivered", func() bool {
+		ok := 0
+		for _, d := range rcv.deliveries() {
+			if d.status == 200 {
+				ok++
+			}
+		}
+		return ok == 3
+	})
+	time.Sleep(300 * time.Millisecond) // no late duplicates
+	perID := map[string][]delivery{}
+	for _, d := range rcv.deliveries() {
+		perID[d.id] = append(perID[d.id], d)
+		if !verify(webhookSecret, d) {
+			t.Fatalf("signature does not verify: %+v", d)
+		}
+		if ts, _ := strconv.ParseInt(d.timestamp, 10, 64); time.Since(time.Unix(ts, 0)) > time.Minute {
+			t.Fatalf("timestamp %s", d.timestamp)
+		}
+	}
+	if len(perID) != 3 {
+		t.Fatalf("%d distinct events", len(perID))
+	}
+	for id, attempts := range perID {
+		if len(attempts) != 4 || attempts[3].status != 200 {
+			t.Fatalf("event %s: %d attempts, want 3 failures then one success", id, len(attempts))
+		}
+		var ev struct {
+			ID, Type  string
+			CreatedAt time.Time
+			Data      struct{ OrderID, ExternalOrderCode, Status string }
+		}
+		if err := json.Unmarshal(attempts[3].body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range attempts {
+			if string(a.body) != string(attempts[0].body) {
+				t.Fatal("retries carried different bodies")
+			}
+		}
+		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type || ev.Data.ExternalOrderCode == "" {
+			t.Fatalf("event %s: %s", id, attempts[3].body)
+		}
+	}
+}
+
+func TestWebhookEventFilter(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 0)
+	s.setWebhook(t, tn, rcv.server.URL, notify.EventOrderFailed)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	for code, product := range map[string]string{"f-ok": "99000000000001", "f-fail": "99000000000003"} {
+		if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order(code, line{"productCode": product, "quantity": 1})); r.status != 202 {
+			t.Fatal(r.status)
+		}
+		s.waitOrder(t, "sandbox", tn.keys["sandbox"], code)
+	}
+	within(t, 10*time.Second, "failed event", func() bool { return len(rcv.deliveries()) == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if d := rcv.deliveries(); len(d) != 1 || !strings.Contains(string(d[0].body), `"order.failed"`) {
+		t.Fatalf("deliveries: %v", d)
+	}
+}
+
+// mailbox is a real SMTP server that keeps what it receives.
+type mailbox struct {
+	mu   sync.Mutex
+	mail []string
+}
+
+type mailSession struct {
+	box *mailbox
+	to  string
+}
+
+func (m *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{box: m}, nil }
+func (s *mailSession) Reset()                                  {}
+func (s *mailSession) Logout() error                           { return nil }
+func (s *mailSession) Mail(string, *smtp.MailOptions) error    { return nil }
+func (s *mailSession) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.to = to
+	return nil
+}
+
+func (s *mailSession) Data(r io.Reader) error {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.box.mu.Lock()
+	s.box.mail = append(s.box.mail, "To: "+s.to+"\n"+string(body))
+	s.box.mu.Unlock()
+	return nil
+}
+
+func (m *mailbox) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mail)
+}
+
+func startMailbox(t *testing.T) (*mailbox, string) {
+	box := &mailbox{}
+	srv := smtp.NewServer(box)
+	srv.Domain = "localhost"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return box, "smtp://" + ln.Addr().String()
+}
+
+func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
+	box, url := startMailbox(t)
+	smtpCfg, err := notify.ParseSMTP(url, "billing@codeport.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{smtp: smtpCfg})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 0)
+	s.setWebhook(t, tn, rcv.server.URL, notify.EventBalanceLow)
+	key := tn.keys["production"]
+	// Stock for every order, so that no refund lifts the balance back meanwhile.
+	var stock strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&stock, "MAIL-%s-%d\n", tn.namespace, i)
+	}
+	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t", strings.NewReader(stock.String()), nil); err != nil {
+		t.Fatal(err)
+	}
+	// 100.00 EUR with a 50.00 threshold; each order is 20.00.
+	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	place := func(code string) {
+		t.Helper()
+		if r := s.call(t, "production", "POST", "/v2/orders", key, order(code, line{"productCode": "10000000000001", "quantity": 1})); r.status != 202 {
+			t.Fatalf("%s: %d %s", code, r.status, r.raw)
+		}
+	}
+	place("o1") // 80
+	place("o2") // 60
+	place("o3") // 40: crosses
+	within(t, 10*time.Second, "first e-mail", func() bool { return box.count() == 1 })
+	place("o4") // 20: still low, no new mail
+	time.Sleep(500 * time.Millisecond)
+	if n := box.count(); n != 1 {
+		t.Fatalf("%d e-mails while the balance stayed low", n)
+	}
+	// A top-up re-arms the alert; the next crossing mails again.
+	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"}, v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.00"})
+	place("o5") // 70 -> 50: not below
+	place("o6") // 30: crosses
+	within(t, 10*time.Second, "second e-mail", func() bool { return box.count() == 2 })
+	box.mu.Lock()
+	first := box.mail[0]
+	box.mu.Unlock()
+	for _, want := range []string{"To: acme@example.com", "Subject: Low balance", tn.namespace + "/acme", "production", "EUR", "40.00", "50.00"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("e-mail lacks %q:\n%s", want, first)
+		}
+	}
+	within(t, 10*time.Second, "two balance.low webhooks", func() bool { return len(rcv.deliveries()) == 2 })
+	var ev struct {
+		Type string
+		Data map[string]any
+	}
+	_ = json.Unmarshal(rcv.deliveries()[0].body, &ev)
+	if ev.Type != "balance.low" || ev.Data["currency"] != "EUR" || fmt.Sprint(ev.Data["balance"]) != "40" || fmt.Sprint(ev.Data["threshold"]) != "50" {
+		t.Fatalf("balance.low event: %+v", ev)
+	}
+}
