@@ -1,0 +1,319 @@
+// Package charts tests the Helm chart and the kustomize deployment against a real kube-apiserver.
+package charts_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+const chart = "codeport"
+
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	h := os.Getenv("HELM")
+	if h == "" {
+		t.Fatal("HELM is not set: run `make test`, or export HELM=\"$(hack/helm.sh)\"")
+	}
+	return h
+}
+
+// helm runs the helm binary; it returns combined output and the error.
+func helm(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// objects splits rendered manifests into unstructured objects.
+func objects(t *testing.T, manifests string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	for {
+		var u unstructured.Unstructured
+		err := dec.Decode(&u.Object)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("rendered YAML: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, &u)
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	for _, values := range []string{"", "codeport/ci/production-values.yaml"} {
+		args := []string{"lint", "--strict", chart}
+		if values != "" {
+			args = append(args, "-f", values)
+		}
+		if out, err := helm(t, nil, args...); err != nil {
+			t.Fatalf("helm lint %s: %v\n%s", values, err, out)
+		}
+	}
+}
+
+// TestTemplate renders the chart with default and production-like values and checks the objects
+// and the hardening of every container.
+func TestTemplate(t *testing.T) {
+	cases := map[string]struct {
+		values string
+		want   []string
+	}{
+		"defaults": {"", []string{"Deployment/codeport-operator", "Deployment/codeport-production", "Deployment/codeport-sandbox",
+			"Service/codeport-production", "Service/codeport-sandbox", "Job/codeport-migrate", "ClusterRole/codeport-operator",
+			"ServiceAccount/codeport", "PodDisruptionBudget/codeport-production", "Role/codeport-leader-election"}},
+		"production": {"codeport/ci/production-values.yaml", []string{"HorizontalPodAutoscaler/codeport-production",
+			"Ingress/codeport-production", "Ingress/codeport-sandbox"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"template", "codeport", chart, "--namespace", "codeport-system"}
+			if tc.values != "" {
+				args = append(args, "-f", tc.values)
+			}
+			out, err := helm(t, nil, args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			seen := map[string]*unstructured.Unstructured{}
+			for _, o := range objects(t, out) {
+				seen[o.GetKind()+"/"+o.GetName()] = o
+				checkPodHardening(t, o)
+			}
+			for _, w := range tc.want {
+				if seen[w] == nil {
+					t.Errorf("%s not rendered", w)
+				}
+			}
+			if name == "production" {
+				op := seen["Deployment/codeport-operator"]
+				args, _, _ := unstructured.NestedSlice(op.Object, "spec", "template", "spec", "containers")
+				if !strings.Contains(fmt.Sprint(args), "--production-base-url=https://api.codeport.example/v2") {
+					t.Errorf("operator does not write the ingress base URL into key Secrets: %v", args)
+				}
+			}
+		})
+	}
+}
+
+func checkPodHardening(t *testing.T, o *unstructured.Unstructured) {
+	t.Helper()
+	path := []string{"spec", "template", "spec"}
+	if o.GetKind() == "Job" || o.GetKind() == "Deployment" {
+		containers, _, _ := unstructured.NestedSlice(o.Object, append(path, "containers")...)
+		for _, c := range containers {
+			m := c.(map[string]any)
+			sc, _ := m["securityContext"].(map[string]any)
+			caps, _ := sc["capabilities"].(map[string]any)
+			seccomp, _ := sc["seccompProfile"].(map[string]any)
+			if sc["readOnlyRootFilesystem"] != true || sc["runAsNonRoot"] != true || sc["allowPrivilegeEscalation"] != false ||
+				fmt.Sprint(caps["drop"]) != "[ALL]" || seccomp["type"] != "RuntimeDefault" {
+				t.Errorf("%s/%s container %v: securityContext %v", o.GetKind(), o.GetName(), m["name"], sc)
+			}
+			if res, ok := m["resources"].(map[string]any); !ok || res["requests"] == nil || res["limits"] == nil {
+				t.Errorf("%s/%s container %v: resources %v", o.GetKind(), o.GetName(), m["name"], m["resources"])
+			}
+			if o.GetKind() == "Deployment" && (m["livenessProbe"] == nil || m["readinessProbe"] == nil) {
+				t.Errorf("%s/%s container %v without probes", o.GetKind(), o.GetName(), m["name"])
+			}
+		}
+	}
+}
+
+func TestValuesSchemaRejectsBadValues(t *testing.T) {
+	cases := map[string]struct {
+		set  []string
+		want string
+	}{
+		"unknown key":            {[]string{"api.production.replica=2"}, "replica"},
+		"unknown top-level key":  {[]string{"databse.existingSecret=x"}, "databse"},
+		"wrong type":             {[]string{"api.production.replicas=many"}, "replicas"},
+		"bad pull policy":        {[]string{"image.pullPolicy=Sometimes"}, "pullPolicy"},
+		"replicas without redis": {[]string{"api.production.replicas=2"}, "redis"},
+		"autoscaling w/o redis":  {[]string{"api.sandbox.autoscaling.enabled=true"}, "redis"},
+		"no database secret":     {[]string{"database.existingSecret="}, "existingSecret"},
+		"bad redis url":          {[]string{"redis.url=localhost:6379"}, "url"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			args := []string{"template", "codeport", chart}
+			for _, s := range tc.set {
+				args = append(args, "--set", s)
+			}
+			out, err := helm(t, nil, args...)
+			if err == nil {
+				t.Fatalf("accepted: %s", tc.set)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("error does not mention %q:\n%s", tc.want, out)
+			}
+		})
+	}
+	// Several replicas with Redis are fine.
+	if out, err := helm(t, nil, "template", "codeport", chart, "--set", "api.production.replicas=2", "--set", "redis.url=redis://redis:6379/0"); err != nil {
+		t.Fatalf("replicas with redis refused: %v\n%s", err, out)
+	}
+}
+
+// startAPIServer starts envtest's kube-apiserver and etcd (no CRDs preinstalled) and returns a
+// client and a kubeconfig file for helm.
+func startAPIServer(t *testing.T) (client.Client, string) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+	}
+	te := &envtest.Environment{}
+	cfg, err := te.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = te.Stop() })
+	user, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = apiextensionsv1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, path
+}
+
+// TestInstallUpgradeUninstall installs the chart into a real kube-apiserver. There are no
+// kubelets, so pods never run and the migration hook would wait forever: hooks are skipped here
+// (their rendering is covered by TestTemplate).
+func TestInstallUpgradeUninstall(t *testing.T) {
+	c, kubeconfig := startAPIServer(t)
+	env := []string{"KUBECONFIG=" + kubeconfig, "HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir()}
+	ctx := context.Background()
+	if out, err := helm(t, env, "install", "codeport", chart, "-n", "codeport-system", "--create-namespace", "--no-hooks", "--timeout", "2m"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	for _, crd := range []string{"partners", "catalogs", "apikeys", "wallets"} {
+		var o apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: crd + ".codeport.dev"}, &o); err != nil {
+			t.Errorf("CRD %s: %v", crd, err)
+		}
+	}
+	for _, name := range []string{"codeport-operator", "codeport-production", "codeport-sandbox"} {
+		var d appsv1.Deployment
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: name}, &d); err != nil {
+			t.Errorf("deployment %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"codeport-production", "codeport-sandbox"} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: name}, &corev1.Service{}); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+	var role rbacv1.ClusterRole
+	if err := c.Get(ctx, client.ObjectKey{Name: "codeport-operator"}, &role); err != nil || len(role.Rules) == 0 {
+		t.Fatalf("operator ClusterRole: %v %v", err, role.Rules)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport"}, &corev1.ServiceAccount{}); err != nil {
+		t.Fatalf("service account: %v", err)
+	}
+
+	if out, err := helm(t, env, "upgrade", "codeport", chart, "-n", "codeport-system", "--no-hooks", "--set", "api.sandbox.enabled=false"); err != nil {
+		t.Fatalf("upgrade: %v\n%s", err, out)
+	}
+	err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport-sandbox"}, &appsv1.Deployment{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("sandbox API after upgrade disabling it: %v", err)
+	}
+
+	if out, err := helm(t, env, "uninstall", "codeport", "-n", "codeport-system", "--no-hooks", "--wait", "--timeout", "1m"); err != nil {
+		t.Fatalf("uninstall: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport-operator"}, &appsv1.Deployment{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operator deployment still there after uninstall: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// CRDs (and with them every partner's resources) survive an uninstall.
+	if err := c.Get(ctx, client.ObjectKey{Name: "partners.codeport.dev"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		t.Fatalf("CRD removed by uninstall: %v", err)
+	}
+}
+
+// TestKustomizeDefaultAppliesServerSide renders config/default and applies every object with a
+// server-side dry run against a real kube-apiserver.
+func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
+	c, _ := startAPIServer(t)
+	ctx := context.Background()
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
+	if err != nil {
+		t.Fatalf("kustomize: %v", err)
+	}
+	rendered, err := resMap.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, string(rendered))
+	// The namespace must exist for namespaced objects to be validated; everything else is a dry run.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetKind() == "Namespace" {
+			continue
+		}
+		if err := c.Create(ctx, o, client.DryRunAll); err != nil {
+			t.Errorf("%s/%s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	if kinds["CustomResourceDefinition"] != 4 || kinds["Deployment"] != 3 || kinds["Service"] != 2 || kinds["ClusterRole"] < 1 {
+		t.Fatalf("rendered kinds: %v", kinds)
+	}
+}
