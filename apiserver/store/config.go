@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -191,11 +192,22 @@ func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active b
 // SetLowBalanceThreshold sets an account's threshold (major units) and re-evaluates the low
 // flags of its balances without raising alerts: a changed threshold is not a crossing.
 func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64) error {
+	// Concurrent calls for one account (operator replicas) serialise on the account row, and
+	// balances are touched in currency order, so they cannot deadlock each other.
+	if err := tx.Exec(`SELECT 1 FROM accounts WHERE id = ? FOR UPDATE`, accountID).Error; err != nil {
+		return fmt.Errorf("lock account: %w", err)
+	}
 	if err := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now() WHERE id = ? AND low_balance_threshold <> ?::numeric`,
 		threshold, accountID, threshold).Error; err != nil {
 		return fmt.Errorf("set low-balance threshold: %w", err)
 	}
-	for currency, scale := range scales {
+	currencies := make([]string, 0, len(scales))
+	for currency := range scales {
+		currencies = append(currencies, currency)
+	}
+	sort.Strings(currencies)
+	for _, currency := range currencies {
+		scale := scales[currency]
 		err := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < floor(a.low_balance_threshold * ?::numeric)
 			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?`, scale, accountID, currency).Error
 		if err != nil {
