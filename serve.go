@@ -23,9 +23,9 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var (
-		environment, addr, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
-		workers                                                                               bool
-		concurrency                                                                           int
+		environment, addr, metricsAddr, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
+		workers                                                                                            bool
+		concurrency                                                                                        int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -77,10 +77,11 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			plane := &apiserver.DataPlane{
-				Deps:      apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
-				Listeners: []apiserver.Listener{{Config: cfg, Addr: addr}},
-				SMTP:      mail,
-				Retry:     notify.DefaultRetry(),
+				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
+				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
+				SMTP:        mail,
+				Retry:       notify.DefaultRetry(),
+				MetricsAddr: metricsAddr,
 			}
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
@@ -95,6 +96,7 @@ requests and running fulfilment jobs finish, then exits.`,
 	f := cmd.Flags()
 	f.StringVar(&environment, "environment", "", "environment served: production or sandbox (required)")
 	f.StringVar(&addr, "addr", ":8080", "listen address, HOST:PORT")
+	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
 	databaseURLFlag(cmd, &databaseURL)
 	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")

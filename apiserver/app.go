@@ -60,7 +60,11 @@ type Deps struct {
 	Queue   orders.Enqueuer
 	// Notifier, when set, raises webhooks and low-balance e-mails.
 	Notifier *notify.Notifier
-	Logger   *slog.Logger
+	// Metrics and OrderMetrics, when set, receive the API's instruments (one set per process,
+	// shared by its listeners).
+	Metrics      *Metrics
+	OrderMetrics *OrderMetrics
+	Logger       *slog.Logger
 }
 
 // Server is the partner API of one environment, with its in-memory caches.
@@ -70,20 +74,25 @@ type Server struct {
 	keys     *auth.Directory
 	catalogs *catalog.Cache
 	limiter  ratelimit.Limiter
+	metrics  *Metrics
 	log      *slog.Logger
 	app      *fiber.App
 }
 
 // New builds the server and its route table.
 func New(cfg Config, deps Deps) *Server {
-	s := &Server{cfg: cfg, db: deps.DB, limiter: deps.Limiter, log: deps.Logger,
+	s := &Server{cfg: cfg, db: deps.DB, limiter: deps.Limiter, log: deps.Logger, metrics: deps.Metrics,
 		keys: auth.NewDirectory(deps.DB, cfg.Environment), catalogs: catalog.NewCache(deps.DB, cfg.Environment)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.log = s.log.With(slog.String("environment", cfg.Environment))
 	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
 	if deps.Notifier != nil {
 		orderService.OnLowBalance = deps.Notifier.BalanceCrossedBelow
+	}
+	if deps.OrderMetrics != nil {
+		orderService.OnPlaced = deps.OrderMetrics.Placed
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "codeport",
@@ -103,7 +112,7 @@ func New(cfg Config, deps Deps) *Server {
 // routes is the whole route table of the API.
 func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 	app := s.app
-	app.Use(recover.New())
+	app.Use(s.observe, recover.New())
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)

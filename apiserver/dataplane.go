@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/notify"
@@ -29,8 +34,12 @@ type DataPlane struct {
 	// SMTP, when set, sends low-balance e-mails; Retry schedules notification retries.
 	SMTP  *notify.SMTP
 	Retry notify.Retry
+	// MetricsAddr, when set, serves Prometheus metrics (/metrics) on its own port.
+	MetricsAddr string
 	// ShutdownTimeout bounds the wait for in-flight requests and running jobs on shutdown.
 	ShutdownTimeout time.Duration
+
+	metricsAddr string
 }
 
 // Run serves until ctx ends, then shuts down gracefully: stop accepting, let in-flight requests
@@ -43,6 +52,23 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var metricsServer *http.Server
+	if d.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			NewStateCollector(d.Deps.DB, log))
+		d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
+		ln, err := net.Listen("tcp", d.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics: listen on %s: %w", d.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = metricsServer.Serve(ln) }()
+		defer func() { _ = metricsServer.Close() }()
+		d.metricsAddr = ln.Addr().String()
+	}
 	var (
 		wg      sync.WaitGroup
 		servers []*Server
@@ -78,6 +104,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		cfg := *d.Workers
 		cfg.Logger = log
 		var hooks []fulfilment.Hook
+		if d.Deps.OrderMetrics != nil {
+			hooks = append(hooks, d.Deps.OrderMetrics.Finished)
+		}
 		if d.Deps.Notifier != nil {
 			hooks = append(hooks, d.Deps.Notifier.OrderFinished)
 			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.SMTP, d.Retry))
@@ -95,6 +124,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		}
 	}
 	if ready != nil {
+		if d.metricsAddr != "" {
+			addrs["metrics"] = d.metricsAddr
+		}
 		ready(addrs)
 	}
 	var runErr error

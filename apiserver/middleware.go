@@ -53,8 +53,9 @@ func (s *Server) access(cred credential) fiber.Handler {
 		now := time.Now()
 		ip := s.clientIP(c)
 
-		reject := func(e *apierror.Error) error {
-			if err := s.limit(c, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, now); err != nil {
+		reject := func(reason string, e *apierror.Error) error {
+			s.countAuthFailure(reason)
+			if err := s.limit(c, "ip", "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, now); err != nil {
 				return err
 			}
 			return e
@@ -62,24 +63,24 @@ func (s *Server) access(cred credential) fiber.Handler {
 
 		key := cred.extract(c)
 		if key == "" {
-			return reject(cred.missing())
+			return reject(authMissing, cred.missing())
 		}
 		p, err := s.keys.Lookup(c.UserContext(), key, cred.kind)
 		if err != nil {
 			if errors.Is(err, auth.ErrInvalidKey) {
-				return reject(cred.invalid())
+				return reject(authInvalid, cred.invalid())
 			}
 			s.log.ErrorContext(c.UserContext(), "key lookup failed", slog.Any("err", err))
-			return reject(apierror.Unavailable("Service temporarily unavailable. Please try again later."))
+			return reject(authUnavailable, apierror.Unavailable("Service temporarily unavailable. Please try again later."))
 		}
 		if !p.Account.Allows(ip) {
-			return reject(apierror.IPNotWhitelisted(ip.String()))
+			return reject(authIPDenied, apierror.IPNotWhitelisted(ip.String()))
 		}
 		if p.Account.Suspended {
-			return reject(apierror.AccountSuspended())
+			return reject(authSuspended, apierror.AccountSuspended())
 		}
 		auth.Attach(c, p)
-		if err := s.limit(c, "key:"+p.KeyID.String(), p.Account.RateLimitPerMinute, now); err != nil {
+		if err := s.limit(c, "key", "key:"+p.KeyID.String(), p.Account.RateLimitPerMinute, now); err != nil {
 			return err
 		}
 		return c.Next()
@@ -88,7 +89,7 @@ func (s *Server) access(cred credential) fiber.Handler {
 
 // limit counts one request against bucket, sets the rate-limit headers, and returns the 429
 // error when the bucket is exhausted.
-func (s *Server) limit(c *fiber.Ctx, bucket string, perMinute int, now time.Time) error {
+func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now time.Time) error {
 	d, err := s.limiter.Allow(c.UserContext(), bucket, perMinute, now)
 	if err != nil {
 		// The limiter protects the service; an outage of its backend must not take the API down.
@@ -97,6 +98,7 @@ func (s *Server) limit(c *fiber.Ctx, bucket string, perMinute int, now time.Time
 	}
 	setRateLimitHeaders(c, d, now)
 	if !d.Allowed {
+		s.countRateLimited(kind)
 		retry := d.RetryAfter(now)
 		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(retry, 10))
 		return apierror.RateLimited(retry)

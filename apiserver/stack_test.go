@@ -45,6 +45,8 @@ type stack struct {
 	prov    *provisioning.Provisioner
 	cipher  *codes.Cipher
 	baseURL map[string]string
+	// metricsURL is the /metrics endpoint when stackOptions.metrics is set.
+	metricsURL string
 }
 
 type stackOptions struct {
@@ -55,6 +57,9 @@ type stackOptions struct {
 	noWorker    bool
 	// smtp, when set, turns low-balance e-mails on.
 	smtp *notify.SMTP
+	// logs receives the JSON logs (default: warnings to stderr); metrics serves /metrics.
+	logs    io.Writer
+	metrics bool
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -94,9 +99,12 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if limiter == nil {
 		limiter = ratelimit.NewMemory()
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if opts.logs != nil {
+		logger = slog.New(slog.NewJSONHandler(opts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	plane := &apiserver.DataPlane{
-		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier,
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+		Deps:  apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger},
 		SMTP:  opts.smtp,
 		Retry: retry,
 	}
@@ -104,6 +112,9 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		cfg := apiserver.DefaultConfig(env)
 		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
 		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
+	}
+	if opts.metrics {
+		plane.MetricsAddr = "127.0.0.1:0"
 	}
 	if !opts.noWorker {
 		wcfg := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
@@ -117,6 +128,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		for env, addr := range addrs {
 			s.baseURL[env] = "http://" + addr
 		}
+		s.metricsURL = s.baseURL["metrics"] + "/metrics"
 	case err := <-done:
 		t.Fatalf("data plane: %v", err)
 	}

@@ -58,12 +58,14 @@ type LowBalanceHook func(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, 
 type Service struct {
 	// OnLowBalance, when set, hears of every threshold crossing.
 	OnLowBalance LowBalanceHook
-	db           *store.DB
-	catalogs     *catalog.Cache
-	queue        Enqueuer
-	cipher       *codes.Cipher
-	estimate     Estimate
-	log          *slog.Logger
+	// OnPlaced, when set, hears of every accepted order (metrics).
+	OnPlaced func(environment string)
+	db       *store.DB
+	catalogs *catalog.Cache
+	queue    Enqueuer
+	cipher   *codes.Cipher
+	estimate Estimate
+	log      *slog.Logger
 	// Timeout bounds the placement transaction, so a stuck database answers 502 instead of
 	// holding the partner's request.
 	timeout time.Duration
@@ -142,6 +144,9 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	case err != nil:
 		s.log.ErrorContext(ctx, "place order", slog.Any("err", err))
 		return View{}, false, apierror.OrderCreationFailed()
+	}
+	if s.OnPlaced != nil {
+		s.OnPlaced(acct.Environment)
 	}
 	snapshot, err := s.walletSnapshot(ctx, acct)
 	if err != nil {

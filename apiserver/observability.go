@@ -1,0 +1,124 @@
+package apiserver
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codeport/codeport/apiserver/auth"
+)
+
+// Metrics are the API's Prometheus instruments. Labels are bounded: route templates, not paths;
+// environments and outcomes, never partners' order ids.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	rateLimited  *prometheus.CounterVec
+	authFailures *prometheus.CounterVec
+}
+
+// NewMetrics registers the API's instruments on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "codeport_http_requests_total", Help: "HTTP requests by environment, route template, method and status.",
+		}, []string{"environment", "route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "codeport_http_request_duration_seconds", Help: "HTTP request latency by environment, route template and method.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"environment", "route", "method"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "codeport_rate_limited_total", Help: "Requests refused with 429, by environment and bucket kind (key or ip).",
+		}, []string{"environment", "bucket"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "codeport_auth_failures_total", Help: "Requests refused by the access pipeline, by environment and reason.",
+		}, []string{"environment", "reason"}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.rateLimited, m.authFailures)
+	return m
+}
+
+// Reasons the access pipeline refuses a request.
+const (
+	authMissing     = "missing_key"
+	authInvalid     = "invalid_key"
+	authIPDenied    = "ip_not_allowed"
+	authSuspended   = "suspended"
+	authUnavailable = "lookup_failed"
+)
+
+func (s *Server) countAuthFailure(reason string) {
+	if s.metrics != nil {
+		s.metrics.authFailures.WithLabelValues(s.cfg.Environment, reason).Inc()
+	}
+}
+
+func (s *Server) countRateLimited(bucket string) {
+	if s.metrics != nil {
+		s.metrics.rateLimited.WithLabelValues(s.cfg.Environment, bucket).Inc()
+	}
+}
+
+// HeaderRequestID carries the request id, accepted from clients and echoed on every response.
+const HeaderRequestID = "X-Request-Id"
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// observe assigns the request id and, when the request is done, counts it and writes one
+// structured log line. Only metadata is logged: never headers or bodies, so keys, codes and
+// secrets cannot leak into logs.
+func (s *Server) observe(c *fiber.Ctx) error {
+	start := time.Now()
+	id := c.Get(HeaderRequestID)
+	if !requestIDPattern.MatchString(id) {
+		id = newRequestID()
+	}
+	c.Set(HeaderRequestID, id)
+	err := c.Next()
+	if err != nil {
+		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
+		}
+	}
+	status := c.Response().StatusCode()
+	// Fiber's strings alias buffers reused by the next request: copy what outlives this one.
+	method := strings.Clone(c.Method())
+	// Requests refused by the access pipeline never reach their route: they count under the
+	// group's prefix (/v2, /v1).
+	route := strings.Clone(c.Route().Path)
+	if route == "" || route == "/" && c.Path() != "/" {
+		route = "unmatched"
+	}
+	elapsed := time.Since(start)
+	if s.metrics != nil {
+		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
+		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
+		slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("client_ip", s.clientIP(c).String()),
+	}
+	if p := auth.FromRequest(c); p != nil {
+		attrs = append(attrs, slog.String("partner", p.Account.Partner), slog.String("account_id", p.Account.ID.String()))
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	s.log.LogAttrs(c.UserContext(), level, "request", attrs...)
+	return nil
+}

@@ -1,0 +1,161 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+)
+
+// lockedBuffer collects logs written concurrently.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// scrape returns every sample of the /metrics endpoint as "name{labels}" -> value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // test scrape
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			key := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.Counter != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				out[key] = m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// TestMetricsAndLogs runs a scripted session and checks that the counters moved by exactly what
+// happened, that every request logged one structured line with its request id, and that no log
+// line holds a key, a code or a webhook secret.
+func TestMetricsAndLogs(t *testing.T) {
+	logs := &lockedBuffer{}
+	s := newStack(t, stackOptions{metrics: true, logs: logs})
+	tn := s.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 1000} })
+	rcv := newReceiver(t, 0)
+	s.setWebhook(t, tn, rcv.server.URL)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	key := tn.keys["sandbox"]
+	before := scrape(t, s.metricsURL)
+
+	for range 3 {
+		s.call(t, "sandbox", "GET", "/v2/ping", key, nil)
+	}
+	s.call(t, "sandbox", "GET", "/v2/ping", "", nil)
+	s.call(t, "sandbox", "GET", "/v2/ping", "cp_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA000000", nil)
+	var codesSeen []string
+	for i, product := range []string{"99000000000001", "99000000000003"} {
+		placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(fmt.Sprintf("m-%d", i), line{"productCode": product, "quantity": 2}))
+		done := s.waitOrder(t, "sandbox", key, placed.str("orderId"))
+		products, _ := done.body["products"].([]any)
+		for _, p := range products {
+			for _, c := range p.(map[string]any)["codes"].([]any) {
+				codesSeen = append(codesSeen, c.(map[string]any)["code"].(string))
+			}
+		}
+	}
+	within(t, 10e9, "webhooks delivered", func() bool { return len(rcv.deliveries()) == 2 })
+	req, _ := http.NewRequest(http.MethodGet, s.baseURL["sandbox"]+"/v2/wallet", nil)
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("X-Request-Id", "trace-me-123")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Header.Get("X-Request-Id") != "trace-me-123" {
+		t.Fatalf("request id not echoed: %q", resp.Header.Get("X-Request-Id"))
+	}
+
+	after := scrape(t, s.metricsURL)
+	delta := func(k string) float64 { return after[k] - before[k] }
+	expect := map[string]float64{
+		`codeport_http_requests_total{environment=sandbox,method=GET,route=/v2/ping,status=200}`:    3,
+		`codeport_http_requests_total{environment=sandbox,method=GET,route=/v2,status=401}`:         2,
+		`codeport_http_requests_total{environment=sandbox,method=POST,route=/v2/orders,status=202}`: 2,
+		`codeport_auth_failures_total{environment=sandbox,reason=missing_key}`:                      1,
+		`codeport_auth_failures_total{environment=sandbox,reason=invalid_key}`:                      1,
+		`codeport_orders_placed_total{environment=sandbox}`:                                         2,
+		`codeport_orders_finished_total{environment=sandbox,status=completed}`:                      1,
+		`codeport_orders_finished_total{environment=sandbox,status=failed}`:                         1,
+		`codeport_order_fulfilment_seconds{environment=sandbox,status=completed}`:                   1,
+	}
+	for k, v := range expect {
+		if got := delta(k); got != v {
+			t.Errorf("%s moved by %v, want %v", k, got, v)
+		}
+	}
+	if after[`codeport_wallet_balance{currency=EUR,environment=sandbox,partner=`+tn.namespace+`/acme}`] != 80 ||
+		after[`codeport_queue_jobs{queue=fulfilment_sandbox}`] != 0 {
+		t.Errorf("wallet gauge: %v", after)
+	}
+
+	text := logs.String()
+	secrets := append([]string{key, tn.keys["production"], tn.keys["bearer:production"], webhookSecret}, codesSeen...)
+	if len(codesSeen) != 2 {
+		t.Fatalf("codes seen: %v", codesSeen)
+	}
+	for _, secret := range secrets {
+		if strings.Contains(text, secret) {
+			t.Fatalf("a log line contains a secret (%.12s…)", secret)
+		}
+	}
+	found := false
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(l), &entry); err != nil {
+			t.Fatalf("log line is not JSON: %s", l)
+		}
+		if entry["request_id"] == "trace-me-123" {
+			found = entry["route"] == "/v2/wallet" && entry["status"] == float64(200) && entry["partner"] == tn.namespace+"/acme" &&
+				entry["account_id"] != nil && entry["latency_ms"] != nil && entry["environment"] == "sandbox"
+		}
+	}
+	if !found {
+		t.Fatal("no complete log line for the request with id trace-me-123")
+	}
+}
