@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -77,7 +78,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				return err
 			}
 			defer db.Close()
-			err = controllers.Setup(mgr, controllers.Options{DB: db, BaseURLs: map[string]string{
+			err = controllers.Setup(mgr, controllers.Options{DB: db, Metrics: crmetrics.Registry, BaseURLs: map[string]string{
 				store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
 			}})
 			if err != nil {

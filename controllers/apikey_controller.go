@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,13 @@ type ApiKeyReconciler struct { //nolint:revive // named after the ApiKey kind
 	Provisioner *provisioning.Provisioner
 	Recorder    events.EventRecorder
 	Options     Options
+	keyEvents   *prometheus.CounterVec
+}
+
+func (r *ApiKeyReconciler) count(k *v1alpha1.ApiKey, event string) {
+	if r.keyEvents != nil {
+		r.keyEvents.WithLabelValues(string(k.Spec.Environment), event).Inc()
+	}
 }
 
 // +kubebuilder:rbac:groups=codeport.dev,resources=apikeys,verbs=get;list;watch;update;patch
@@ -61,7 +69,13 @@ func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return withFinalizer(ctx, r.Client, &k,
-		func(ctx context.Context) error { _, err := r.Provisioner.RevokeKeys(ctx, keySource(&k)); return err },
+		func(ctx context.Context) error {
+			n, err := r.Provisioner.RevokeKeys(ctx, keySource(&k))
+			if n > 0 {
+				r.count(&k, "revoked")
+			}
+			return err
+		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &k) },
 		func() { k.Status.ObservedGeneration = k.Generation })
 }
@@ -169,6 +183,13 @@ func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existi
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue", "Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+	if existing == nil && k.Status.KeyPrefix == "" {
+		r.count(k, "issued")
+	} else if k.Spec.Rotation > k.Status.Rotation {
+		r.count(k, "rotated")
+	} else {
+		r.count(k, "reissued")
+	}
 	r.setIssued(k, plaintext, k.Spec.Rotation, issuedAt)
 	return ctrl.Result{}, nil
 }

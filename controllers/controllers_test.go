@@ -162,6 +162,10 @@ func TestKeyLifecycle(t *testing.T) {
 	ns := namespace(t)
 	_, key := onboard(t, ns)
 	ctx := context.Background()
+	before := map[string]float64{}
+	for _, e := range []string{"rotated", "reissued", "revoked"} {
+		before[e] = keyEvents(t, e)
+	}
 
 	// Later reconciles (any change of the resource) never regenerate the key.
 	var k v1alpha1.ApiKey
@@ -226,6 +230,11 @@ func TestKeyLifecycle(t *testing.T) {
 	}
 	eventually(t, time.Second, "revoked on delete", func() (bool, string) {
 		return ping(t, "production", reissued) == 401, ""
+	})
+	eventually(t, timeout, "key events counted", func() (bool, string) {
+		got := fmt.Sprintf("rotated %v reissued %v revoked %v", keyEvents(t, "rotated")-before["rotated"],
+			keyEvents(t, "reissued")-before["reissued"], keyEvents(t, "revoked")-before["revoked"])
+		return got == "rotated 1 reissued 1 revoked 1", got
 	})
 }
 
@@ -299,7 +308,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 	// the top-ups are still applied exactly once.
 	replicaCtx, stopReplica := context.WithCancel(ctx)
 	defer stopReplica()
-	if err := startManager(replicaCtx); err != nil {
+	if err := startManager(replicaCtx, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {

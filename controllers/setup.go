@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,6 +41,21 @@ type Options struct {
 	NotReadyRetry time.Duration
 	// Concurrency is how many resources of one kind reconcile at once.
 	Concurrency int
+	// Metrics receives the operator's own instruments (keys issued, rotated, revoked); nil
+	// registers nothing. Reconcile errors by kind come with controller-runtime's metrics.
+	Metrics prometheus.Registerer
+}
+
+// keyEvents counts key lifecycle events by environment and event (issued, rotated, reissued,
+// revoked).
+func newKeyEvents(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "codeport_operator_key_events_total", Help: "API keys issued, rotated, reissued and revoked by the operator.",
+	}, []string{"environment", "event"})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
 }
 
 func (o *Options) defaults() {
@@ -65,7 +81,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := (&PartnerReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("partner controller: %w", err)
 	}
-	if err := (&ApiKeyReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}).SetupWithManager(mgr); err != nil {
+	keys := &ApiKeyReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts, keyEvents: newKeyEvents(opts.Metrics)}
+	if err := keys.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
 	ledger := make(chan event.GenericEvent, 256)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,11 +39,12 @@ import (
 // database, the operator's manager running against both, and the production and sandbox APIs
 // serving from the same database. Each test works in a namespace of its own.
 type suite struct {
-	cfg    *rest.Config
-	scheme *runtime.Scheme
-	k8s    client.Client
-	db     *store.DB
-	apiURL map[string]string
+	metrics *prometheus.Registry
+	cfg     *rest.Config
+	scheme  *runtime.Scheme
+	k8s     client.Client
+	db      *store.DB
+	apiURL  map[string]string
 }
 
 var env suite
@@ -84,7 +86,8 @@ func run(m *testing.M) int {
 	}
 	defer env.db.Close()
 
-	if err := startManager(ctx); err != nil {
+	env.metrics = prometheus.NewRegistry()
+	if err := startManager(ctx, env.metrics); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -115,13 +118,13 @@ func run(m *testing.M) int {
 
 // startManager runs an operator (manager with every reconciler) until ctx ends. Tests start a
 // second one to play a concurrent replica or a restart.
-func startManager(ctx context.Context) error {
+func startManager(ctx context.Context, reg prometheus.Registerer) error {
 	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Controller: config.Controller{SkipNameValidation: ptr(true)}})
 	if err != nil {
 		return err
 	}
-	err = controllers.Setup(mgr, controllers.Options{DB: env.db, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
+	err = controllers.Setup(mgr, controllers.Options{DB: env.db, Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
 		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
 	if err != nil {
 		return err
@@ -218,4 +221,28 @@ func newRequest(method, url, body string) (*http.Request, error) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	return req, nil
+}
+
+// keyEvents reads the operator's key event counter for production keys.
+func keyEvents(t *testing.T, event string) float64 {
+	t.Helper()
+	families, err := env.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "codeport_operator_key_events_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["environment"] == "production" && labels["event"] == event {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
