@@ -4,12 +4,14 @@ package charts_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -317,3 +319,47 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 		t.Fatalf("rendered kinds: %v", kinds)
 	}
 }
+
+// TestDashboardUsesExportedMetrics renders the Grafana dashboard ConfigMap and checks that every
+// codeport metric it queries is one the code defines, so the dashboard cannot drift from the
+// instruments.
+func TestDashboardUsesExportedMetrics(t *testing.T) {
+	out, err := helm(t, nil, "template", "codeport", chart, "--show-only", "templates/dashboard.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	objs := objects(t, out)
+	if len(objs) != 1 || objs[0].GetLabels()["grafana_dashboard"] != "1" {
+		t.Fatalf("dashboard ConfigMap: %v", objs)
+	}
+	data, _, _ := unstructured.NestedString(objs[0].Object, "data", "codeport.json")
+	var dashboard map[string]any
+	if err := json.Unmarshal([]byte(data), &dashboard); err != nil {
+		t.Fatalf("dashboard JSON: %v", err)
+	}
+	defined := map[string]bool{}
+	for _, dir := range []string{"../apiserver", "../controllers"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
+				defined[m[1]] = true
+			}
+		}
+	}
+	used := regexp.MustCompile(`codeport_[a-z_]+`).FindAllString(data, -1)
+	if len(used) < 5 {
+		t.Fatalf("dashboard queries only %v", used)
+	}
+	for _, name := range used {
+		base := strings.TrimSuffix(name, "_bucket")
+		if !defined[base] {
+			t.Errorf("dashboard queries %s, which no code exports", name)
+		}
+	}
+}
+
+var metricName = regexp.MustCompile(`(?:Name: |NewDesc\()"(codeport_[a-z_]+)"`)
