@@ -23,9 +23,9 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var (
-		environment, addr, metricsAddr, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
-		workers                                                                                            bool
-		concurrency                                                                                        int
+		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
+		workers                                                                                                          bool
+		concurrency                                                                                                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -54,7 +54,16 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			ctx := cmd.Context()
-			db, err := store.Open(ctx, databaseURL, store.Options{})
+			tracing, stopTracing, err := apiserver.NewTracerProvider(ctx, otlpEndpoint, "codeport-"+environment)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = stopTracing(flushCtx)
+			}()
+			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing})
 			if err != nil {
 				return err
 			}
@@ -96,6 +105,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	f := cmd.Flags()
 	f.StringVar(&environment, "environment", "", "environment served: production or sandbox (required)")
 	f.StringVar(&addr, "addr", ":8080", "listen address, HOST:PORT")
+	f.StringVar(&otlpEndpoint, "otlp-endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
+		"OTLP/HTTP collector for traces, e.g. http://otel-collector:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
 	databaseURLFlag(cmd, &databaseURL)
 	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),

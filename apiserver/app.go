@@ -11,6 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -64,7 +66,9 @@ type Deps struct {
 	// shared by its listeners).
 	Metrics      *Metrics
 	OrderMetrics *OrderMetrics
-	Logger       *slog.Logger
+	// Tracing provides the spans of requests; nil means tracing off.
+	Tracing trace.TracerProvider
+	Logger  *slog.Logger
 }
 
 // Server is the partner API of one environment, with its in-memory caches.
@@ -75,6 +79,7 @@ type Server struct {
 	catalogs *catalog.Cache
 	limiter  ratelimit.Limiter
 	metrics  *Metrics
+	tracer   trace.Tracer
 	log      *slog.Logger
 	app      *fiber.App
 }
@@ -87,6 +92,11 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With(slog.String("environment", cfg.Environment))
+	tp := deps.Tracing
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s.tracer = tp.Tracer("github.com/codeport/codeport/apiserver")
 	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
 	if deps.Notifier != nil {
 		orderService.OnLowBalance = deps.Notifier.BalanceCrossedBelow

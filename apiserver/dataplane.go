@@ -114,7 +114,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 				cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
 			}
 		}
-		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, log, hooks...)
+		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, log, hooks...).WithTracing(d.Deps.Tracing)
 		var err error
 		if workers, err = fulfilment.StartWorkers(runCtx, d.Deps.DB, f, cfg); err != nil {
 			cancel()

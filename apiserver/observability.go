@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/codeport/codeport/apiserver/auth"
 )
@@ -87,6 +88,8 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		id = newRequestID()
 	}
 	c.Set(HeaderRequestID, id)
+	span, endSpan := s.startSpan(c)
+	span.SetAttributes(attribute.String("codeport.request_id", id))
 	err := c.Next()
 	if err != nil {
 		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
@@ -103,6 +106,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		route = "unmatched"
 	}
 	elapsed := time.Since(start)
+	endSpan(route, status)
 	if s.metrics != nil {
 		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())

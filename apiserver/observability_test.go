@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 )
@@ -157,5 +159,56 @@ func TestMetricsAndLogs(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no complete log line for the request with id trace-me-123")
+	}
+}
+
+// TestTracing: a request that sends traceparent continues the caller's trace; its statements are
+// child spans that carry SQL but no arguments; fulfilment records its own span.
+func TestTracing(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	s := newStack(t, stackOptions{tracing: tp})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	key := tn.keys["sandbox"]
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	body := strings.NewReader(`{"externalOrderCode":"traced","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`)
+	req, _ := http.NewRequest(http.MethodPost, s.baseURL["sandbox"]+"/v2/orders", body)
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+	s.waitOrder(t, "sandbox", key, "traced")
+
+	var server, statements int
+	fulfilled := false
+	for _, span := range recorder.Ended() {
+		if span.Name() == "fulfil order" {
+			fulfilled = true
+		}
+		if span.SpanContext().TraceID().String() != traceID {
+			continue
+		}
+		switch {
+		case span.Name() == "POST /v2/orders":
+			server++
+		case span.Name() == "db.query":
+			statements++
+			for _, a := range span.Attributes() {
+				if strings.Contains(a.Value.Emit(), key) {
+					t.Fatal("a span attribute holds the API key")
+				}
+			}
+		}
+	}
+	if server != 1 || statements < 3 || !fulfilled {
+		for _, span := range recorder.Ended() {
+			t.Log(span.Name(), span.SpanContext().TraceID())
+		}
+		t.Fatalf("server spans %d, statement spans %d, fulfilment span %v", server, statements, fulfilled)
 	}
 }

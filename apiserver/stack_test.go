@@ -14,6 +14,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -60,6 +62,8 @@ type stackOptions struct {
 	// logs receives the JSON logs (default: warnings to stderr); metrics serves /metrics.
 	logs    io.Writer
 	metrics bool
+	// tracing, when set, records the spans of requests, statements and fulfilment.
+	tracing trace.TracerProvider
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -69,7 +73,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if opts.databaseURL != "" {
 		url = opts.databaseURL
 	}
-	db, err := store.Open(ctx, url, store.Options{MaxConns: 40})
+	db, err := store.Open(ctx, url, store.Options{MaxConns: 40, Tracing: opts.tracing})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +108,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		logger = slog.New(slog.NewJSONHandler(opts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	plane := &apiserver.DataPlane{
-		Deps:  apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger},
+		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger,
+			Tracing: opts.tracing},
 		SMTP:  opts.smtp,
 		Retry: retry,
 	}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/catalog"
@@ -43,6 +46,15 @@ type Fulfiller struct {
 	hooks     []Hook
 	log       *slog.Logger
 	now       func() time.Time
+	tracer    trace.Tracer
+}
+
+// WithTracing records a span per fulfilment attempt (its database statements become children).
+func (f *Fulfiller) WithTracing(tp trace.TracerProvider) *Fulfiller {
+	if tp != nil {
+		f.tracer = tp.Tracer("github.com/codeport/codeport/apiserver/fulfilment")
+	}
+	return f
 }
 
 // NewFulfiller builds a fulfiller; hooks run in every finishing transaction.
@@ -50,7 +62,8 @@ func NewFulfiller(db *store.DB, cipher *codes.Cipher, slowDelay time.Duration, l
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Fulfiller{db: db, cipher: cipher, slowDelay: slowDelay, hooks: hooks, log: log, now: time.Now}
+	return &Fulfiller{db: db, cipher: cipher, slowDelay: slowDelay, hooks: hooks, log: log, now: time.Now,
+		tracer: noop.NewTracerProvider().Tracer("")}
 }
 
 // SnoozeError asks the queue to run the job again after Delay without counting a failure.
@@ -69,6 +82,9 @@ type unit struct {
 // Fulfil delivers what it can for a processing order of environment and finishes it. An order
 // that is no longer processing is left alone.
 func (f *Fulfiller) Fulfil(ctx context.Context, orderID uuid.UUID, environment string) error {
+	ctx, span := f.tracer.Start(ctx, "fulfil order", trace.WithAttributes(
+		attribute.String("codeport.order_id", orderID.String()), attribute.String("codeport.environment", environment)))
+	defer span.End()
 	err := f.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		o, err := store.LockProcessingOrder(tx, orderID)
 		if errors.Is(err, store.ErrNotFound) {

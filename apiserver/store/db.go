@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -30,6 +31,8 @@ type Options struct {
 	// ConnectTimeout bounds establishing a connection, so an unreachable database fails requests
 	// quickly instead of hanging them.
 	ConnectTimeout time.Duration
+	// Tracing, when set, records a span per statement of traced work.
+	Tracing trace.TracerProvider
 }
 
 // Open connects to the database at url and verifies it answers.
@@ -45,6 +48,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
 	} else if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if opts.Tracing != nil {
+		cfg.ConnConfig.Tracer = &queryTracer{tracer: opts.Tracing.Tracer("github.com/codeport/codeport/apiserver/store")}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,59 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdkresource "go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// NewTracerProvider exports spans over OTLP/HTTP to endpoint (e.g. http://otel-collector:4318);
+// with an empty endpoint tracing is off and a no-op provider is returned. Shut it down to flush.
+func NewTracerProvider(ctx context.Context, endpoint, service string) (trace.TracerProvider, func(context.Context) error, error) {
+	if endpoint == "" {
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	}
+	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	if err != nil {
+		return nil, nil, fmt.Errorf("otlp exporter: %w", err)
+	}
+	res, err := sdkresource.Merge(sdkresource.Default(), sdkresource.NewSchemaless(semconv.ServiceName(service)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	return tp, tp.Shutdown, nil
+}
+
+// headerCarrier reads and writes W3C trace context through Fiber's request headers.
+type headerCarrier struct{ c *fiber.Ctx }
+
+func (h headerCarrier) Get(key string) string { return h.c.Get(key) }
+func (h headerCarrier) Set(key, value string) { h.c.Request().Header.Set(key, value) }
+func (h headerCarrier) Keys() []string {
+	var keys []string
+	h.c.Request().Header.VisitAll(func(k, _ []byte) { keys = append(keys, string(k)) })
+	return keys
+}
+
+// startSpan opens the request's server span, continuing a caller's trace when traceparent is
+// sent; handlers pass the context on, so database and fulfilment spans become its children.
+func (s *Server) startSpan(c *fiber.Ctx) (trace.Span, func(route string, status int)) {
+	ctx := propagation.TraceContext{}.Extract(c.UserContext(), headerCarrier{c})
+	ctx, span := s.tracer.Start(ctx, c.Method()+" request", trace.WithSpanKind(trace.SpanKindServer))
+	c.SetUserContext(ctx)
+	return span, func(route string, status int) {
+		span.SetName(c.Method() + " " + route)
+		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status),
+			attribute.String("codeport.environment", s.cfg.Environment))
+		span.End()
+	}
+}
