@@ -19,6 +19,7 @@ import (
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/apiserver/openapi"
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
@@ -126,6 +127,24 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)
+
+	// The contract and its reference page need no key.
+	app.Get("/v2/openapi.json", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(openapi.V2())
+	})
+	app.Get("/v1/openapi.json", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(openapi.V1())
+	})
+	app.Get("/docs", func(c *fiber.Ctx) error {
+		page, err := openapi.HTML()
+		if err != nil {
+			return err
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+		return c.Send(page)
+	})
 
 	api := app.Group("/v2", s.access(apiKeyCredential))
 	api.Get("/ping", h.Ping)

@@ -71,7 +71,11 @@ func (s *Server) access(cred credential) fiber.Handler {
 				return reject(authInvalid, cred.invalid())
 			}
 			s.log.ErrorContext(c.UserContext(), "key lookup failed", slog.Any("err", err))
-			return reject(authUnavailable, apierror.Unavailable("Service temporarily unavailable. Please try again later."))
+			// The database is unreachable: answer as the spec does for an unavailable upstream.
+			if c.Method() == fiber.MethodPost && strings.HasSuffix(c.Path(), "/orders") {
+				return reject(authUnavailable, apierror.OrderCreationFailed())
+			}
+			return reject(authUnavailable, apierror.New(fiber.StatusBadGateway, "Service temporarily unavailable. Please try again later."))
 		}
 		if !p.Account.Allows(ip) {
 			return reject(authIPDenied, apierror.IPNotWhitelisted(ip.String()))

@@ -252,19 +252,23 @@ var client = &http.Client{Timeout: 30 * time.Second}
 // call performs one request; key goes into x-api-key unless it starts with "Bearer ".
 func (s *stack) call(t *testing.T, env, method, path, key string, body any) response {
 	t.Helper()
-	var reader io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		reader = strings.NewReader(b)
+		sent = []byte(b)
 	case []byte:
-		reader = bytes.NewReader(b)
+		sent = b
 	default:
 		raw, err := json.Marshal(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reader = bytes.NewReader(raw)
+		sent = raw
+	}
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, s.baseURL[env]+path, reader)
 	if err != nil {
@@ -287,6 +291,7 @@ func (s *stack) call(t *testing.T, env, method, path, key string, body any) resp
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkContract(t, req, sent, resp, raw)
 	out := response{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := json.Unmarshal(raw, &out.body); err != nil {

@@ -1,0 +1,91 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/codeport/codeport/apiserver/openapi"
+)
+
+// contract holds the routers of the published documents; every call of the HTTP suites is
+// checked against them.
+type contract struct {
+	once    sync.Once
+	err     error
+	routers map[string]routers.Router
+}
+
+var published contract
+
+func (c *contract) load() error {
+	c.once.Do(func() {
+		c.routers = map[string]routers.Router{}
+		for prefix, raw := range map[string][]byte{"/v2": openapi.V2(), "/v1": openapi.V1()} {
+			loader := openapi3.NewLoader()
+			doc, err := loader.LoadFromData(raw)
+			if err != nil {
+				c.err = err
+				return
+			}
+			if err := doc.Validate(context.Background()); err != nil {
+				c.err = err
+				return
+			}
+			doc.Servers = openapi3.Servers{{URL: prefix}}
+			r, err := gorillamux.NewRouter(doc)
+			if err != nil {
+				c.err = err
+				return
+			}
+			c.routers[prefix] = r
+		}
+	})
+	return c.err
+}
+
+// checkContract validates a response (and, when the server accepted it, the request) against
+// the published document. Paths the documents do not describe (health probes, unknown routes)
+// are not checked.
+func checkContract(t *testing.T, req *http.Request, body []byte, resp *http.Response, raw []byte) {
+	t.Helper()
+	if err := published.load(); err != nil {
+		t.Fatalf("OpenAPI documents: %v", err)
+	}
+	prefix := "/v2"
+	if strings.HasPrefix(req.URL.Path, "/v1/") {
+		prefix = "/v1"
+	} else if !strings.HasPrefix(req.URL.Path, "/v2/") || strings.HasSuffix(req.URL.Path, "openapi.json") {
+		return
+	}
+	check := req.Clone(context.Background())
+	check.URL.Host, check.URL.Scheme, check.Host = "", "", ""
+	check.Body = io.NopCloser(bytes.NewReader(body))
+	route, params, err := published.routers[prefix].FindRoute(check)
+	if err != nil {
+		return
+	}
+	input := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if resp.StatusCode < 300 {
+		if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
+			t.Errorf("%s %s: the server accepted a request the document rejects: %v", req.Method, req.URL.Path, err)
+		}
+	}
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: input, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(raw)), Options: &openapi3filter.Options{IncludeResponseStatus: true},
+	})
+	if err != nil {
+		t.Errorf("%s %s: response %d does not match the document: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+	}
+}

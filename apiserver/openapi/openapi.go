@@ -1,0 +1,205 @@
+// Package openapi holds the OpenAPI 3.1 documents of the partner API (v2 and legacy v1), served
+// as they are, and renders them as a self-contained HTML reference. The HTTP test suites
+// validate every response against these documents, so they cannot drift from the code.
+package openapi
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"sort"
+	"strings"
+)
+
+//go:embed v2.json
+var v2 []byte
+
+//go:embed v1.json
+var v1 []byte
+
+// V2 returns the document of the current API.
+func V2() []byte { return append([]byte(nil), v2...) }
+
+// V1 returns the document of the legacy catalog API.
+func V1() []byte { return append([]byte(nil), v1...) }
+
+// doc is the subset of a document the HTML page shows.
+type doc struct {
+	Info struct {
+		Title, Version, Description string
+	}
+	Paths      map[string]map[string]operation
+	Components struct {
+		Schemas map[string]json.RawMessage
+	}
+}
+
+type operation struct {
+	OperationID string `json:"operationId"`
+	Summary     string
+	Description string
+	Parameters  []struct {
+		Name, In, Description string
+		Required              bool
+		Schema                json.RawMessage
+	}
+	RequestBody *struct {
+		Content map[string]struct {
+			Schema  json.RawMessage
+			Example json.RawMessage
+		}
+	} `json:"requestBody"`
+	Responses map[string]struct {
+		Description string
+		Content     map[string]struct {
+			Schema  json.RawMessage
+			Example json.RawMessage
+		}
+	}
+}
+
+type pageOp struct {
+	Method, Path, Anchor, Summary, Description string
+	Params                                     []pageParam
+	RequestSchema, RequestExample              string
+	Responses                                  []pageResponse
+}
+
+type pageParam struct{ Name, In, Type, Description string }
+
+type pageResponse struct{ Status, Description, Schema, Example string }
+
+type pageAPI struct {
+	Title, Version, Description, Base string
+	Ops                               []pageOp
+	Schemas                           []pageSchema
+	Errors                            []pageResponse
+}
+
+type pageSchema struct{ Name, JSON string }
+
+func pretty(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func build(raw []byte, base string) (pageAPI, error) {
+	var d doc
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return pageAPI{}, fmt.Errorf("parse OpenAPI document: %w", err)
+	}
+	api := pageAPI{Title: d.Info.Title, Version: d.Info.Version, Description: d.Info.Description, Base: base}
+	paths := make([]string, 0, len(d.Paths))
+	for p := range d.Paths {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	seenErrors := map[string]bool{}
+	for _, p := range paths {
+		for method, op := range d.Paths[p] {
+			po := pageOp{Method: strings.ToUpper(method), Path: base + p, Anchor: op.OperationID, Summary: op.Summary, Description: op.Description}
+			for _, prm := range op.Parameters {
+				var s struct{ Type any }
+				_ = json.Unmarshal(prm.Schema, &s)
+				req := ""
+				if prm.Required {
+					req = " (required)"
+				}
+				po.Params = append(po.Params, pageParam{Name: prm.Name, In: prm.In + req, Type: fmt.Sprint(s.Type), Description: prm.Description})
+			}
+			if op.RequestBody != nil {
+				if c, ok := op.RequestBody.Content["application/json"]; ok {
+					po.RequestSchema, po.RequestExample = pretty(c.Schema), pretty(c.Example)
+				}
+			}
+			codes := make([]string, 0, len(op.Responses))
+			for code := range op.Responses {
+				codes = append(codes, code)
+			}
+			sort.Strings(codes)
+			for _, code := range codes {
+				r := op.Responses[code]
+				pr := pageResponse{Status: code, Description: r.Description}
+				if c, ok := r.Content["application/json"]; ok {
+					pr.Schema, pr.Example = pretty(c.Schema), pretty(c.Example)
+				}
+				po.Responses = append(po.Responses, pr)
+				if code >= "400" && pr.Example != "" && !seenErrors[pr.Example] {
+					seenErrors[pr.Example] = true
+					api.Errors = append(api.Errors, pageResponse{Status: code, Description: r.Description, Example: pr.Example})
+				}
+			}
+			api.Ops = append(api.Ops, po)
+		}
+	}
+	sort.SliceStable(api.Ops, func(i, j int) bool { return api.Ops[i].Path < api.Ops[j].Path })
+	names := make([]string, 0, len(d.Components.Schemas))
+	for n := range d.Components.Schemas {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		api.Schemas = append(api.Schemas, pageSchema{Name: n, JSON: pretty(d.Components.Schemas[n])})
+	}
+	return api, nil
+}
+
+var page = template.Must(template.New("docs").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>codeport API reference</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem 2rem;color:#222;line-height:1.45}
+h1{margin-bottom:0}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
+.op{border:1px solid #ddd;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
+.method{font-weight:bold;display:inline-block;min-width:4rem}
+pre{background:#f6f6f6;padding:.6rem;overflow:auto;font-size:.85rem;border-radius:4px}
+table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
+nav a{margin-right:1rem}
+</style></head><body>
+<h1>codeport API reference</h1>
+<nav>{{range .}}<a href="#{{.Version}}">{{.Title}} {{.Version}}</a>{{end}}</nav>
+{{range .}}
+<h2 id="{{.Version}}">{{.Title}} <small>{{.Version}}</small></h2>
+<p>{{.Description}}</p>
+{{range .Ops}}<section class="op" id="{{.Anchor}}">
+<h3><span class="method">{{.Method}}</span> <code>{{.Path}}</code></h3>
+<p><strong>{{.Summary}}</strong>{{if .Description}}. {{.Description}}{{end}}</p>
+{{if .Params}}<table><tr><th>Parameter</th><th>In</th><th>Type</th><th>Description</th></tr>
+{{range .Params}}<tr><td><code>{{.Name}}</code></td><td>{{.In}}</td><td>{{.Type}}</td><td>{{.Description}}</td></tr>{{end}}</table>{{end}}
+{{if .RequestSchema}}<h4>Request body</h4><pre>{{.RequestSchema}}</pre>{{if .RequestExample}}<h4>Example</h4><pre>{{.RequestExample}}</pre>{{end}}{{end}}
+<h4>Responses</h4><table><tr><th>Status</th><th>Description</th><th>Example</th></tr>
+{{range .Responses}}<tr><td>{{.Status}}</td><td>{{.Description}}</td><td>{{if .Example}}<pre>{{.Example}}</pre>{{end}}</td></tr>{{end}}</table>
+</section>{{end}}
+<h3>Errors</h3><table><tr><th>Status</th><th>When</th><th>Body</th></tr>
+{{range .Errors}}<tr><td>{{.Status}}</td><td>{{.Description}}</td><td><pre>{{.Example}}</pre></td></tr>{{end}}</table>
+<h3>Schemas</h3>{{range .Schemas}}<h4 id="schema-{{.Name}}">{{.Name}}</h4><pre>{{.JSON}}</pre>{{end}}
+{{end}}
+</body></html>`))
+
+// HTML renders both documents as one self-contained page (no scripts, no external assets).
+func HTML() ([]byte, error) {
+	var apis []pageAPI
+	for _, d := range []struct {
+		raw  []byte
+		base string
+	}{{v2, "/v2"}, {v1, "/v1"}} {
+		api, err := build(d.raw, d.base)
+		if err != nil {
+			return nil, err
+		}
+		apis = append(apis, api)
+	}
+	var buf bytes.Buffer
+	if err := page.Execute(&buf, apis); err != nil {
+		return nil, fmt.Errorf("render API reference: %w", err)
+	}
+	return buf.Bytes(), nil
+}
