@@ -66,7 +66,22 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin).
 
 ##@ Test
 .PHONY: test
-test: verify-generated vet lint test-go ## Everything CI checks.
+test: verify-generated vet lint test-go fuzz-short ## Everything CI checks.
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
+	@eval "$$(hack/testenv.sh)"; \
+	for t in $(FUZZ_TARGETS); do \
+		pkg="$${t%%:*}"; fn="$${t##*:}"; echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
+	done
+
+.PHONY: fuzz-short
+fuzz-short: ## A short fuzz pass of every target, as CI runs it.
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 .PHONY: test-go
 test-go: ## go test -race ./... against real kube-apiserver/etcd, PostgreSQL, Redis and helm.

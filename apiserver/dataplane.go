@@ -58,6 +58,12 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			NewStateCollector(d.Deps.DB, log))
 		d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
+		if fb, ok := d.Deps.Limiter.(interface{ FallbackCount() int64 }); ok {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "codeport_rate_limiter_fallback_total",
+				Help: "Rate-limit decisions made per process because the shared (Redis) limiter was unavailable.",
+			}, func() float64 { return float64(fb.FallbackCount()) }))
+		}
 		ln, err := net.Listen("tcp", d.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("metrics: listen on %s: %w", d.MetricsAddr, err)

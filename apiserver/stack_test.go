@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -49,6 +50,7 @@ type stack struct {
 	baseURL map[string]string
 	// metricsURL is the /metrics endpoint when stackOptions.metrics is set.
 	metricsURL string
+	logger     *slog.Logger
 }
 
 type stackOptions struct {
@@ -64,6 +66,8 @@ type stackOptions struct {
 	metrics bool
 	// tracing, when set, records the spans of requests, statements and fulfilment.
 	tracing trace.TracerProvider
+	// trustedProxies are the proxies whose X-Forwarded-For the APIs believe.
+	trustedProxies []netip.Prefix
 }
 
 func newStack(t *testing.T, opts stackOptions) *stack {
@@ -107,6 +111,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if opts.logs != nil {
 		logger = slog.New(slog.NewJSONHandler(opts.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	s.logger = logger
 	plane := &apiserver.DataPlane{
 		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger,
 			Tracing: opts.tracing},
@@ -116,6 +121,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	for _, env := range provisioning.Environments() {
 		cfg := apiserver.DefaultConfig(env)
 		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
+		cfg.TrustedProxies = opts.trustedProxies
 		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
 	}
 	if opts.metrics {

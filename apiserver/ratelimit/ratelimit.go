@@ -123,10 +123,19 @@ type Fallback struct {
 	Failures atomic.Int64
 }
 
-// NewFallback wraps primary with fallback.
+// NewFallback wraps primary with fallback; a nil log logs to the default logger.
 func NewFallback(primary, fallback Limiter, log *slog.Logger) *Fallback {
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Fallback{primary: primary, fallback: fallback, log: log}
 }
+
+// SetLogger replaces the logger (before use).
+func (f *Fallback) SetLogger(log *slog.Logger) { f.log = log }
+
+// FallbackCount is how many decisions the fallback made (for the metrics).
+func (f *Fallback) FallbackCount() int64 { return f.Failures.Load() }
 
 // Allow implements Limiter.
 func (f *Fallback) Allow(ctx context.Context, key string, limit int, now time.Time) (Decision, error) {

@@ -1,0 +1,155 @@
+package apiserver_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/ratelimit"
+)
+
+// TestRedisOutageFallsBackToProcessLimits (F3): with the shared limiter unreachable, requests
+// keep being served, limits still hold per process, and the fallback is logged and counted.
+func TestRedisOutageFallsBackToProcessLimits(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	rdb := redis.NewClient(&redis.Options{Addr: dead, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	logs := &lockedBuffer{}
+	limiter := ratelimit.NewFallback(ratelimit.NewRedis(rdb), ratelimit.NewMemory(), nil)
+	s := newStack(t, stackOptions{limiter: limiter, logs: logs, metrics: true, noWorker: true})
+	limiter.SetLogger(s.logger)
+	tn := s.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 3} })
+	awayFromMinuteEnd()
+	for i := range 3 {
+		if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 200 {
+			t.Fatalf("request %d during the Redis outage: %d %s", i, r.status, r.raw)
+		}
+	}
+	if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 429 {
+		t.Fatalf("limit not enforced during the outage: %d", r.status)
+	}
+	if got := scrape(t, s.metricsURL)["codeport_rate_limiter_fallback_total{}"]; got < 4 {
+		t.Fatalf("fallback counter %v", got)
+	}
+	if !strings.Contains(logs.String(), "shared rate limiter unavailable") {
+		t.Fatal("the fallback was not logged")
+	}
+}
+
+// TestSlowClientsCannotExhaustTheServer (F4): hundreds of connections that never finish their
+// headers do not stop others from being served, and oversized headers are refused.
+func TestSlowClientsCannotExhaustTheServer(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	addr := strings.TrimPrefix(s.baseURL["production"], "http://")
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 300 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /v2/ping HTTP/1.1\r\nHost: api\r\nx-api-key: %s\r\n", tn.keys["production"]) // never finished
+		conns = append(conns, c)
+	}
+	if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 200 {
+		t.Fatalf("served %d while slow clients hang", r.status)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /v2/ping HTTP/1.1\r\nHost: api\r\nX-Padding: %s\r\n\r\n", strings.Repeat("a", 64<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Fatalf("oversized headers answered %d", resp.StatusCode)
+		}
+	}
+	if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 200 {
+		t.Fatalf("server unusable after oversized headers: %d", r.status)
+	}
+}
+
+// TestForwardedForOnlyFromTrustedProxies (F6): X-Forwarded-For cannot talk a client into an
+// allowlist unless the peer is a configured proxy.
+func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	only := func(p *v1alpha1.Partner) { p.Spec.IPWhitelist = []string{"198.51.100.7"} }
+	direct := newStack(t, stackOptions{noWorker: true})
+	tn := direct.onboard(t, "acme", only)
+	ping := func(s *stack, xff string) int {
+		req, _ := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/v2/ping", nil)
+		req.Header.Set("x-api-key", tn.keys["production"])
+		req.Header.Set("X-Forwarded-For", xff)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := ping(direct, "198.51.100.7"); got != 403 {
+		t.Fatalf("spoofed X-Forwarded-For accepted from an untrusted peer: %d", got)
+	}
+	proxied := newStack(t, stackOptions{noWorker: true, trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	if got := ping(proxied, "198.51.100.7"); got != 200 {
+		t.Fatalf("client behind a trusted proxy refused: %d", got)
+	}
+	if got := ping(proxied, "198.51.100.7, 203.0.113.9"); got != 403 {
+		t.Fatalf("rightmost untrusted hop must be the client: %d", got)
+	}
+}
+
+// TestNoPlaintextKeysOrCodesInDatabase (F6): after a full order flow, a dump of the database
+// holds no API key and no delivered code in plaintext.
+func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("dump-1", line{"productCode": "99000000000001", "quantity": 3}))
+	done := s.waitOrder(t, "sandbox", tn.keys["sandbox"], placed.str("orderId"))
+	var secrets []string
+	for _, k := range tn.keys {
+		secrets = append(secrets, k)
+	}
+	for _, c := range done.body["products"].([]any)[0].(map[string]any)["codes"].([]any) {
+		secrets = append(secrets, c.(map[string]any)["code"].(string))
+	}
+	pgDump := "pg_dump"
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		pgDump = filepath.Join(strings.TrimSpace(string(out)), "pg_dump")
+	}
+	dump, err := exec.Command(pgDump, "--data-only", testDatabase).Output()
+	if err != nil {
+		t.Fatalf("pg_dump: %v", err)
+	}
+	if len(dump) < 1000 {
+		t.Fatalf("dump suspiciously small: %d bytes", len(dump))
+	}
+	for _, secret := range secrets {
+		if strings.Contains(string(dump), secret) {
+			t.Fatalf("the database holds a secret in plaintext (%.12s…)", secret)
+		}
+	}
+}
