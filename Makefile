@@ -71,6 +71,11 @@ test: verify-generated vet lint test-go fuzz-short ## Everything CI checks.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey
 
+.PHONY: test-faults
+test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
+	@eval "$$(hack/testenv.sh)"; \
+	go test -tags faults -count=1 -timeout 20m -run 'TestKillServeDuringLoad' -v ./apiserver/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	@eval "$$(hack/testenv.sh)"; \

@@ -26,6 +26,7 @@ func newServeCommand() *cobra.Command {
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
 		workers                                                                                                          bool
 		concurrency                                                                                                      int
+		rescueAfter                                                                                                      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -95,6 +96,10 @@ requests and running fulfilment jobs finish, then exits.`,
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
 				wcfg.Concurrency = concurrency
+				if rescueAfter > 0 {
+					wcfg.RescueAfter = rescueAfter
+					wcfg.JobTimeout = min(wcfg.JobTimeout, rescueAfter)
+				}
 				plane.Workers = &wcfg
 			}
 			return plane.Run(ctx, func(addrs map[string]string) {
@@ -117,6 +122,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	smtpFlags(f, &smtpURL, &smtpFrom)
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
+	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
+		"how long a fulfilment job held by a crashed process waits before another process runs it again")
 	return cmd
 }
 

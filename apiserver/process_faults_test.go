@@ -1,0 +1,173 @@
+//go:build faults
+
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// serveProcess runs `codeport serve` as a real process that the test can kill -9.
+type serveProcess struct {
+	t                         *testing.T
+	binary, addr, databaseURL string
+	mu                        sync.Mutex
+	cmd                       *exec.Cmd
+	kills                     int
+}
+
+func (p *serveProcess) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(p.binary, "serve", "--environment", "sandbox", "--addr", p.addr, "--metrics-addr", "",
+		"--database-url", p.databaseURL, "--codes-key", sharedCodesKey, "--fulfilment-rescue-after", "3s")
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = cmd
+}
+
+func (p *serveProcess) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+	p.kills++
+}
+
+// TestKillServeDuringLoad (F1): the serve process (API and workers) is killed with SIGKILL again
+// and again while 1,000 orders are placed. Every order that got a 202 (or a replay of one) exists
+// and reaches a terminal state, no code is delivered twice, and the ledger equals the balance.
+func TestKillServeDuringLoad(t *testing.T) {
+	db := storetest.New(t)
+	binary := filepath.Join(t.TempDir(), "codeport")
+	if out, err := exec.Command("go", "build", "-o", binary, "github.com/codeport/codeport").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100000.00"})
+	acct := s.account(t, tn, "sandbox")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	proc := &serveProcess{t: t, binary: binary, addr: addr, databaseURL: db.URL}
+	proc.start()
+	defer proc.kill()
+
+	const total = 1000
+	var accepted atomic.Int32
+	var next atomic.Int32
+	accepted2 := sync.Map{}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	httpClient := &http.Client{Timeout: 5 * time.Second}
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				n := next.Add(1)
+				if n > total {
+					return
+				}
+				code := fmt.Sprintf("f1-%d", n)
+				product := "99000000000001"
+				if n%5 == 0 {
+					product = "99000000000004" // partial: refunds too
+				}
+				body := fmt.Sprintf(`{"externalOrderCode":%q,"currency":"EUR","orderProducts":[{"productCode":%q,"quantity":2}]}`, code, product)
+				for ctx.Err() == nil { // retry the same code until the API answers: idempotency makes it safe
+					req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader(body))
+					req.Header.Set("x-api-key", tn.keys["sandbox"])
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := httpClient.Do(req)
+					if err != nil {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					resp.Body.Close()
+					if resp.StatusCode == 202 || resp.StatusCode == 200 {
+						accepted.Add(1)
+						accepted2.Store(code, true)
+						break
+					}
+					if resp.StatusCode >= 500 {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					t.Errorf("order %s: %d", code, resp.StatusCode)
+					break
+				}
+			}
+		}()
+	}
+	// Kill and restart the process every 700 ms while the load runs.
+	killer := time.NewTicker(700 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+loop:
+	for {
+		select {
+		case <-done:
+			break loop
+		case <-killer.C:
+			proc.kill()
+			proc.start()
+		case <-time.After(5 * time.Minute):
+			t.Fatal("load did not finish")
+		}
+	}
+	killer.Stop()
+	if int(accepted.Load()) != total {
+		t.Fatalf("%d of %d orders accepted", accepted.Load(), total)
+	}
+	t.Logf("1,000 orders placed across %d kills", proc.kills)
+
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var processing int64
+		s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND status = 'processing'`, acct.ID).Scan(&processing)
+		if processing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orders still processing", processing)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var orders, codes, distinct int64
+	s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ?`, acct.ID).Scan(&orders)
+	s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`, acct.ID).Row().Scan(&codes, &distinct)
+	if orders != total || codes != distinct {
+		t.Fatalf("%d orders (want %d); %d codes, %d distinct", orders, total, codes, distinct)
+	}
+	accepted2.Range(func(k, _ any) bool {
+		var n int64
+		s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND external_order_code = ?`, acct.ID, k).Scan(&n)
+		if n != 1 {
+			t.Errorf("accepted order %v: %d rows", k, n)
+		}
+		return true
+	})
+	assertLedgerMatches(t, s, acct.ID)
+}
