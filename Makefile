@@ -62,7 +62,7 @@ vet:
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin).
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags faults ./...
 
 ##@ Test
 .PHONY: test

@@ -157,7 +157,10 @@ loop:
 	}
 	var orders, codes, distinct int64
 	s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ?`, acct.ID).Scan(&orders)
-	s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`, acct.ID).Row().Scan(&codes, &distinct)
+	if err := s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`,
+		acct.ID).Row().Scan(&codes, &distinct); err != nil {
+		t.Fatal(err)
+	}
 	if orders != total || codes != distinct {
 		t.Fatalf("%d orders (want %d); %d codes, %d distinct", orders, total, codes, distinct)
 	}
