@@ -153,3 +153,56 @@ func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantIsolationEveryEndpoint (F6): two partners with different catalogs and wallets see
+// only their own data on every endpoint that returns partner data.
+func TestTenantIsolationEveryEndpoint(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	a := s.onboard(t, "alpha", nil)
+	// Beta gets a catalog of its own with a product alpha's catalog lacks.
+	c, products := testCatalog(a.namespace)
+	c.Name = "beta-only"
+	extra := products[0]
+	extra.ProductCode, extra.Name, extra.EAN = "20000000000001", "Beta Exclusive", "4000000000001"
+	res, err := s.prov.ApplyCatalog(t.Context(), c, []v1alpha1.CatalogProduct{extra})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.onboard(t, "beta", nil)
+	p := &v1alpha1.Partner{}
+	p.Namespace, p.Name = b.namespace, b.name
+	p.Spec = v1alpha1.PartnerSpec{DisplayName: "beta", ContactEmail: "beta@example.com",
+		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"}}}
+	if _, err := s.prov.ApplyPartner(t.Context(), p, &res.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.topUp(t, a, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
+	s.topUp(t, b, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "GBP", Amount: "20.00"})
+	ka, kb := a.keys["production"], b.keys["production"]
+
+	within(t, time.Second, "beta's catalog in service", func() bool {
+		return s.call(t, "production", "GET", "/v2/catalog/products/20000000000001", kb, nil).status == 200
+	})
+	expectError(t, s.call(t, "production", "GET", "/v2/catalog/products/20000000000001", ka, nil), 404,
+		"Product 20000000000001 was not found in your catalog")
+	if r := s.call(t, "production", "GET", "/v2/catalog/products?search=beta", ka, nil); r.body["count"] != float64(0) {
+		t.Fatalf("alpha lists beta's product: %s", r.raw)
+	}
+	if r := s.call(t, "production", "GET", "/v2/catalog/products", kb, nil); r.body["count"] != float64(1) {
+		t.Fatalf("beta's list: %s", r.raw)
+	}
+	expectError(t, s.call(t, "production", "POST", "/v2/orders", ka, order("iso-1", line{"productCode": "20000000000001", "quantity": 1})), 404,
+		"Product 20000000000001 was not found in your catalog")
+	wa := s.call(t, "production", "GET", "/v2/wallet", ka, nil)
+	wb := s.call(t, "production", "GET", "/v2/wallet", kb, nil)
+	if string(wa.raw) != `{"balances":{"EUR":10.00},"lowBalance":false,"threshold":0}` || string(wb.raw) != `{"balances":{"GBP":20.00},"lowBalance":false,"threshold":0}` {
+		t.Fatalf("wallets: %s / %s", wa.raw, wb.raw)
+	}
+	ca := s.call(t, "production", "GET", "/v1/catalog", "Bearer "+a.keys["bearer:production"], nil)
+	cb := s.call(t, "production", "GET", "/v1/catalog", "Bearer "+b.keys["bearer:production"], nil)
+	if ca.str("id") == cb.str("id") || cb.str("id") != res.ID.String() {
+		t.Fatalf("v1 catalogs: %s / %s", ca.raw, cb.raw)
+	}
+	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product?ean=4000000000001", "Bearer "+a.keys["bearer:production"], nil), 404,
+		"Product with ean 4000000000001 was not found in your catalog")
+}
