@@ -74,7 +74,7 @@ FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalo
 .PHONY: test-faults
 test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
 	@eval "$$(hack/testenv.sh)"; \
-	go test -tags faults -count=1 -timeout 20m -run 'TestKillServeDuringLoad' -v ./apiserver/
+	go test -tags faults -count=1 -timeout 20m -run 'TestKillServeDuringLoad|TestPostgresRestartUnderLoad' -v ./apiserver/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
