@@ -71,6 +71,11 @@ test: verify-generated vet lint test-go fuzz-short ## Everything CI checks.
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey
 
+.PHONY: bench
+bench: ## Benchmarks against same-run baselines (not part of make test); BENCHTIME per measurement.
+	@eval "$$(hack/testenv.sh)"; \
+	go run ./hack/bench -duration $(or $(BENCHTIME),10s)
+
 .PHONY: test-faults
 test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
 	@eval "$$(hack/testenv.sh)"; \
