@@ -134,6 +134,13 @@ func New(tb testing.TB) *Database {
 // Main runs a package's tests against one migrated database shared by the package, for use in
 // TestMain: os.Exit(storetest.Main(m, "orders", func(url string) { testDatabaseURL = url })).
 func Main(m *testing.M, prefix string, use func(url string)) int {
+	// Fuzzing re-executes the test binary as workers that run only the fuzz function: they need
+	// no database, and creating one per worker would outlast short fuzz runs.
+	for _, arg := range os.Args {
+		if strings.HasPrefix(arg, "-test.fuzzworker") {
+			return m.Run()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	d, err := Create(ctx, prefix, true)
 	cancel()
