@@ -4,9 +4,9 @@
 //
 //	go run ./hack/bench -duration 10s      (make bench)
 //
-// Figures measured so far: B1 catalog list (with and without filters), B2 single product, B5
-// peak RSS of the serve process. B3 (orders vs pgbench), B4 (placement-to-completed) and B6
-// (scale curve) are not implemented yet.
+// Figures measured so far: B1 catalog list (with and without filters), B2 single product, B4
+// placement-to-completed latency of sandbox orders, B5 peak RSS of the serve process. B3 (orders
+// against a pgbench baseline) and B6 (scale curve) are not implemented yet.
 package main
 
 import (
@@ -128,6 +128,29 @@ func run(duration time.Duration, partnerCount, productCount int) error {
 			row{b.figure + " p99 at 50% load (ms)", ours.p99, baseline.p99, "<= 5 ms", ours.p99 <= 5},
 			row{b.figure + " p50 at 50% load (ms)", ours.p50, baseline.p50, "", true})
 	}
+	sbKey, err := sandboxKey(ctx, provisioning.New(db))
+	if err != nil {
+		return err
+	}
+	sbAddr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	sandbox := exec.Command(binary, "serve", "--environment", "sandbox", "--addr", sbAddr, "--metrics-addr", "",
+		"--database-url", database.URL, "--codes-key", codesKey)
+	if err := sandbox.Start(); err != nil {
+		return fmt.Errorf("start sandbox serve: %w", err)
+	}
+	defer func() { _ = sandbox.Process.Kill(); _ = sandbox.Wait() }()
+	if err := waitReady("http://" + sbAddr + "/readyz"); err != nil {
+		return err
+	}
+	p50, p99, err := placementToCompleted(ctx, db, "http://"+sbAddr+"/v2", sbKey, 100, duration)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"B4 placement to completed, p50 at 100 orders/s (ms)", p50, 0, "<= 50 ms", p50 <= 50},
+		row{"B4 placement to completed, p99 at 100 orders/s (ms)", p99, 0, "<= 250 ms", p99 <= 250})
 	rss, err := peakRSS(serve.Process.Pid)
 	if err == nil {
 		rows = append(rows, row{"B5 peak RSS of serve (MB)", rss, 0, "<= 150 MB", rss <= 150})
@@ -211,6 +234,67 @@ func provision(ctx context.Context, prov *provisioning.Provisioner, partners, pr
 		keys = append(keys, key)
 	}
 	return keys, nil
+}
+
+// sandboxKey gives the first partner a sandbox key and funds for the latency run.
+func sandboxKey(ctx context.Context, prov *provisioning.Provisioner) (string, error) {
+	key, err := auth.GenerateKey("sandbox")
+	if err != nil {
+		return "", err
+	}
+	if _, err := prov.RegisterKey(ctx, provisioning.Key{Namespace: "bench", Partner: "p0000", Environment: "sandbox",
+		Kind: "apiKey", Source: "bench/p0000-sandbox", Plaintext: key}); err != nil {
+		return "", err
+	}
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "p0000-sandbox"},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "p0000"}, Environment: "sandbox",
+			TopUps: []v1alpha1.TopUp{{ID: "bench", Currency: "EUR", Amount: "10000000.00"}}}}
+	if _, err := prov.ApplyWallet(ctx, w); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// placementToCompleted places 1-unit sandbox orders at rate per second and returns the p50 and
+// p99 of the time from placement to completion, in milliseconds, from the orders' own timestamps.
+func placementToCompleted(ctx context.Context, db *store.DB, base, key string, rate int, duration time.Duration) (float64, float64, error) {
+	n := 0
+	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
+		n++
+		t.Method, t.URL = http.MethodPost, base+"/orders"
+		t.Header = http.Header{"X-Api-Key": []string{key}, "Content-Type": []string{"application/json"}}
+		t.Body = []byte(fmt.Sprintf(`{"externalOrderCode":"b4-%d","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`, n))
+		return nil
+	}
+	attacker := vegeta.NewAttacker(vegeta.Workers(16), vegeta.KeepAlive(true))
+	for res := range attacker.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, duration, "b4") {
+		if res.Code != 202 {
+			return 0, 0, fmt.Errorf("order placement answered %d: %s", res.Code, res.Body)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var processing int64
+		if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&processing).Error; err != nil {
+			return 0, 0, fmt.Errorf("count processing: %w", err)
+		}
+		if processing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("%d orders still processing", processing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var p struct{ P50, P99 float64 }
+	err := db.Gorm.WithContext(ctx).Raw(`SELECT
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p50,
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p99
+		FROM orders WHERE external_order_code LIKE 'b4-%'`).Scan(&p).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("latency percentiles: %w", err)
+	}
+	return p.P50, p.P99, nil
 }
 
 func waitReady(url string) error {
