@@ -137,13 +137,14 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(openapi.V1())
 	})
+	// The page depends only on the embedded documents: render it once, not per request.
+	docsPage, docsErr := openapi.HTML()
 	app.Get("/docs", func(c *fiber.Ctx) error {
-		page, err := openapi.HTML()
-		if err != nil {
-			return err
+		if docsErr != nil {
+			return docsErr
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-		return c.Send(page)
+		return c.Send(docsPage)
 	})
 
 	api := app.Group("/v2", s.access(apiKeyCredential))

@@ -116,8 +116,20 @@ func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision, now time.Time) {
 	}
 }
 
+const clientIPLocal = "codeport.clientIP"
+
 // clientIP is the TCP peer, or the forwarded client when the peer is a configured trusted proxy.
+// It is resolved once per request: the access pipeline and the request log both need it.
 func (s *Server) clientIP(c *fiber.Ctx) netip.Addr {
+	if ip, ok := c.Locals(clientIPLocal).(netip.Addr); ok {
+		return ip
+	}
+	ip := s.resolveClientIP(c)
+	c.Locals(clientIPLocal, ip)
+	return ip
+}
+
+func (s *Server) resolveClientIP(c *fiber.Ctx) netip.Addr {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	return auth.ClientIP(peer.Unmap(), c.Get(fiber.HeaderXForwardedFor), s.cfg.TrustedProxies)
 }

@@ -262,15 +262,7 @@ func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *ApiKeyReconciler) keysOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.ApiKeyList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, k := range list.Items {
-		if k.Spec.PartnerRef.Name == obj.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: k.Namespace, Name: k.Name}})
-		}
-	}
-	return out
+	return referring(ctx, r.Client, &v1alpha1.ApiKeyList{}, obj, func(o client.Object) bool {
+		return o.(*v1alpha1.ApiKey).Spec.PartnerRef.Name == obj.GetName()
+	})
 }

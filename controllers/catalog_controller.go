@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -108,18 +109,9 @@ func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // catalogsReading maps a ConfigMap to the Catalogs of its namespace that read it.
 func (r *CatalogReconciler) catalogsReading(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.CatalogList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, c := range list.Items {
-		for _, src := range c.Spec.ProductsFrom {
-			if src.ConfigMapRef.Name == obj.GetName() {
-				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
-				break
-			}
-		}
-	}
-	return out
+	return referring(ctx, r.Client, &v1alpha1.CatalogList{}, obj, func(o client.Object) bool {
+		return slices.ContainsFunc(o.(*v1alpha1.Catalog).Spec.ProductsFrom, func(src v1alpha1.ProductsSource) bool {
+			return src.ConfigMapRef.Name == obj.GetName()
+		})
+	})
 }

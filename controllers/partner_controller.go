@@ -146,15 +146,8 @@ func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *PartnerReconciler) partnersOfCatalog(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.PartnerList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, p := range list.Items {
-		if p.Spec.CatalogRef != nil && p.Spec.CatalogRef.Name == obj.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-		}
-	}
-	return out
+	return referring(ctx, r.Client, &v1alpha1.PartnerList{}, obj, func(o client.Object) bool {
+		ref := o.(*v1alpha1.Partner).Spec.CatalogRef
+		return ref != nil && ref.Name == obj.GetName()
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
@@ -155,4 +156,24 @@ func applyWithStatus(ctx context.Context, c client.Client, obj client.Object,
 		return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err))
 	}
 	return result, reconcileErr
+}
+
+// referring turns a change of obj into reconcile requests for the resources of list's kind in its
+// namespace that refer to it (refers says which): how a Partner change reaches its ApiKeys and
+// Wallets, a Catalog change its Partners, a ConfigMap change its Catalogs.
+func referring(ctx context.Context, c client.Client, list client.ObjectList, obj client.Object, refers func(client.Object) bool) []reconcile.Request {
+	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, item := range items {
+		if o, ok := item.(client.Object); ok && refers(o) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
+	}
+	return out
 }

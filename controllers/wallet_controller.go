@@ -101,17 +101,9 @@ func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan even
 }
 
 func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.WalletList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, w := range list.Items {
-		if w.Spec.PartnerRef.Name == obj.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: w.Name}})
-		}
-	}
-	return out
+	return referring(ctx, r.Client, &v1alpha1.WalletList{}, obj, func(o client.Object) bool {
+		return o.(*v1alpha1.Wallet).Spec.PartnerRef.Name == obj.GetName()
+	})
 }
 
 // ledgerListener turns ledger notifications (payload: account id) into reconciles of the

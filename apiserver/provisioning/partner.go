@@ -21,11 +21,8 @@ const (
 	DefaultRequestsPerMinute = 600
 )
 
-// Environments are the two environments every partner has, in a stable order.
-var environments = []string{store.EnvironmentSandbox, store.EnvironmentProduction}
-
-// Environments returns the environments of every partner.
-func Environments() []string { return append([]string(nil), environments...) }
+// Environments returns the two environments every partner has, in a stable order.
+func Environments() []string { return []string{store.EnvironmentSandbox, store.EnvironmentProduction} }
 
 // PartnerResult is what applying a partner did.
 type PartnerResult struct {
@@ -147,8 +144,9 @@ func accountRow(partnerID uuid.UUID, environment string, policy v1alpha1.AccessP
 func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhook *Webhook) (PartnerResult, error) {
 	row := store.Partner{Namespace: partner.Namespace, Name: partner.Name, DisplayName: partner.Spec.DisplayName,
 		ContactEmail: partner.Spec.ContactEmail, CatalogID: catalogID, Suspended: partner.Spec.Suspended}
-	accounts := make([]store.Account, 0, len(environments))
-	for _, env := range environments {
+	envs := Environments()
+	accounts := make([]store.Account, 0, len(envs))
+	for _, env := range envs {
 		a, err := accountRow(uuid.Nil, env, EffectivePolicy(&partner.Spec, env), partner.Spec.Suspended)
 		if err != nil {
 			return PartnerResult{}, fmt.Errorf("%s: %w", env, err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -97,7 +99,8 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			res.Removed = append(res.Removed, ref)
 		}
 	}
-	state, err := p.WalletState(ctx, w.Namespace, w.Spec.PartnerRef.Name, string(w.Spec.Environment))
+	// The account row read above predates the threshold just set: pass the new one.
+	state, err := p.walletState(ctx, acct.ID, threshold)
 	if err != nil {
 		return WalletResult{}, err
 	}
@@ -117,7 +120,11 @@ func (p *Provisioner) WalletState(ctx context.Context, namespace, partner, envir
 	if err != nil {
 		return WalletState{}, err
 	}
-	v, err := wallet.Read(ctx, p.db.Gorm, acct.ID, acct.LowBalanceThreshold)
+	return p.walletState(ctx, acct.ID, acct.LowBalanceThreshold)
+}
+
+func (p *Provisioner) walletState(ctx context.Context, accountID uuid.UUID, threshold string) (WalletState, error) {
+	v, err := wallet.Read(ctx, p.db.Gorm, accountID, threshold)
 	if err != nil {
 		return WalletState{}, err
 	}
