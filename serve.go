@@ -24,7 +24,7 @@ import (
 func newServeCommand() *cobra.Command {
 	var (
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
-		workers                                                                                                          bool
+		workers, profiling                                                                                               bool
 		concurrency                                                                                                      int
 		rescueAfter                                                                                                      time.Duration
 	)
@@ -92,6 +92,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				SMTP:        mail,
 				Retry:       notify.DefaultRetry(),
 				MetricsAddr: metricsAddr,
+				Profiling:   profiling,
 			}
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
@@ -113,6 +114,7 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&otlpEndpoint, "otlp-endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
 		"OTLP/HTTP collector for traces, e.g. http://otel-collector:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
+	f.BoolVar(&profiling, "pprof", false, "also serve Go's pprof profiles (/debug/pprof/) on the metrics address")
 	databaseURLFlag(cmd, &databaseURL)
 	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")

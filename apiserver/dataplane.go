@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type DataPlane struct {
 	Retry notify.Retry
 	// MetricsAddr, when set, serves Prometheus metrics (/metrics) on its own port.
 	MetricsAddr string
+	// Profiling adds Go's pprof endpoints (/debug/pprof/) to the metrics port. They reveal
+	// internals and cost CPU while profiling, so they are off unless asked for.
+	Profiling bool
 	// ShutdownTimeout bounds the wait for in-flight requests and running jobs on shutdown.
 	ShutdownTimeout time.Duration
 
@@ -70,6 +74,13 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if d.Profiling {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = metricsServer.Serve(ln) }()
 		defer func() { _ = metricsServer.Close() }()

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+type result struct{ max, p50, p99 float64 }
+
+// measure finds the maximum throughput of GET url (closed loop, 64 workers, keys in rotation),
+// then the latency at half of it.
+func measure(url string, keys []string, duration time.Duration) result {
+	i := 0
+	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
+		t.Method, t.URL = http.MethodGet, url
+		t.Header = http.Header{"X-Api-Key": []string{keys[i%len(keys)]}}
+		i++
+		return nil
+	}
+	maxRun := attack(targeter, vegeta.Rate{Freq: 0}, 64, duration)
+	half := max(int(maxRun.Throughput/2), 1)
+	paced := attack(targeter, vegeta.Rate{Freq: half, Per: time.Second}, 64, duration)
+	return result{max: maxRun.Throughput, p50: ms(paced.Latencies.P50), p99: ms(paced.Latencies.P99)}
+}
+
+func attack(targeter vegeta.Targeter, rate vegeta.Rate, workers uint64, duration time.Duration) vegeta.Metrics {
+	attacker := vegeta.NewAttacker(vegeta.Workers(workers), vegeta.MaxWorkers(workers), vegeta.KeepAlive(true))
+	var m vegeta.Metrics
+	for res := range attacker.Attack(targeter, rate, duration, "bench") {
+		m.Add(res)
+	}
+	m.Close()
+	return m
+}
+
+// placeOrders runs B3: clients place 1-unit orders with unique external order codes as fast as
+// the server takes them, keys in rotation. It returns accepted orders per second and the p99.
+func placeOrders(base string, keys []string, clients int, duration time.Duration) (result, error) {
+	var n atomic.Int64
+	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
+		i := n.Add(1)
+		t.Method, t.URL = http.MethodPost, base+"/orders"
+		t.Header = http.Header{"X-Api-Key": []string{keys[int(i)%len(keys)]}, "Content-Type": []string{"application/json"}}
+		t.Body = []byte(`{"externalOrderCode":"b3-` + strconv.FormatInt(i, 10) +
+			`","currency":"EUR","orderProducts":[{"productCode":"` + orderProduct + `","quantity":1}]}`)
+		return nil
+	}
+	m := attack(targeter, vegeta.Rate{Freq: 0}, uint64(clients), duration)
+	if m.StatusCodes["202"] != int(m.Requests) {
+		return result{}, fmt.Errorf("B3: %d of %d orders accepted (status codes %v, errors %v)", m.StatusCodes["202"], m.Requests, m.StatusCodes, m.Errors)
+	}
+	return result{max: m.Throughput, p50: ms(m.Latencies.P50), p99: ms(m.Latencies.P99)}, nil
+}
+
+// placementToCompleted runs B4: 1-unit sandbox orders at rate per second; it returns the p50 and
+// p99 of the time from placement to completion, in milliseconds, from the orders' own timestamps.
+func placementToCompleted(ctx context.Context, db *store.DB, base, key string, rate int, duration time.Duration) (float64, float64, error) {
+	n := 0
+	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
+		n++
+		t.Method, t.URL = http.MethodPost, base+"/orders"
+		t.Header = http.Header{"X-Api-Key": []string{key}, "Content-Type": []string{"application/json"}}
+		t.Body = []byte(fmt.Sprintf(`{"externalOrderCode":"b4-%d","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`, n))
+		return nil
+	}
+	attacker := vegeta.NewAttacker(vegeta.Workers(16), vegeta.KeepAlive(true))
+	for res := range attacker.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, duration, "b4") {
+		if res.Code != 202 {
+			return 0, 0, fmt.Errorf("order placement answered %d: %s", res.Code, res.Body)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var processing int64
+		if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing' AND external_order_code LIKE 'b4-%'`).
+			Scan(&processing).Error; err != nil {
+			return 0, 0, fmt.Errorf("count processing: %w", err)
+		}
+		if processing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("%d orders still processing", processing)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var p struct{ P50, P99 float64 }
+	err := db.Gorm.WithContext(ctx).Raw(`SELECT
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p50,
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p99
+		FROM orders WHERE external_order_code LIKE 'b4-%'`).Scan(&p).Error
+	if err != nil {
+		return 0, 0, fmt.Errorf("latency percentiles: %w", err)
+	}
+	return p.P50, p.P99, nil
+}
+
+// startBaseline is a minimal Fiber app returning the same pre-encoded bytes: the ceiling of
+// what any handler can do on this machine.
+func startBaseline(bodies map[string][]byte) (string, func(), error) {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	for path, body := range bodies {
+		app.Get(path, func(c *fiber.Ctx) error { c.Set("Content-Type", "application/json"); return c.Send(body) })
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("baseline: %w", err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	return "http://" + addr, func() { _ = app.ShutdownWithTimeout(time.Second) }, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// codesKey encrypts the bench's codes at rest; any 32 bytes do.
+const codesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+// server is a running `codeport serve` process.
+type server struct {
+	cmd *exec.Cmd
+	// base is the API's URL up to /v2; metrics serves /metrics and /debug/pprof/.
+	base, metrics string
+}
+
+// startServe starts `codeport serve` the way a deployment runs it: metrics on their own port,
+// JSON request logs on stderr (discarded here, but still written).
+func startServe(binary, databaseURL, environment string, extra ...string) (*server, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--environment", environment, "--addr", addr, "--metrics-addr", metrics, "--pprof",
+		"--database-url", databaseURL, "--codes-key", codesKey}, extra...)
+	cmd := exec.Command(binary, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start serve: %w", err)
+	}
+	s := &server{cmd: cmd, base: "http://" + addr + "/v2", metrics: "http://" + metrics}
+	if err := waitReady("http://" + addr + "/readyz"); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
+
+// peakRSS reads the high-water mark of the process's resident memory, in MB.
+func (s *server) peakRSS() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status: %w", err)
+	}
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		if fields := strings.Fields(string(line)); len(fields) >= 2 && fields[0] == "VmHWM:" {
+			kb, err := strconv.ParseFloat(fields[1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM: %w", err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM for %d", s.cmd.Process.Pid)
+}
+
+// cpuProfile records a CPU profile of the process while load runs, into file.
+func (s *server) cpuProfile(ctx context.Context, file string, seconds int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.metrics, seconds), nil)
+	if err != nil {
+		return fmt.Errorf("profile request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	defer resp.Body.Close()
+	out, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("profile: %w", err)
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("profile: %w", err)
+	}
+	return out.Close()
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func waitReady(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil { //nolint:noctx // readiness poll
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("serve not ready at %s", url)
+}
+
+func fetch(url, key string) ([]byte, error) {
+	req, _ := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // one-off
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s: %w", url, err)
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("fetch %s: status %d", url, resp.StatusCode)
+	}
+	return body, nil
+}
