@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/codes"
@@ -208,6 +209,19 @@ func TestIdempotentPlacement(t *testing.T) {
 		`{"orderProducts":[{"quantity":1,"productId":"10000000000001"}],"currency":"EUR","externalOrderCode":"idem-1"}`)
 	if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" || again.str("orderId") != first.str("orderId") {
 		t.Fatalf("replay: %d %v %s", again.status, again.header, again.raw)
+	}
+	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("idem-1", line{"productCode": "10000000000001", "quantity": 2})),
+		409, "An order with this external order code already exists.")
+	// The product leaves the catalog: a new order for it is refused, the replay still gets its order.
+	c, products := testCatalog(tn.namespace)
+	if _, err := s.prov.ApplyCatalog(context.Background(), c, products[1:]); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "catalog change", func() bool {
+		return s.call(t, "production", "POST", "/v2/orders", key, order("idem-2", line{"productCode": "10000000000001", "quantity": 1})).status == 404
+	})
+	if r := s.call(t, "production", "POST", "/v2/orders", key, body); r.status != 200 || r.str("orderId") != first.str("orderId") {
+		t.Fatalf("replay after the product was withdrawn: %d %s", r.status, r.raw)
 	}
 	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("idem-1", line{"productCode": "10000000000001", "quantity": 2})),
 		409, "An order with this external order code already exists.")

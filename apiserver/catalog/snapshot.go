@@ -105,6 +105,12 @@ func intersects(filter, values []string) bool {
 	return false
 }
 
+// unfiltered reports whether q selects every product.
+func (q *Query) unfiltered() bool {
+	return len(q.Countries) == 0 && len(q.Languages) == 0 && len(q.Brands) == 0 && len(q.Categories) == 0 &&
+		len(q.Tags) == 0 && q.Search == ""
+}
+
 func (e *entry) matches(q *Query) bool {
 	return anyOf(q.Countries, e.country) &&
 		anyOf(q.Brands, e.brand) &&
@@ -179,21 +185,37 @@ func (s *Snapshot) DetailJSON(productCode string) ([]byte, bool) {
 // AppendListJSON appends the list response for q to buf: count is the number of products that
 // match, products the page of them selected by skip and take.
 func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
-	buf = append(buf, `{"count":`...)
-	countAt := len(buf)
-	page := make([]*entry, 0, min(q.Take, len(s.entries)))
-	count := 0
-	for i := range s.entries {
-		e := &s.entries[i]
-		if !e.matches(&q) {
-			continue
+	var page []*entry
+	count := len(s.entries)
+	if q.unfiltered() {
+		// The common browse: no filter to test, so the page is a slice of the catalog.
+		from := min(q.Skip, count)
+		page = make([]*entry, 0, min(q.Take, count-from))
+		for i := from; i < count && len(page) < q.Take; i++ {
+			page = append(page, &s.entries[i])
 		}
-		if count >= q.Skip && len(page) < q.Take {
-			page = append(page, e)
+	} else {
+		page = make([]*entry, 0, min(q.Take, count))
+		count = 0
+		for i := range s.entries {
+			e := &s.entries[i]
+			if !e.matches(&q) {
+				continue
+			}
+			if count >= q.Skip && len(page) < q.Take {
+				page = append(page, e)
+			}
+			count++
 		}
-		count++
 	}
-	buf = strconv.AppendInt(buf[:countAt], int64(count), 10)
+	// One allocation at most: the page's pre-encoded products plus the envelope.
+	size := 64
+	for _, e := range page {
+		size += len(e.list) + 1
+	}
+	buf = slices.Grow(buf, size)
+	buf = append(buf, `{"count":`...)
+	buf = strconv.AppendInt(buf, int64(count), 10)
 	buf = append(buf, `,"skip":`...)
 	buf = strconv.AppendInt(buf, int64(q.Skip), 10)
 	buf = append(buf, `,"take":`...)

@@ -100,10 +100,6 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
-	// Most replays are sequential retries: answer them without validating again.
-	if v, replayed, err := s.replay(ctx, acct, req.ExternalOrderCode, hash); err != nil || replayed {
-		return v, replayed, err
-	}
 	snap, err := s.catalogs.ForAccount(ctx, acct)
 	if err != nil {
 		s.log.ErrorContext(ctx, "load catalog for order", slog.Any("err", err))
@@ -111,6 +107,12 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	}
 	plan, apiErr := Validate(&req, snap, acct)
 	if apiErr != nil {
+		// A replay is answered with its order even when the request would no longer validate
+		// (a product withdrawn since, say). New orders skip this lookup: the placement
+		// transaction's insert detects replays on its own.
+		if v, replayed, err := s.replay(ctx, acct, req.ExternalOrderCode, hash); err != nil || replayed {
+			return v, replayed, err
+		}
 		return View{}, false, apiErr
 	}
 
@@ -126,6 +128,10 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		Status:            store.OrderProcessing,
 		EstimatedReadyAt:  s.estimate.readyAt(now, &plan),
 		CreatedAt:         now,
+	}
+	if acct.WalletEnabled && plan.Total > 0 {
+		// Recorded with the order; the debit below either succeeds or rolls the order back.
+		order.DebitedAmount = plan.Total
 	}
 	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return s.record(ctx, tx, acct, &order, &plan, now)
@@ -180,7 +186,7 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 			return errLimit
 		}
 	}
-	if acct.WalletEnabled && plan.Total > 0 {
+	if order.DebitedAmount > 0 {
 		res, err := wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String())
 		if errors.Is(err, wallet.ErrInsufficientFunds) {
 			return errInsufficient
@@ -193,10 +199,6 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 				return fmt.Errorf("%w: %w", errEnqueue, err)
 			}
 		}
-		if err := tx.Model(order).Update("debited_amount", plan.Total).Error; err != nil {
-			return fmt.Errorf("record debit: %w", err)
-		}
-		order.DebitedAmount = plan.Total
 	}
 	lines := make([]store.OrderLine, len(plan.Lines))
 	for i, l := range plan.Lines {

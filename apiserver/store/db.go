@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,8 +26,14 @@ type DB struct {
 	Gorm *gorm.DB
 }
 
+// DefaultMaxConns is the pool size of a serving process. Requests, fulfilment workers and the
+// caches' LISTEN connections (held for the process's life) share it; pgx's own default
+// (max(4, CPUs)) leaves requests queueing for a connection on small nodes.
+const DefaultMaxConns = 20
+
 // Options tune the pool. Zero values take defaults suited to one API replica.
 type Options struct {
+	// MaxConns caps the pool; zero means pool_max_conns of the URL, else DefaultMaxConns.
 	MaxConns int32
 	// ConnectTimeout bounds establishing a connection, so an unreachable database fails requests
 	// quickly instead of hanging them.
@@ -41,8 +48,11 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	if opts.MaxConns > 0 {
+	switch {
+	case opts.MaxConns > 0:
 		cfg.MaxConns = opts.MaxConns
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if opts.ConnectTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout

@@ -55,7 +55,11 @@ func (h *Handlers) ListProducts(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(snap.AppendListJSON(nil, q))
+	// Encode into the response's own pooled body buffer: a list page costs no allocation once
+	// the server is warm.
+	resp := c.Response()
+	resp.SwapBody(snap.AppendListJSON(resp.SwapBody(nil)[:0], q))
+	return nil
 }
 
 // GetProduct serves GET /catalog/products/{productCode}.

@@ -40,7 +40,7 @@ func main() {
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	flag.BoolVar(&cfg.scale, "scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
-	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of serve during B1's throughput run to this file")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during B1's and B3's throughput runs to PREFIX-b1.prof and PREFIX-b3.prof")
 	flag.Parse()
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -86,17 +86,32 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	rows = append(rows, reads...)
+	prodRSS, err := prod.peakRSS()
+	if err != nil {
+		return err
+	}
+	prod.stop()
 
-	// B3 runs against an API-only replica (--workers=false), so its figure is the placement
-	// path alone, as pgbench's is; fulfilment is B4's subject.
+	// B3 runs against an API-only replica (--workers=false) with no other process working the
+	// production queue, so its figure is the placement path alone, as pgbench's is; fulfilment
+	// is B4's subject.
 	progress("B3 order placement")
 	api, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
 	if err != nil {
 		return err
 	}
 	defer api.stop()
+	profiled := make(chan error, 1)
+	if cfg.cpuProfile != "" {
+		go func() { profiled <- api.cpuProfile(ctx, cfg.cpuProfile+"-b3.prof", cfg.duration) }()
+	} else {
+		profiled <- nil
+	}
 	orders, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration)
 	if err != nil {
+		return err
+	}
+	if err := <-profiled; err != nil {
 		return err
 	}
 	progress("B3 pgbench baseline")
@@ -118,15 +133,19 @@ func run(ctx context.Context, cfg config) error {
 	defer sandbox.stop()
 	rows = append(rows, latency...)
 
-	for _, s := range []struct {
+	apiRSS, err := api.peakRSS()
+	if err != nil {
+		return err
+	}
+	sandboxRSS, err := sandbox.peakRSS()
+	if err != nil {
+		return err
+	}
+	for _, r := range []struct {
 		name string
-		srv  *server
-	}{{"production serve (B1, B2)", prod}, {"production API replica (B3)", api}, {"sandbox serve (B4)", sandbox}} {
-		rss, err := s.srv.peakRSS()
-		if err != nil {
-			return err
-		}
-		rows = append(rows, row{"B5 peak RSS, " + s.name + " (MB)", rss, 0, "<= 150 MB", rss <= 150})
+		mb   float64
+	}{{"production serve (B1, B2)", prodRSS}, {"production API replica (B3)", apiRSS}, {"sandbox serve (B4)", sandboxRSS}} {
+		rows = append(rows, row{"B5 peak RSS, " + r.name + " (MB)", r.mb, 0, "<= 150 MB", r.mb <= 150})
 	}
 	var curve []scalePoint
 	if cfg.scale {
@@ -170,7 +189,7 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		progress("%s", b.figure)
 		profiled := make(chan error, 1)
 		if cfg.cpuProfile != "" && b.name == "/list" {
-			go func() { profiled <- prod.cpuProfile(ctx, cfg.cpuProfile, int(cfg.duration.Seconds())) }()
+			go func() { profiled <- prod.cpuProfile(ctx, cfg.cpuProfile+"-b1.prof", cfg.duration) }()
 		} else {
 			profiled <- nil
 		}

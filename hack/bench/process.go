@@ -70,7 +70,8 @@ func (s *server) peakRSS() (float64, error) {
 }
 
 // cpuProfile records a CPU profile of the process while load runs, into file.
-func (s *server) cpuProfile(ctx context.Context, file string, seconds int) error {
+func (s *server) cpuProfile(ctx context.Context, file string, d time.Duration) error {
+	seconds := max(int(d.Seconds())-1, 1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.metrics, seconds), nil)
 	if err != nil {
 		return fmt.Errorf("profile request: %w", err)
