@@ -105,10 +105,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if _, err := migrator.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	queue, err := fulfilment.NewQueue(db)
-	if err != nil {
-		return err
-	}
+	queue := fulfilment.NewQueue()
 	mail, err := notify.ParseSMTP(opts.smtpURL, opts.smtpFrom)
 	if err != nil {
 		return err

@@ -74,10 +74,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			defer closeLimiter()
-			queue, err := fulfilment.NewQueue(db)
-			if err != nil {
-				return err
-			}
+			queue := fulfilment.NewQueue()
 			mail, err := notify.ParseSMTP(smtpURL, smtpFrom)
 			if err != nil {
 				return err

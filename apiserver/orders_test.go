@@ -217,7 +217,7 @@ func TestIdempotentPlacement(t *testing.T) {
 	if _, err := s.prov.ApplyCatalog(context.Background(), c, products[1:]); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, "catalog change", func() bool {
+	within(t, 5*time.Second, "catalog change", func() bool {
 		return s.call(t, "production", "POST", "/v2/orders", key, order("idem-2", line{"productCode": "10000000000001", "quantity": 1})).status == 404
 	})
 	if r := s.call(t, "production", "POST", "/v2/orders", key, body); r.status != 200 || r.str("orderId") != first.str("orderId") {

@@ -90,10 +90,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue, err := fulfilment.NewQueue(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	queue := fulfilment.NewQueue()
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
 	}

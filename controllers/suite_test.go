@@ -96,11 +96,7 @@ func run(m *testing.M) int {
 	key, _ := codes.NewKey()
 	raw, _ := codes.ParseKey(key)
 	cipher, _ := codes.NewCipher(raw)
-	queue, err := fulfilment.NewQueue(env.db)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	queue := fulfilment.NewQueue()
 	for _, e := range []string{"sandbox", "production"} {
 		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,7 +2,7 @@ package fulfilment
 
 import (
 	"context"
-	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -30,25 +30,22 @@ func (Args) Kind() string { return "codeport.fulfil_order" }
 // own environment, so a sandbox outage never delays production orders.
 func QueueName(environment string) string { return "fulfilment_" + environment }
 
-// Queue inserts fulfilment jobs inside placement transactions (database/sql, as GORM uses).
-type Queue struct {
-	client *river.Client[*sql.Tx]
-}
+// Queue inserts fulfilment jobs inside placement transactions.
+type Queue struct{}
 
-// NewQueue builds an insert-only River client on db.
-func NewQueue(db *store.DB) (*Queue, error) {
-	client, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{})
+// NewQueue returns the placement side of the fulfilment queue.
+func NewQueue() *Queue { return &Queue{} }
+
+// EnqueueFulfilment schedules the order's fulfilment in tx. The job row is written with one
+// plain INSERT (River reads rows written by any client, as its other-language clients do):
+// River's database/sql insert path encodes its bulk-insert arrays value by value, which cost a
+// quarter of a placement's CPU.
+func (q *Queue) EnqueueFulfilment(_ context.Context, tx *gorm.DB, orderID uuid.UUID, environment string) error {
+	args, err := json.Marshal(Args{OrderID: orderID, Environment: environment})
 	if err != nil {
-		return nil, fmt.Errorf("fulfilment queue: %w", err)
+		return fmt.Errorf("enqueue fulfilment of %s: %w", orderID, err)
 	}
-	return &Queue{client: client}, nil
-}
-
-// EnqueueFulfilment schedules the order's fulfilment in tx.
-func (q *Queue) EnqueueFulfilment(ctx context.Context, tx *sql.Tx, orderID uuid.UUID, environment string) error {
-	_, err := q.client.InsertTx(ctx, tx, Args{OrderID: orderID, Environment: environment},
-		&river.InsertOpts{Queue: QueueName(environment)})
-	if err != nil {
+	if err := store.InsertJob(tx, Args{}.Kind(), QueueName(environment), args, river.MaxAttemptsDefault); err != nil {
 		return fmt.Errorf("enqueue fulfilment of %s: %w", orderID, err)
 	}
 	return nil

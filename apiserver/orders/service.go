@@ -2,7 +2,6 @@ package orders
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +22,7 @@ import (
 // Enqueuer schedules the fulfilment of an order inside the placement transaction, so an order
 // exists if and only if its job does.
 type Enqueuer interface {
-	EnqueueFulfilment(ctx context.Context, tx *sql.Tx, orderID uuid.UUID, environment string) error
+	EnqueueFulfilment(ctx context.Context, tx *gorm.DB, orderID uuid.UUID, environment string) error
 }
 
 // Estimate is when an order of totalUnits should be ready: a base delay plus a per-unit time,
@@ -209,11 +208,7 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 		return err
 	}
 	order.Lines = lines
-	sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
-	if !ok {
-		return fmt.Errorf("%w: placement is not running in a database/sql transaction", errEnqueue)
-	}
-	if err := s.queue.EnqueueFulfilment(ctx, sqlTx, order.ID, acct.Environment); err != nil {
+	if err := s.queue.EnqueueFulfilment(ctx, tx, order.ID, acct.Environment); err != nil {
 		return fmt.Errorf("%w: %w", errEnqueue, err)
 	}
 	return nil

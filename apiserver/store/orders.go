@@ -174,3 +174,14 @@ func InsertStock(tx *gorm.DB, rows []CodeStock) (inserted int64, err error) {
 	}
 	return res.RowsAffected, nil
 }
+
+// InsertJob adds a job to River's table in tx: available now, default priority, no unique
+// options, the row River's own insert writes for such a job.
+func InsertJob(tx *gorm.DB, kind, queue string, args []byte, maxAttempts int) error {
+	err := tx.Exec(`INSERT INTO river_job (kind, queue, args, max_attempts) VALUES (?, ?, ?::jsonb, ?)`,
+		kind, queue, string(args), maxAttempts).Error
+	if err != nil {
+		return fmt.Errorf("insert %s job: %w", kind, err)
+	}
+	return nil
+}

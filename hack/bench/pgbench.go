@@ -37,7 +37,7 @@ UPDATE orders SET debited_amount = ` + "%[1]d" + ` WHERE id = :order_id;
 INSERT INTO order_lines (order_id, line_no, product_code, unit_price, quantity, currency, sku)
     VALUES (:order_id, 0, '` + orderProduct + `', ` + "%[1]d" + `, 1, 'EUR', '');
 INSERT INTO river_job (args, kind, max_attempts, priority, queue, state, scheduled_at)
-    VALUES (json_build_object('order_id', :order_id::uuid, 'environment', 'production'), 'codeport.fulfil_order', 25, 1,
+    VALUES (json_build_object('orderId', :order_id::uuid, 'environment', 'production'), 'codeport.fulfil_order', 25, 1,
             'fulfilment_production', 'available', now());
 COMMIT;
 `
