@@ -161,10 +161,15 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	return render(&order, nil, snapshot), false, nil
 }
 
-// record is the placement transaction of DESIGN.md: idempotency insert → limits → debit →
-// lines → fulfilment job.
+// record is the placement transaction of DESIGN.md: idempotency insert (with the lines) →
+// limits → debit → fulfilment job.
 func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) error {
-	inserted, err := store.InsertOrder(tx, order)
+	order.Lines = make([]store.OrderLine, len(plan.Lines))
+	for i, l := range plan.Lines {
+		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
+			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
+	}
+	inserted, err := store.InsertOrder(ctx, tx, order)
 	if err != nil {
 		return err
 	}
@@ -199,15 +204,6 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 			}
 		}
 	}
-	lines := make([]store.OrderLine, len(plan.Lines))
-	for i, l := range plan.Lines {
-		lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
-			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
-	}
-	if err := store.InsertOrderLines(tx, lines); err != nil {
-		return err
-	}
-	order.Lines = lines
 	if err := s.queue.EnqueueFulfilment(ctx, tx, order.ID, acct.Environment); err != nil {
 		return fmt.Errorf("%w: %w", errEnqueue, err)
 	}

@@ -11,26 +11,45 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// InsertOrder records a new order in tx unless the account already has one with the same
-// external order code; inserted is false then. A concurrent insert of the same code waits for
-// the other transaction, so exactly one of them inserts.
-func InsertOrder(tx *gorm.DB, o *Order) (inserted bool, err error) {
-	res := tx.Clauses(clause.OnConflict{
-		Columns:   []clause.Column{{Name: "account_id"}, {Name: "external_order_code"}},
-		DoNothing: true,
-	}).Omit("Lines").Create(o)
-	if res.Error != nil {
-		return false, fmt.Errorf("insert order: %w", res.Error)
-	}
-	return res.RowsAffected == 1, nil
-}
+// insertOrderSQL writes an order and its lines in one round trip; the lines are passed as
+// parallel arrays. Nothing is written when the external order code is taken.
+const insertOrderSQL = `
+WITH placed AS (
+    INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
+                        debited_amount, status, estimated_ready_at, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    ON CONFLICT (account_id, external_order_code) DO NOTHING
+    RETURNING id
+), lines AS (
+    INSERT INTO order_lines (order_id, line_no, product_code, unit_price, quantity, currency, sku)
+    SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
+    FROM placed, unnest($12::int[], $13::text[], $14::bigint[], $15::int[], $16::text[])
+        AS l (line_no, product_code, unit_price, quantity, sku)
+)
+SELECT count(*) FROM placed`
 
-// InsertOrderLines records the lines of a new order in one statement.
-func InsertOrderLines(tx *gorm.DB, lines []OrderLine) error {
-	if err := tx.Create(&lines).Error; err != nil {
-		return fmt.Errorf("insert order lines: %w", err)
+// InsertOrder records a new order with its lines (o.Lines) in tx unless the account already
+// has one with the same external order code; inserted is false then and nothing is written. A
+// concurrent insert of the same code waits for the other transaction, so exactly one of them
+// inserts.
+func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order) (inserted bool, err error) {
+	n := len(o.Lines)
+	lineNos, quantities := make([]int32, n), make([]int32, n)
+	codes, skus := make([]string, n), make([]string, n)
+	prices := make([]int64, n)
+	for i, l := range o.Lines {
+		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int32(l.LineNo), l.ProductCode, l.UnitPrice, int32(l.Quantity), l.SKU
 	}
-	return nil
+	// Straight to the driver: GORM would expand the arrays into value lists.
+	var placed int
+	err = tx.Statement.ConnPool.QueryRowContext(ctx, insertOrderSQL,
+		o.ID, o.AccountID, o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
+		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
+		lineNos, codes, prices, quantities, skus).Scan(&placed)
+	if err != nil {
+		return false, fmt.Errorf("insert order: %w", err)
+	}
+	return placed == 1, nil
 }
 
 // LockDailySpend serialises the orders of one account and currency for the rest of tx, so two
