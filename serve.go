@@ -25,7 +25,8 @@ func newServeCommand() *cobra.Command {
 	var (
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
 		workers, profiling                                                                                               bool
-		concurrency, maxConns                                                                                            int
+		concurrency                                                                                                      int
+		maxConns                                                                                                         int32
 		rescueAfter                                                                                                      time.Duration
 	)
 	cmd := &cobra.Command{
@@ -64,7 +65,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				defer cancel()
 				_ = stopTracing(flushCtx)
 			}()
-			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing, MaxConns: int32(maxConns)})
+			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing, MaxConns: maxConns})
 			if err != nil {
 				return err
 			}
@@ -113,7 +114,7 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
 	f.BoolVar(&profiling, "pprof", false, "also serve Go's pprof profiles (/debug/pprof/) on the metrics address")
 	databaseURLFlag(cmd, &databaseURL)
-	f.IntVar(&maxConns, "database-max-conns", 0,
+	f.Int32Var(&maxConns, "database-max-conns", 0,
 		fmt.Sprintf("database connections of this process (default: pool_max_conns of the URL, else %d)", store.DefaultMaxConns))
 	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")

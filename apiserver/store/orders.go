@@ -23,7 +23,7 @@ WITH placed AS (
 ), lines AS (
     INSERT INTO order_lines (order_id, line_no, product_code, unit_price, quantity, currency, sku)
     SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
-    FROM placed, unnest($12::int[], $13::text[], $14::bigint[], $15::int[], $16::text[])
+    FROM placed, unnest($12::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[])
         AS l (line_no, product_code, unit_price, quantity, sku)
 )
 SELECT count(*) FROM placed`
@@ -34,11 +34,10 @@ SELECT count(*) FROM placed`
 // inserts.
 func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order) (inserted bool, err error) {
 	n := len(o.Lines)
-	lineNos, quantities := make([]int32, n), make([]int32, n)
+	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
 	codes, skus := make([]string, n), make([]string, n)
-	prices := make([]int64, n)
 	for i, l := range o.Lines {
-		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int32(l.LineNo), l.ProductCode, l.UnitPrice, int32(l.Quantity), l.SKU
+		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int64(l.LineNo), l.ProductCode, l.UnitPrice, int64(l.Quantity), l.SKU
 	}
 	// Straight to the driver: GORM would expand the arrays into value lists.
 	var placed int

@@ -89,8 +89,11 @@ func pgbenchPlacements(ctx context.Context, db *store.DB, databaseURL string, cl
 // "client_id transaction_no time_us script_no epoch epoch_us".
 func pgbenchLatencies(dir string) ([]float64, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "tx.*"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("pgbench logs in %s: none (%v)", dir, err)
+	if err != nil {
+		return nil, fmt.Errorf("pgbench logs: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("pgbench wrote no logs in %s", dir)
 	}
 	var out []float64
 	for _, f := range files {
