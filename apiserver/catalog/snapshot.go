@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/store"
@@ -105,6 +106,20 @@ func intersects(filter, values []string) bool {
 	return false
 }
 
+// filterKey identifies q's filters, whatever its paging.
+func (q *Query) filterKey() string {
+	var b strings.Builder
+	for _, list := range [][]string{q.Countries, q.Languages, q.Brands, q.Categories, q.Tags} {
+		for _, v := range list {
+			b.WriteString(v)
+			b.WriteByte(',')
+		}
+		b.WriteByte('|')
+	}
+	b.WriteString(q.Search)
+	return b.String()
+}
+
 // unfiltered reports whether q selects every product.
 func (q *Query) unfiltered() bool {
 	return len(q.Countries) == 0 && len(q.Languages) == 0 && len(q.Brands) == 0 && len(q.Categories) == 0 &&
@@ -129,6 +144,44 @@ type Snapshot struct {
 	Active  bool
 	entries []entry
 	byCode  map[string]*entry
+	// selections remembers which products each filter selects: partners page through the same
+	// filtered lists again and again, and a filter costs a pass over the whole catalog.
+	selections selectionCache
+}
+
+// maxCachedSelections bounds the filters a snapshot remembers (at most 4 bytes per selected
+// product each); filters beyond it are evaluated per request.
+const maxCachedSelections = 256
+
+type selectionCache struct {
+	mu       sync.RWMutex
+	byFilter map[string][]int32
+}
+
+// selection returns the indices of the entries q's filters select, in catalog order.
+func (s *Snapshot) selection(q *Query) []int32 {
+	key := q.filterKey()
+	s.selections.mu.RLock()
+	selected, ok := s.selections.byFilter[key]
+	s.selections.mu.RUnlock()
+	if ok {
+		return selected
+	}
+	selected = []int32{}
+	for i := range s.entries {
+		if s.entries[i].matches(q) {
+			selected = append(selected, int32(i)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+		}
+	}
+	s.selections.mu.Lock()
+	if s.selections.byFilter == nil {
+		s.selections.byFilter = map[string][]int32{}
+	}
+	if len(s.selections.byFilter) < maxCachedSelections {
+		s.selections.byFilter[key] = selected
+	}
+	s.selections.mu.Unlock()
+	return selected
 }
 
 // NewSnapshot indexes and pre-encodes products; today (YYYY-MM-DD) decides which promotions apply.
@@ -195,17 +248,12 @@ func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
 			page = append(page, &s.entries[i])
 		}
 	} else {
-		page = make([]*entry, 0, min(q.Take, count))
-		count = 0
-		for i := range s.entries {
-			e := &s.entries[i]
-			if !e.matches(&q) {
-				continue
-			}
-			if count >= q.Skip && len(page) < q.Take {
-				page = append(page, e)
-			}
-			count++
+		selected := s.selection(&q)
+		count = len(selected)
+		from := min(q.Skip, count)
+		page = make([]*entry, 0, min(q.Take, count-from))
+		for _, i := range selected[from:min(from+q.Take, count)] {
+			page = append(page, &s.entries[i])
 		}
 	}
 	// One allocation at most: the page's pre-encoded products plus the envelope.
