@@ -121,25 +121,35 @@ func TestKillServeDuringLoad(t *testing.T) {
 			}
 		}()
 	}
-	// Kill and restart the process every 700 ms while the load runs.
-	killer := time.NewTicker(700 * time.Millisecond)
+	// Kill and restart the process after every 50 accepted orders (and at least every 700 ms),
+	// so the load sees about twenty crashes however fast this machine places orders.
+	const killEvery = 50
+	killer := time.NewTicker(20 * time.Millisecond)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	giveUp := time.After(5 * time.Minute)
+	lastKill, killedAt := time.Now(), int32(0)
 loop:
 	for {
 		select {
 		case <-done:
 			break loop
 		case <-killer.C:
-			proc.kill()
-			proc.start()
-		case <-time.After(5 * time.Minute):
+			if n := accepted.Load(); n >= killedAt+killEvery || time.Since(lastKill) > 700*time.Millisecond {
+				proc.kill()
+				proc.start()
+				lastKill, killedAt = time.Now(), n
+			}
+		case <-giveUp:
 			t.Fatal("load did not finish")
 		}
 	}
 	killer.Stop()
 	if int(accepted.Load()) != total {
 		t.Fatalf("%d of %d orders accepted", accepted.Load(), total)
+	}
+	if proc.kills < total/killEvery/2 {
+		t.Fatalf("only %d kills during the load", proc.kills)
 	}
 	t.Logf("1,000 orders placed across %d kills", proc.kills)
 

@@ -56,6 +56,9 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.funded > cfg.partners {
 		return errors.New("-funded must not exceed -partners")
 	}
+	if _, err := exec.LookPath("pgbench"); err != nil {
+		return errors.New("B3's baseline needs pgbench (Debian: apt-get install postgresql)")
+	}
 	dir, err := os.MkdirTemp("", "codeport-bench-")
 	if err != nil {
 		return fmt.Errorf("temp dir: %w", err)
