@@ -4,8 +4,8 @@
 //
 //	go run ./hack/bench -duration 10s      (make bench)
 //
-// Figures: B1 catalog list (with and without filters) and B2 single product against a minimal
-// Fiber handler serving the same bytes; B3 order placement against pgbench running the same
+// Figures: B1 catalog list (with and without filters, and with rate limits shared through
+// Redis) and B2 single product against a minimal Fiber handler serving the same bytes; B3 order placement against pgbench running the same
 // writes; B4 placement-to-completed latency of sandbox orders; B5 peak RSS of each serve
 // process; B6 the B1 throughput across catalog sizes and partner counts.
 package main
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
 type config struct {
@@ -94,6 +95,11 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	prod.stop()
+	shared, sharedRSS, err := sharedLimiterFigures(cfg, t, binary, listBaseline)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, shared...)
 
 	// B3 runs against an API-only replica (--workers=false) with no other process working the
 	// production queue, so its figure is the placement path alone, as pgbench's is; fulfilment
@@ -147,7 +153,10 @@ func run(ctx context.Context, cfg config) error {
 	for _, r := range []struct {
 		name string
 		mb   float64
-	}{{"production serve (B1, B2)", prodRSS}, {"production API replica (B3)", apiRSS}, {"sandbox serve (B4)", sandboxRSS}} {
+	}{
+		{"production serve (B1, B2)", prodRSS}, {"production serve, Redis limiter (B1)", sharedRSS},
+		{"production API replica (B3)", apiRSS}, {"sandbox serve (B4)", sandboxRSS},
+	} {
 		rows = append(rows, row{"B5 peak RSS, " + r.name + " (MB)", r.mb, 0, "<= 150 MB", r.mb <= 150})
 	}
 	var curve []scalePoint
@@ -210,6 +219,33 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 			row{b.figure + ": p50 at 50% load (ms)", ours.p50, base.p50, "", true})
 	}
 	return rows, listBaseline, nil
+}
+
+// sharedLimiterFigures measures the unfiltered B1 list against a serve process whose rate
+// limits are shared through Redis, as replicas of one environment run; it returns the rows and
+// the process's peak RSS.
+func sharedLimiterFigures(cfg config, t *tenants, binary string, listBaseline float64) ([]row, float64, error) {
+	redisURL, err := storetest.RedisURL()
+	if err != nil {
+		return nil, 0, err
+	}
+	progress("B1 with the shared (Redis) rate limiter")
+	srv, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--redis-url", redisURL, "--workers=false")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer srv.stop()
+	ours := measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration)
+	rss, err := srv.peakRSS()
+	if err != nil {
+		return nil, 0, err
+	}
+	figure := "B1 GET /catalog/products?take=20, Redis limiter"
+	return []row{
+		{figure + ": req/s", ours.max, listBaseline, ">= 0.5x", ours.max >= 0.5*listBaseline},
+		{figure + ": p99 at 50% load (ms)", ours.p99, 0, "<= 5 ms", ours.p99 <= 5},
+		{figure + ": p50 at 50% load (ms)", ours.p50, 0, "", true},
+	}, rss, nil
 }
 
 // completionFigures measures B4 against a sandbox serve process, which it returns running so
