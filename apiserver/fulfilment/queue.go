@@ -122,8 +122,8 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 		// Fulfilment retries for days before giving up: an order must reach a terminal state.
 		MaxAttempts:   100,
 		FetchCooldown: 5 * time.Millisecond,
-		// Jobs inserted through database/sql inside GORM transactions do not reliably wake the
-		// workers, so a short poll bounds placement-to-completed latency (make bench, B4).
+		// Placement writes its job row with a plain INSERT, which wakes no worker, so a short
+		// poll bounds placement-to-completed latency (make bench, B4).
 		FetchPollInterval: 25 * time.Millisecond,
 		Logger:            logger,
 	})
