@@ -174,9 +174,6 @@ func (s *Snapshot) selection(q *Query) []int32 {
 		}
 	}
 	s.selections.mu.Lock()
-	if s.selections.byFilter == nil {
-		s.selections.byFilter = map[string][]int32{}
-	}
 	if len(s.selections.byFilter) < maxCachedSelections {
 		s.selections.byFilter[key] = selected
 	}
@@ -186,7 +183,8 @@ func (s *Snapshot) selection(q *Query) []int32 {
 
 // NewSnapshot indexes and pre-encodes products; today (YYYY-MM-DD) decides which promotions apply.
 func NewSnapshot(products []Product, today string) (*Snapshot, error) {
-	s := &Snapshot{entries: make([]entry, 0, len(products)), byCode: make(map[string]*entry, len(products))}
+	s := &Snapshot{entries: make([]entry, 0, len(products)), byCode: make(map[string]*entry, len(products)),
+		selections: selectionCache{byFilter: map[string][]int32{}}}
 	for i := range products {
 		p := &products[i]
 		list, detail, err := p.encode(today)
@@ -238,21 +236,21 @@ func (s *Snapshot) DetailJSON(productCode string) ([]byte, bool) {
 // AppendListJSON appends the list response for q to buf: count is the number of products that
 // match, products the page of them selected by skip and take.
 func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
-	var page []*entry
+	// The common browse has no filter to test: the page is then a slice of the catalog.
 	count := len(s.entries)
-	if q.unfiltered() {
-		// The common browse: no filter to test, so the page is a slice of the catalog.
-		from := min(q.Skip, count)
-		page = make([]*entry, 0, min(q.Take, count-from))
-		for i := from; i < count && len(page) < q.Take; i++ {
-			page = append(page, &s.entries[i])
-		}
-	} else {
-		selected := s.selection(&q)
+	var selected []int32
+	filtered := !q.unfiltered()
+	if filtered {
+		selected = s.selection(&q)
 		count = len(selected)
-		from := min(q.Skip, count)
-		page = make([]*entry, 0, min(q.Take, count-from))
-		for _, i := range selected[from:min(from+q.Take, count)] {
+	}
+	from := min(q.Skip, count)
+	to := min(from+q.Take, count)
+	page := make([]*entry, 0, to-from)
+	for i := from; i < to; i++ {
+		if filtered {
+			page = append(page, &s.entries[selected[i]])
+		} else {
 			page = append(page, &s.entries[i])
 		}
 	}

@@ -49,6 +49,18 @@ func main() {
 	}
 }
 
+// profile records a CPU profile of srv into PREFIX-figure.prof while the next measurement
+// runs, when -cpuprofile is set and wanted; the channel reports when it is written.
+func (cfg config) profile(ctx context.Context, srv *server, figure string, wanted bool) <-chan error {
+	done := make(chan error, 1)
+	if cfg.cpuProfile == "" || !wanted {
+		done <- nil
+		return done
+	}
+	go func() { done <- srv.cpuProfile(ctx, cfg.cpuProfile+"-"+figure+".prof", cfg.duration) }()
+	return done
+}
+
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 }
@@ -110,12 +122,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer api.stop()
-	profiled := make(chan error, 1)
-	if cfg.cpuProfile != "" {
-		go func() { profiled <- api.cpuProfile(ctx, cfg.cpuProfile+"-b3.prof", cfg.duration) }()
-	} else {
-		profiled <- nil
-	}
+	profiled := cfg.profile(ctx, api, "b3", true)
 	orders, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration)
 	if err != nil {
 		return err
@@ -199,12 +206,7 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		{"B2 GET /catalog/products/{code}", "/detail"},
 	} {
 		progress("%s", b.figure)
-		profiled := make(chan error, 1)
-		if cfg.cpuProfile != "" && b.name == "/list" {
-			go func() { profiled <- prod.cpuProfile(ctx, cfg.cpuProfile+"-b1.prof", cfg.duration) }()
-		} else {
-			profiled <- nil
-		}
+		profiled := cfg.profile(ctx, prod, "b1", b.name == "/list")
 		ours := measure(prod.base+paths[b.name], t.keys, cfg.duration)
 		if err := <-profiled; err != nil {
 			return nil, 0, err
