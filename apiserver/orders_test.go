@@ -217,8 +217,13 @@ func TestIdempotentPlacement(t *testing.T) {
 	if _, err := s.prov.ApplyCatalog(context.Background(), c, products[1:]); err != nil {
 		t.Fatal(err)
 	}
+	attempt := 0
 	within(t, 5*time.Second, "catalog change", func() bool {
-		return s.call(t, "production", "POST", "/v2/orders", key, order("idem-2", line{"productCode": "10000000000001", "quantity": 1})).status == 404
+		// A fresh code each time: an attempt that still saw the old catalog placed its order,
+		// and repeating its code would only replay it.
+		attempt++
+		code := fmt.Sprintf("idem-new-%d", attempt)
+		return s.call(t, "production", "POST", "/v2/orders", key, order(code, line{"productCode": "10000000000001", "quantity": 1})).status == 404
 	})
 	if r := s.call(t, "production", "POST", "/v2/orders", key, body); r.status != 200 || r.str("orderId") != first.str("orderId") {
 		t.Fatalf("replay after the product was withdrawn: %d %s", r.status, r.raw)

@@ -26,9 +26,9 @@ type DB struct {
 	Gorm *gorm.DB
 }
 
-// DefaultMaxConns is the pool size of a serving process. Requests, fulfilment workers and the
-// caches' LISTEN connections (held for the process's life) share it; pgx's own default
-// (max(4, CPUs)) leaves requests queueing for a connection on small nodes.
+// DefaultMaxConns is the pool size of a serving process. Requests and the fulfilment workers
+// (20 at once by default) share it; pgx's own default, max(4, CPUs), would leave them queueing
+// for a connection on small nodes.
 const DefaultMaxConns = 20
 
 // Options tune the pool. Zero values take defaults suited to one API replica.
