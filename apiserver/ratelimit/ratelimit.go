@@ -87,30 +87,134 @@ func (m *Memory) Allow(_ context.Context, key string, limit int, now time.Time) 
 	return decide(count, limit, end), nil
 }
 
-// Redis shares counters between replicas. INCR and EXPIREAT run in one script, so a counter
+// Redis shares counters between replicas. INCRBY and EXPIREAT run in one script, so a counter
 // never lives without its expiry and concurrent replicas never lose increments.
+//
+// Requests that arrive while a round trip is in flight are sent together in the next pipeline,
+// and requests for the same key in one pipeline share one INCRBY: under load a replica pays one
+// round trip per batch rather than per request, and every request still gets its exact count.
 type Redis struct {
 	client *redis.Client
+
+	mu       sync.Mutex
+	queue    []*pendingCount
+	inFlight int
+}
+
+// pipelinesInFlight bounds the concurrent round trips of one replica. Two keep Redis busy while
+// the next batch forms; more would only make the batches smaller.
+const pipelinesInFlight = 2
+
+// pendingCount is one request waiting for its count. result receives true when count and err
+// are set, false when the request is to send batch, the requests queued behind it.
+type pendingCount struct {
+	key      string
+	expireAt int64
+	count    int64
+	err      error
+	batch    []*pendingCount
+	result   chan bool
 }
 
 // NewRedis uses client for counters.
 func NewRedis(client *redis.Client) *Redis { return &Redis{client: client} }
 
 var incrScript = redis.NewScript(`
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
+local n = redis.call('INCRBY', KEYS[1], ARGV[2])
+if n == tonumber(ARGV[2]) then redis.call('EXPIREAT', KEYS[1], ARGV[1]) end
 return n`)
 
-// Allow implements Limiter.
+// Allow implements Limiter. A queued request waits for its batch without watching ctx: the
+// client's read and write timeouts bound every round trip, and a waiter that left could not
+// send the batch it was handed.
 func (r *Redis) Allow(ctx context.Context, key string, limit int, now time.Time) (Decision, error) {
 	start, end := windowOf(now)
-	redisKey := "codeport:rl:" + strconv.FormatInt(start.Unix(), 10) + ":" + key
-	// Expire a little after the window so clock skew between replicas can't resurrect a count.
-	count, err := incrScript.Run(ctx, r.client, []string{redisKey}, end.Add(5*time.Second).Unix()).Int64()
-	if err != nil {
-		return Decision{}, err //nolint:wrapcheck // the fallback logs it with context
+	p := &pendingCount{
+		key: "codeport:rl:" + strconv.FormatInt(start.Unix(), 10) + ":" + key,
+		// Expire a little after the window so clock skew between replicas can't resurrect a count.
+		expireAt: end.Add(5 * time.Second).Unix(),
+		result:   make(chan bool, 1),
 	}
-	return decide(count, limit, end), nil
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	if r.inFlight < pipelinesInFlight {
+		r.inFlight++
+		p.batch, r.queue = r.queue, nil
+		p.result <- false
+	}
+	r.mu.Unlock()
+	if !<-p.result {
+		r.send(context.WithoutCancel(ctx), p.batch)
+		<-p.result
+	}
+	if p.err != nil {
+		return Decision{}, p.err //nolint:wrapcheck // the fallback logs it with context
+	}
+	return decide(p.count, limit, end), nil
+}
+
+// send counts batch in one pipeline, answers it, and hands the requests queued meanwhile, if
+// any, to the first of them.
+func (r *Redis) send(ctx context.Context, batch []*pendingCount) {
+	r.count(ctx, batch)
+	for _, p := range batch {
+		p.result <- true
+	}
+	r.mu.Lock()
+	if len(r.queue) > 0 {
+		next := r.queue[0]
+		next.batch, r.queue = r.queue, nil
+		next.result <- false
+	} else {
+		r.inFlight--
+	}
+	r.mu.Unlock()
+}
+
+// count sets every request's count (or error) with one INCRBY per key.
+func (r *Redis) count(ctx context.Context, batch []*pendingCount) {
+	byKey := make(map[string][]*pendingCount, len(batch))
+	keys := make([]string, 0, len(batch))
+	for _, p := range batch {
+		if _, seen := byKey[p.key]; !seen {
+			keys = append(keys, p.key)
+		}
+		byKey[p.key] = append(byKey[p.key], p)
+	}
+	incr := func(pipe redis.Pipeliner, key string, eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd) *redis.Cmd {
+		group := byKey[key]
+		return eval(ctx, pipe, []string{key}, group[0].expireAt, len(group))
+	}
+	cmds := make([]*redis.Cmd, len(keys))
+	_, _ = r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, key := range keys {
+			cmds[i] = incr(pipe, key, incrScript.EvalSha)
+		}
+		return nil
+	})
+	// A restarted Redis has forgotten the script; NOSCRIPT means nothing ran, so sending the
+	// script itself is safe.
+	var reload []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			reload = append(reload, i)
+		}
+	}
+	if len(reload) > 0 {
+		_, _ = r.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, i := range reload {
+				cmds[i] = incr(pipe, keys[i], incrScript.Eval)
+			}
+			return nil
+		})
+	}
+	for i, key := range keys {
+		total, err := cmds[i].Int64()
+		group := byKey[key]
+		for j, p := range group {
+			p.count, p.err = total-int64(len(group)-1-j), err
+		}
+	}
 }
 
 // Fallback serves from primary and, while primary fails, from fallback. A Redis outage then

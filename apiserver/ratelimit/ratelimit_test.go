@@ -107,3 +107,149 @@ func TestFallbackWhenRedisDown(t *testing.T) {
 		t.Fatalf("failures = %d, want 3", f.Failures.Load())
 	}
 }
+
+// pipelineGate holds every pipeline until released and counts those that count requests.
+type pipelineGate struct {
+	release chan struct{}
+	sent    atomic.Int64
+}
+
+func (g *pipelineGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *pipelineGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (g *pipelineGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		<-g.release
+		// Connection set-up (HELLO, CLIENT SETINFO) is pipelined too; count only the counting.
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			g.sent.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRedisBatchesWhileBusy: requests arriving while both round trips are in flight go out
+// together in one pipeline, with one INCRBY for their shared key, and each still gets its own
+// exact count.
+func TestRedisBatchesWhileBusy(t *testing.T) {
+	client := storetest.Redis(t)
+	ctx := context.Background()
+	if err := incrScript.Load(ctx, client).Err(); err != nil {
+		t.Fatal(err)
+	}
+	gate := &pipelineGate{release: make(chan struct{})}
+	client.AddHook(gate)
+	l := NewRedis(client)
+	key, now := "batch-"+time.Now().String(), time.Now()
+
+	const queued = 50
+	remaining := make(chan int, pipelinesInFlight+queued)
+	var wg sync.WaitGroup
+	allow := func() {
+		defer wg.Done()
+		d, err := l.Allow(ctx, key, 1000, now)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		remaining <- d.Remaining
+	}
+	for range pipelinesInFlight {
+		wg.Add(1)
+		go allow()
+	}
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inFlight == pipelinesInFlight })
+	for range queued {
+		wg.Add(1)
+		go allow()
+	}
+	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) == queued })
+	close(gate.release)
+	wg.Wait()
+	close(remaining)
+
+	if got, want := gate.sent.Load(), int64(pipelinesInFlight+1); got != want {
+		t.Errorf("%d pipelines for %d requests, want %d", got, pipelinesInFlight+queued, want)
+	}
+	seen := map[int]bool{}
+	for r := range remaining {
+		seen[1000-r] = true
+	}
+	for count := 1; count <= pipelinesInFlight+queued; count++ {
+		if !seen[count] {
+			t.Fatalf("count %d given to no request (counts given: %v)", count, seen)
+		}
+	}
+}
+
+// TestRedisCountsExactUnderLoad: many requests over a few keys from two replicas; every key's
+// counts are exactly 1..n, each given once.
+func TestRedisCountsExactUnderLoad(t *testing.T) {
+	replicas := []*Redis{NewRedis(storetest.Redis(t)), NewRedis(storetest.Redis(t))}
+	prefix, now := "load-"+time.Now().String()+"-", time.Now()
+	const keys, perKey = 3, 300
+	var mu sync.Mutex
+	counts := map[string][]int{}
+	var wg sync.WaitGroup
+	for i := range keys * perKey {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := prefix + strconv.Itoa(i%keys)
+			d, err := replicas[i%2].Allow(context.Background(), key, 10_000, now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			counts[key] = append(counts[key], 10_000-d.Remaining)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for key, given := range counts {
+		seen := make([]bool, perKey+1)
+		for _, c := range given {
+			if c < 1 || c > perKey || seen[c] {
+				t.Fatalf("%s: count %d out of range or given twice", key, c)
+			}
+			seen[c] = true
+		}
+	}
+	if len(counts) != keys {
+		t.Fatalf("counted %d keys, want %d", len(counts), keys)
+	}
+}
+
+// TestRedisReloadsForgottenScript: after Redis forgets its scripts (as on restart), counting
+// goes on without an error and without counting twice.
+func TestRedisReloadsForgottenScript(t *testing.T) {
+	client := storetest.Redis(t)
+	l := NewRedis(client)
+	ctx, key, now := context.Background(), "reload-"+time.Now().String(), time.Now()
+	if _, err := l.Allow(ctx, key, 10, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.Allow(ctx, key, 10, now)
+	if err != nil {
+		t.Fatalf("after SCRIPT FLUSH: %v", err)
+	}
+	if d.Remaining != 8 {
+		t.Fatalf("remaining %d after two requests, want 8", d.Remaining)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
