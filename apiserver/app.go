@@ -113,7 +113,10 @@ func New(cfg Config, deps Deps) *Server {
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
 		ReadBufferSize:        16 << 10,
-		ErrorHandler:          s.errorHandler,
+		// Room for the headers and a catalog page together: a body that does not fit behind the
+		// headers costs a second write system call, which was a third of a list request's CPU.
+		WriteBufferSize: 16 << 10,
+		ErrorHandler:    s.errorHandler,
 	})
 	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)),
 		v1.NewHandlers(s.catalogs))

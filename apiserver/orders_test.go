@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -406,6 +407,33 @@ func TestWalletAndScenarios(t *testing.T) {
 		}
 	}
 	expectError(t, s.call(t, "production", "GET", "/v2/sandbox/scenarios", tn.keys["production"], nil), 404, "Cannot GET /v2/sandbox/scenarios")
+}
+
+// TestPlacementShowsWalletAfterDebit: a 202's wallet is the wallet as the order left it: every
+// currency, the debited one lowered, lowBalance judged after the debit.
+func TestPlacementShowsWalletAfterDebit(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "sandbox", "95", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"},
+		v1alpha1.TopUp{ID: "t2", Currency: "JPY", Amount: "5000"})
+	key := tn.keys["sandbox"]
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order("w-1", line{"productCode": "99000000000001", "quantity": 1}))
+	if placed.status != 202 {
+		t.Fatalf("%d %s", placed.status, placed.raw)
+	}
+	var body struct{ Wallet json.RawMessage }
+	if err := json.Unmarshal(placed.raw, &body); err != nil {
+		t.Fatal(err)
+	}
+	w := s.call(t, "sandbox", "GET", "/v2/wallet", key, nil)
+	want := strings.TrimSuffix(string(w.raw), `,"threshold":95}`) + "}"
+	if string(body.Wallet) != want {
+		t.Fatalf("placement wallet %s, wallet now %s", body.Wallet, w.raw)
+	}
+	balances := w.body["balances"].(map[string]any)
+	if eur := balances["EUR"].(float64); eur >= 100 || eur < 90 || balances["JPY"] != float64(5000) || w.body["lowBalance"] != true {
+		t.Fatalf("wallet after a 10.00 EUR order: %s", w.raw)
+	}
 }
 
 func TestRequestShapeErrors(t *testing.T) {

@@ -132,8 +132,11 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		// Recorded with the order; the debit below either succeeds or rolls the order back.
 		order.DebitedAmount = plan.Total
 	}
+	var debit store.LedgerResult
 	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return s.record(ctx, tx, acct, &order, &plan, now)
+		var err error
+		debit, err = s.record(ctx, tx, acct, &order, &plan, now)
+		return err
 	})
 	switch {
 	case errors.Is(err, errDuplicate):
@@ -153,17 +156,31 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	if s.OnPlaced != nil {
 		s.OnPlaced(acct.Environment)
 	}
+	return render(&order, nil, s.walletAfter(ctx, acct, debit)), false, nil
+}
+
+// walletAfter is the wallet as the placement left it: the balances its debit locked, or, for an
+// order that debited nothing, a fresh read.
+func (s *Service) walletAfter(ctx context.Context, acct *auth.Account, debit store.LedgerResult) wallet.Snapshot {
+	if debit.Applied {
+		snapshot, err := wallet.SnapshotOf(debit.Balances, acct.LowBalanceThreshold)
+		if err == nil {
+			return snapshot
+		}
+		s.log.WarnContext(ctx, "render wallet after placement", slog.Any("err", err))
+	}
 	snapshot, err := s.walletSnapshot(ctx, acct)
 	if err != nil {
 		// The order is placed; a wallet read failing now must not make the partner retry it.
 		s.log.WarnContext(ctx, "read wallet after placement", slog.Any("err", err))
 	}
-	return render(&order, nil, snapshot), false, nil
+	return snapshot
 }
 
 // record is the placement transaction of DESIGN.md: idempotency insert (with the lines) →
-// limits → debit → fulfilment job.
-func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) error {
+// limits → debit → fulfilment job. It returns the debit's ledger result (zero when the order
+// debited nothing).
+func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
 	order.Lines = make([]store.OrderLine, len(plan.Lines))
 	for i, l := range plan.Lines {
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
@@ -171,43 +188,44 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 	}
 	inserted, err := store.InsertOrder(ctx, tx, order)
 	if err != nil {
-		return err
+		return store.LedgerResult{}, err
 	}
 	if !inserted {
-		return errDuplicate
+		return store.LedgerResult{}, errDuplicate
 	}
 	if limit, ok := acct.DailySpendLimits[plan.Currency]; ok {
 		if err := store.LockDailySpend(tx, acct.ID, plan.Currency); err != nil {
-			return err
+			return store.LedgerResult{}, err
 		}
 		y, m, d := now.UTC().Date()
 		spent, err := store.SpentSince(tx, acct.ID, plan.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
 		if err != nil {
-			return err
+			return store.LedgerResult{}, err
 		}
 		// spent already includes this order, inserted above.
 		if spent > limit {
-			return errLimit
+			return store.LedgerResult{}, errLimit
 		}
 	}
+	var debit store.LedgerResult
 	if order.DebitedAmount > 0 {
-		res, err := wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String())
+		debit, err = wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String())
 		if errors.Is(err, wallet.ErrInsufficientFunds) {
-			return errInsufficient
+			return store.LedgerResult{}, errInsufficient
 		}
 		if err != nil {
-			return err
+			return store.LedgerResult{}, err
 		}
-		if res.CrossedBelow() && s.OnLowBalance != nil {
-			if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, plan.Currency, res); err != nil {
-				return fmt.Errorf("%w: %w", errEnqueue, err)
+		if debit.CrossedBelow() && s.OnLowBalance != nil {
+			if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, plan.Currency, debit); err != nil {
+				return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 			}
 		}
 	}
 	if err := s.queue.EnqueueFulfilment(ctx, tx, order.ID, acct.Environment); err != nil {
-		return fmt.Errorf("%w: %w", errEnqueue, err)
+		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 	}
-	return nil
+	return debit, nil
 }
 
 // replay answers a request whose external order code exists: the same payload gets the order

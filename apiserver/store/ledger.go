@@ -1,7 +1,6 @@
 package store
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -39,30 +38,40 @@ type LedgerResult struct {
 	IsLow  bool
 	// Threshold is the account's low-balance threshold in minor units (0 when none).
 	Threshold int64
+	// Balances are all of the account's balances after the entry, by currency. The entry locked
+	// them all, so they stay as they are until its transaction ends: an order's response shows
+	// the wallet as the order left it without reading it again.
+	Balances []Balance
 }
 
 // CrossedBelow reports whether the entry took the balance below its threshold, which is when
 // low-balance alerts fire (once per crossing).
 func (r LedgerResult) CrossedBelow() bool { return r.Applied && !r.WasLow && r.IsLow }
 
-const lockBalanceSQL = `
-SELECT b.balance, b.low_balance, COALESCE(floor(a.low_balance_threshold * ?::numeric), 0)::bigint
+// lockBalancesSQL locks every balance of the account, in currency order (so that concurrent
+// entries in different currencies cannot deadlock), with the threshold in the entry's minor units.
+const lockBalancesSQL = `
+SELECT b.currency, b.balance, b.low_balance, b.updated_at,
+       COALESCE(floor(a.low_balance_threshold * ?::numeric), 0)::bigint
 FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
-WHERE b.account_id = ? AND b.currency = ?
+WHERE b.account_id = ?
+ORDER BY b.currency
 FOR UPDATE OF b`
 
 const writeEntrySQL = `
 WITH updated AS (
     UPDATE wallet_balances SET balance = ?, low_balance = ?, updated_at = now()
     WHERE account_id = ? AND currency = ?
-    RETURNING balance
+    RETURNING balance, updated_at
+), entry AS (
+    INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after, note)
+    SELECT ?, ?, ?, ?, ?, balance, ? FROM updated
 )
-INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after, note)
-SELECT ?, ?, ?, ?, ?, balance, ? FROM updated`
+SELECT updated_at FROM updated`
 
 // ApplyLedgerEntry changes a balance and appends its ledger entry, in tx, exactly once per
-// (account, kind, reference). The balance row is locked first, so concurrent entries of one
-// wallet serialise and a concurrent duplicate sees the committed entry and does nothing.
+// (account, kind, reference). The account's balance rows are locked first, so concurrent entries
+// of one wallet serialise and a concurrent duplicate sees the committed entry and does nothing.
 func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 	if e.Amount == 0 {
 		return LedgerResult{}, errors.New("ledger entry of zero amount")
@@ -74,19 +83,19 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return LedgerResult{}, fmt.Errorf("ensure wallet balance %s: %w", e.Currency, err)
 		}
 	}
-	var current struct {
-		Balance    int64
-		LowBalance bool
-		Threshold  int64
+	balances, current, threshold, err := lockBalances(tx, e)
+	if err != nil {
+		return LedgerResult{}, err
 	}
-	res := tx.Raw(lockBalanceSQL, e.Scale, e.AccountID, e.Currency).Row()
-	if err := res.Scan(&current.Balance, &current.LowBalance, &current.Threshold); err != nil {
-		if errors.Is(err, sql.ErrNoRows) && e.Amount < 0 {
-			return LedgerResult{}, ErrInsufficientBalance
+	if current < 0 {
+		if e.Amount < 0 {
+			return LedgerResult{Balances: balances}, ErrInsufficientBalance
 		}
-		return LedgerResult{}, fmt.Errorf("lock wallet balance %s: %w", e.Currency, err)
+		return LedgerResult{}, fmt.Errorf("lock wallet balance %s: row missing after insert", e.Currency)
 	}
-	out := LedgerResult{BalanceAfter: current.Balance, WasLow: current.LowBalance, IsLow: current.LowBalance, Threshold: current.Threshold}
+	before := balances[current]
+	out := LedgerResult{BalanceAfter: before.Balance, WasLow: before.LowBalance, IsLow: before.LowBalance, Threshold: threshold,
+		Balances: balances}
 	if e.Amount > 0 {
 		var exists bool
 		err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE account_id = ? AND kind = ? AND reference = ?)`,
@@ -98,20 +107,49 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return out, nil
 		}
 	}
-	if (e.Amount > 0 && current.Balance > math.MaxInt64-e.Amount) || (e.Amount < 0 && current.Balance < -e.Amount) {
+	if (e.Amount > 0 && before.Balance > math.MaxInt64-e.Amount) || (e.Amount < 0 && before.Balance < -e.Amount) {
 		if e.Amount < 0 {
 			return out, ErrInsufficientBalance
 		}
 		return out, fmt.Errorf("wallet balance %s would overflow", e.Currency)
 	}
-	after := current.Balance + e.Amount
-	isLow := current.Threshold > 0 && after < current.Threshold
-	err := tx.Exec(writeEntrySQL, after, isLow, e.AccountID, e.Currency,
-		e.AccountID, e.Currency, e.Kind, e.Reference, e.Amount, e.Note).Error
+	after := before.Balance + e.Amount
+	isLow := threshold > 0 && after < threshold
+	var updatedAt time.Time
+	err = tx.Raw(writeEntrySQL, after, isLow, e.AccountID, e.Currency,
+		e.AccountID, e.Currency, e.Kind, e.Reference, e.Amount, e.Note).Row().Scan(&updatedAt)
 	if err != nil {
 		return out, fmt.Errorf("write ledger entry: %w", err)
 	}
-	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: current.LowBalance, IsLow: isLow, Threshold: current.Threshold}, nil
+	balances[current] = Balance{Currency: e.Currency, Balance: after, LowBalance: isLow, UpdatedAt: updatedAt}
+	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: threshold,
+		Balances: balances}, nil
+}
+
+// lockBalances locks and reads the account's balances; current is the index of the entry's
+// currency among them (-1 when the account has no balance in it).
+func lockBalances(tx *gorm.DB, e LedgerEntry) (balances []Balance, current int, threshold int64, err error) {
+	rows, err := tx.Raw(lockBalancesSQL, e.Scale, e.AccountID).Rows()
+	if err != nil {
+		return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	current = -1
+	for rows.Next() {
+		var b Balance
+		var t int64
+		if err := rows.Scan(&b.Currency, &b.Balance, &b.LowBalance, &b.UpdatedAt, &t); err != nil {
+			return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+		}
+		if b.Currency == e.Currency {
+			current, threshold = len(balances), t
+		}
+		balances = append(balances, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+	}
+	return balances, current, threshold, nil
 }
 
 // Balance is one currency of a wallet.

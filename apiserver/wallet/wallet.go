@@ -78,18 +78,27 @@ func Read(ctx context.Context, db *gorm.DB, accountID uuid.UUID, threshold strin
 	if err != nil {
 		return View{}, err
 	}
-	v := View{Snapshot: Snapshot{Balances: make(map[string]json.Number, len(balances))}, Threshold: FormatThreshold(threshold)}
+	snapshot, err := SnapshotOf(balances, threshold)
+	if err != nil {
+		return View{}, err
+	}
+	return View{Snapshot: snapshot, Threshold: FormatThreshold(threshold)}, nil
+}
+
+// SnapshotOf renders balances as order responses show them, lowBalance judged against threshold.
+func SnapshotOf(balances []store.Balance, threshold string) (Snapshot, error) {
+	s := Snapshot{Balances: make(map[string]json.Number, len(balances))}
 	for _, b := range balances {
 		n, err := money.Number(b.Balance, b.Currency)
 		if err != nil {
-			return View{}, fmt.Errorf("render balance: %w", err)
+			return Snapshot{}, fmt.Errorf("render balance: %w", err)
 		}
-		v.Balances[b.Currency] = n
+		s.Balances[b.Currency] = n
 		if IsLow(b.Balance, b.Currency, threshold) {
-			v.LowBalance = true
+			s.LowBalance = true
 		}
 	}
-	return v, nil
+	return s, nil
 }
 
 // IsLow reports whether balance (minor units of currency) is under threshold (major units).
