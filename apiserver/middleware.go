@@ -100,7 +100,7 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 		s.log.WarnContext(c.UserContext(), "rate limiter unavailable", slog.Any("err", err))
 		return nil
 	}
-	setRateLimitHeaders(c, d, now)
+	setRateLimitHeaders(c, d)
 	if !d.Allowed {
 		s.countRateLimited(kind)
 		retry := d.RetryAfter(now)
@@ -110,9 +110,9 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 	return nil
 }
 
-func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision, now time.Time) {
-	for k, v := range d.Headers(now) {
-		c.Set(k, v)
+func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
+	for _, h := range d.Headers() {
+		c.Set(h.Name, h.Value)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -72,10 +73,22 @@ const HeaderRequestID = "X-Request-Id"
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
-func newRequestID() string {
-	b := make([]byte, 12)
+// requestIDs issues the ids of requests that came without one: a random per-process prefix and
+// a counter, unique across replicas without asking the kernel for randomness per request.
+type requestIDs struct {
+	prefix string
+	issued atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return &requestIDs{prefix: hex.EncodeToString(b) + "-"}
+}
+
+func (r *requestIDs) next() string {
+	var buf [40]byte
+	return string(strconv.AppendUint(append(buf[:0], r.prefix...), r.issued.Add(1), 16))
 }
 
 // observe assigns the request id and, when the request is done, counts it and writes one
@@ -85,7 +98,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	id := c.Get(HeaderRequestID)
 	if !requestIDPattern.MatchString(id) {
-		id = newRequestID()
+		id = s.requestIDs.next()
 	}
 	c.Set(HeaderRequestID, id)
 	span, endSpan := s.startSpan(c)

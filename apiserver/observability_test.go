@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,27 @@ func TestMetricsAndLogs(t *testing.T) {
 	if after[`codeport_wallet_balance{currency=EUR,environment=sandbox,partner=`+tn.namespace+`/acme}`] != 80 ||
 		after[`codeport_queue_jobs{queue=fulfilment_sandbox}`] != 0 {
 		t.Errorf("wallet gauge: %v", after)
+	}
+
+	// Requests without an id (or with one that is not a plain token) are given distinct ids.
+	issued := map[string]bool{}
+	for _, sent := range []string{"", "", "bad id with spaces"} {
+		req, _ := http.NewRequest(http.MethodGet, s.baseURL["sandbox"]+"/v2/ping", nil)
+		req.Header.Set("x-api-key", key)
+		if sent != "" {
+			req.Header.Set("X-Request-Id", sent)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get("X-Request-Id")
+		if id == "" || id == sent || issued[id] || !regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`).MatchString(id) {
+			t.Fatalf("issued request id %q (sent %q, issued before %v)", id, sent, issued)
+		}
+		issued[id] = true
 	}
 
 	text := logs.String()

@@ -19,10 +19,10 @@ import (
 	"github.com/codeport/codeport/apiserver/wallet"
 )
 
-// Enqueuer schedules the fulfilment of an order inside the placement transaction, so an order
-// exists if and only if its job does.
+// Enqueuer names the job that fulfils an order. The placement writes it in the statement that
+// writes the order, so an order exists if and only if its job does.
 type Enqueuer interface {
-	EnqueueFulfilment(ctx context.Context, tx *gorm.DB, orderID uuid.UUID, environment string) error
+	FulfilmentJob(orderID uuid.UUID, environment string) (store.Job, error)
 }
 
 // Estimate is when an order of totalUnits should be ready: a base delay plus a per-unit time,
@@ -177,8 +177,8 @@ func (s *Service) walletAfter(ctx context.Context, acct *auth.Account, debit sto
 	return snapshot
 }
 
-// record is the placement transaction of DESIGN.md: idempotency insert (with the lines) →
-// limits → debit → fulfilment job. It returns the debit's ledger result (zero when the order
+// record is the placement transaction of DESIGN.md: idempotency insert (with the lines and the
+// fulfilment job) → limits → debit. It returns the debit's ledger result (zero when the order
 // debited nothing).
 func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
 	order.Lines = make([]store.OrderLine, len(plan.Lines))
@@ -186,7 +186,11 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
 			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
 	}
-	inserted, err := store.InsertOrder(ctx, tx, order)
+	job, err := s.queue.FulfilmentJob(order.ID, acct.Environment)
+	if err != nil {
+		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
+	}
+	inserted, err := store.InsertOrder(ctx, tx, order, job)
 	if err != nil {
 		return store.LedgerResult{}, err
 	}
@@ -221,9 +225,6 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 				return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 			}
 		}
-	}
-	if err := s.queue.EnqueueFulfilment(ctx, tx, order.ID, acct.Environment); err != nil {
-		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 	}
 	return debit, nil
 }

@@ -25,14 +25,27 @@ WITH placed AS (
     SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
     FROM placed, unnest($12::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[])
         AS l (line_no, product_code, unit_price, quantity, sku)
+), job AS (
+    INSERT INTO river_job (kind, queue, args, max_attempts)
+    SELECT $17, $18, $19::jsonb, $20 FROM placed
 )
 SELECT count(*) FROM placed`
 
-// InsertOrder records a new order with its lines (o.Lines) in tx unless the account already
-// has one with the same external order code; inserted is false then and nothing is written. A
-// concurrent insert of the same code waits for the other transaction, so exactly one of them
-// inserts.
-func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order) (inserted bool, err error) {
+// Job is a row of River's job table: available now, default priority, no unique options, the
+// row River's own insert writes for such a job. River works rows written by any client, as its
+// other-language clients do.
+type Job struct {
+	Kind        string
+	Queue       string
+	Args        []byte
+	MaxAttempts int
+}
+
+// InsertOrder records a new order with its lines (o.Lines) and the job that fulfils it, in one
+// statement of tx, unless the account already has an order with the same external order code;
+// inserted is false then and nothing is written. A concurrent insert of the same code waits for
+// the other transaction, so exactly one of them inserts.
+func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order, fulfilment Job) (inserted bool, err error) {
 	n := len(o.Lines)
 	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
 	codes, skus := make([]string, n), make([]string, n)
@@ -44,7 +57,8 @@ func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order) (inserted bool, err
 	err = tx.Statement.ConnPool.QueryRowContext(ctx, insertOrderSQL,
 		o.ID, o.AccountID, o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
 		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
-		lineNos, codes, prices, quantities, skus).Scan(&placed)
+		lineNos, codes, prices, quantities, skus,
+		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts).Scan(&placed)
 	if err != nil {
 		return false, fmt.Errorf("insert order: %w", err)
 	}
@@ -191,15 +205,4 @@ func InsertStock(tx *gorm.DB, rows []CodeStock) (inserted int64, err error) {
 		return 0, fmt.Errorf("insert stock: %w", res.Error)
 	}
 	return res.RowsAffected, nil
-}
-
-// InsertJob adds a job to River's table in tx: available now, default priority, no unique
-// options, the row River's own insert writes for such a job.
-func InsertJob(tx *gorm.DB, kind, queue string, args []byte, maxAttempts int) error {
-	err := tx.Exec(`INSERT INTO river_job (kind, queue, args, max_attempts) VALUES (?, ?, ?::jsonb, ?)`,
-		kind, queue, string(args), maxAttempts).Error
-	if err != nil {
-		return fmt.Errorf("insert %s job: %w", kind, err)
-	}
-	return nil
 }

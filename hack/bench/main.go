@@ -45,7 +45,7 @@ func main() {
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	flag.BoolVar(&cfg.scale, "scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
-	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during B1's and B3's throughput runs to PREFIX-b1.prof and PREFIX-b3.prof")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs of B1, B1 with the Redis limiter and B3 to PREFIX-b1.prof, PREFIX-b1-redis.prof and PREFIX-b3.prof, and the heap after B1 and B2 to PREFIX-b1-heap.prof")
 	flag.Parse()
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -106,12 +106,17 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	rows = append(rows, reads...)
+	if cfg.cpuProfile != "" {
+		if err := prod.heapProfile(ctx, cfg.cpuProfile+"-b1-heap.prof"); err != nil {
+			return err
+		}
+	}
 	prodRSS, err := prod.peakRSS()
 	if err != nil {
 		return err
 	}
 	prod.stop()
-	shared, sharedRSS, err := sharedLimiterFigures(cfg, t, binary, listBaseline)
+	shared, sharedRSS, err := sharedLimiterFigures(ctx, cfg, t, binary, listBaseline)
 	if err != nil {
 		return err
 	}
@@ -230,7 +235,7 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 // sharedLimiterFigures measures the unfiltered B1 list against a serve process whose rate
 // limits are shared through Redis, as replicas of one environment run; it returns the rows and
 // the process's peak RSS.
-func sharedLimiterFigures(cfg config, t *tenants, binary string, listBaseline float64) ([]row, float64, error) {
+func sharedLimiterFigures(ctx context.Context, cfg config, t *tenants, binary string, listBaseline float64) ([]row, float64, error) {
 	redisURL, err := storetest.RedisURL()
 	if err != nil {
 		return nil, 0, err
@@ -241,7 +246,11 @@ func sharedLimiterFigures(cfg config, t *tenants, binary string, listBaseline fl
 		return nil, 0, err
 	}
 	defer srv.stop()
+	profiled := cfg.profile(ctx, srv, "b1-redis", true)
 	ours := measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration)
+	if err := <-profiled; err != nil {
+		return nil, 0, err
+	}
 	rss, err := srv.peakRSS()
 	if err != nil {
 		return nil, 0, err

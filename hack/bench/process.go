@@ -72,7 +72,16 @@ func (s *server) peakRSS() (float64, error) {
 // cpuProfile records a CPU profile of the process while load runs, into file.
 func (s *server) cpuProfile(ctx context.Context, file string, d time.Duration) error {
 	seconds := max(int(d.Seconds())-1, 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.metrics, seconds), nil)
+	return s.saveProfile(ctx, fmt.Sprintf("profile?seconds=%d", seconds), file)
+}
+
+// heapProfile saves the process's heap profile (live objects as of the last collection) to file.
+func (s *server) heapProfile(ctx context.Context, file string) error {
+	return s.saveProfile(ctx, "heap", file)
+}
+
+func (s *server) saveProfile(ctx context.Context, profile, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/debug/pprof/"+profile, nil)
 	if err != nil {
 		return fmt.Errorf("profile request: %w", err)
 	}
