@@ -85,6 +85,8 @@ type Server struct {
 	app      *fiber.App
 	// requestIDs names the requests that arrive without an X-Request-Id.
 	requestIDs *requestIDs
+	// tracing is false when spans would go nowhere (no provider, or a no-op one).
+	tracing bool
 }
 
 // New builds the server and its route table.
@@ -96,11 +98,11 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With(slog.String("environment", cfg.Environment))
-	tp := deps.Tracing
-	if tp == nil {
-		tp = noop.NewTracerProvider()
+	if tp := deps.Tracing; tp != nil {
+		_, off := tp.(noop.TracerProvider)
+		s.tracing = !off
+		s.tracer = tp.Tracer("github.com/codeport/codeport/apiserver")
 	}
-	s.tracer = tp.Tracer("github.com/codeport/codeport/apiserver")
 	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
 	if deps.Notifier != nil {
 		orderService.OnLowBalance = deps.Notifier.BalanceCrossedBelow

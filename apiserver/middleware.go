@@ -84,7 +84,7 @@ func (s *Server) access(cred credential) fiber.Handler {
 			return reject(authSuspended, apierror.AccountSuspended())
 		}
 		auth.Attach(c, p)
-		if err := s.limit(c, "key", "key:"+p.KeyID.String(), p.Account.RateLimitPerMinute, now); err != nil {
+		if err := s.limit(c, "key", p.RateBucket, p.Account.RateLimitPerMinute, now); err != nil {
 			return err
 		}
 		return c.Next()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/codeport/codeport/apiserver/auth"
 )
@@ -101,8 +100,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		id = s.requestIDs.next()
 	}
 	c.Set(HeaderRequestID, id)
-	span, endSpan := s.startSpan(c)
-	span.SetAttributes(attribute.String("codeport.request_id", id))
+	endSpan := s.startSpan(c, id)
 	err := c.Next()
 	if err != nil {
 		if herr := s.app.Config().ErrorHandler(c, err); herr != nil {
@@ -124,13 +122,13 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs,
 		slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
 		slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("client_ip", s.clientIP(c).String()),
-	}
+		slog.String("client_ip", s.clientIP(c).String()))
 	if p := auth.FromRequest(c); p != nil {
-		attrs = append(attrs, slog.String("partner", p.Account.Partner), slog.String("account_id", p.Account.ID.String()))
+		attrs = append(attrs, slog.String("partner", p.Account.Partner), slog.String("account_id", p.AccountID))
 	}
 	level := slog.LevelInfo
 	if status >= 500 {

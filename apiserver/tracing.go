@@ -45,12 +45,18 @@ func (h headerCarrier) Keys() []string {
 }
 
 // startSpan opens the request's server span, continuing a caller's trace when traceparent is
-// sent; handlers pass the context on, so database and fulfilment spans become its children.
-func (s *Server) startSpan(c *fiber.Ctx) (trace.Span, func(route string, status int)) {
+// sent; handlers pass the context on, so database and fulfilment spans become its children. The
+// returned func ends the span. With tracing off it does nothing at all: a no-op span still
+// costs a context and its attributes on every request.
+func (s *Server) startSpan(c *fiber.Ctx, requestID string) func(route string, status int) {
+	if !s.tracing {
+		return func(string, int) {}
+	}
 	ctx := propagation.TraceContext{}.Extract(c.UserContext(), headerCarrier{c})
-	ctx, span := s.tracer.Start(ctx, c.Method()+" request", trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := s.tracer.Start(ctx, c.Method()+" request", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("codeport.request_id", requestID)))
 	c.SetUserContext(ctx)
-	return span, func(route string, status int) {
+	return func(route string, status int) {
 		span.SetName(c.Method() + " " + route)
 		span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", status),
 			attribute.String("codeport.environment", s.cfg.Environment))

@@ -52,4 +52,8 @@ type Principal struct {
 	KeyID   uuid.UUID
 	KeyKind string
 	Account *Account
+	// RateBucket and AccountID are the key's rate-limit bucket and the account id as text,
+	// formatted once when the key is loaded rather than on every request.
+	RateBucket string
+	AccountID  string
 }

@@ -121,6 +121,7 @@ func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, erro
 		return nil, fmt.Errorf("account %s: %w", a.ID, err)
 	}
 	p.Account = &a
+	p.RateBucket, p.AccountID = "key:"+p.KeyID.String(), a.ID.String()
 	return &p, nil
 }
 

@@ -56,13 +56,25 @@ func GenerateKey(environment string) (string, error) {
 
 // checksum is CRC-32 of the prefix and random part, in fixed-width base62.
 func checksum(body string) string {
-	sum := uint64(crc32.ChecksumIEEE([]byte(body)))
-	out := make([]byte, checksumLength)
+	sum := checksumOf(body)
+	return string(sum[:])
+}
+
+// checksumOf computes checksum without allocating: every authenticated request checks one.
+// The CRC is taken bytewise over the string, as crc32.ChecksumIEEE would but without its copy
+// of the key to the heap.
+func checksumOf(body string) [checksumLength]byte {
+	crc := ^uint32(0)
+	for i := range len(body) {
+		crc = crc32.IEEETable[(crc^uint32(body[i]))&0xff] ^ crc>>8
+	}
+	sum := uint64(^crc)
+	var out [checksumLength]byte
 	for i := checksumLength - 1; i >= 0; i-- {
 		out[i] = base62[sum%62]
 		sum /= 62
 	}
-	return string(out)
+	return out
 }
 
 // ParseKey checks a presented key's shape and checksum and returns its environment.
@@ -83,15 +95,18 @@ func ParseKey(s string) (environment string, ok bool) {
 			return "", false
 		}
 	}
-	body := s[:len(s)-checksumLength]
-	if checksum(body) != s[len(s)-checksumLength:] {
+	if sum := checksumOf(s[:len(s)-checksumLength]); string(sum[:]) != s[len(s)-checksumLength:] {
 		return "", false
 	}
 	return environment, true
 }
 
 // Digest is what the database stores of a key: SHA-256 of the plaintext.
-func Digest(plaintext string) [32]byte { return sha256.Sum256([]byte(plaintext)) }
+func Digest(plaintext string) [32]byte {
+	// A key fits the stack buffer, so hashing one allocates nothing.
+	var buf [keyLength]byte
+	return sha256.Sum256(append(buf[:0], plaintext...))
+}
 
 // DisplayPrefix is the part of a key safe to show in status and logs (prefix + 4 characters).
 func DisplayPrefix(plaintext string) string {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"hash/crc32"
 	"strings"
 	"testing"
 )
@@ -76,4 +77,36 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("accepted %q with environment %q", s, env)
 		}
 	})
+}
+
+// TestKeyCheckDoesNotAllocate: every authenticated request parses and digests its key, so
+// neither may allocate.
+func TestKeyCheckDoesNotAllocate(t *testing.T) {
+	key, err := GenerateKey("production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, ok := ParseKey(key); !ok {
+			t.Fatal("generated key rejected")
+		}
+		_ = Digest(key)
+	})
+	if allocs != 0 {
+		t.Fatalf("ParseKey and Digest allocate %.0f times per key", allocs)
+	}
+}
+
+func TestChecksumIsCRC32(t *testing.T) {
+	for _, body := range []string{"", "cp_live_", "cp_test_0123456789abcdefghijABCDEFGHIJ"} {
+		want := uint64(crc32.ChecksumIEEE([]byte(body)))
+		var digits [checksumLength]byte
+		for i := checksumLength - 1; i >= 0; i-- {
+			digits[i] = base62[want%62]
+			want /= 62
+		}
+		if got := checksumOf(body); got != digits {
+			t.Fatalf("checksum of %q = %s, want %s", body, got[:], digits[:])
+		}
+	}
 }

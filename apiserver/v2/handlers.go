@@ -125,7 +125,8 @@ func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
 }
 
 func queryValues(c *fiber.Ctx) url.Values {
-	values := url.Values{}
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) { values.Add(string(k), string(v)) })
+	args := c.Context().QueryArgs()
+	values := make(url.Values, args.Len())
+	args.VisitAll(func(k, v []byte) { values.Add(string(k), string(v)) })
 	return values
 }
