@@ -45,7 +45,7 @@ func main() {
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	flag.BoolVar(&cfg.scale, "scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
-	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs of B1, B1 with the Redis limiter and B3 to PREFIX-b1.prof, PREFIX-b1-redis.prof and PREFIX-b3.prof, and the heap after B1 and B2 to PREFIX-b1-heap.prof")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, -b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
 	flag.Parse()
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -209,13 +209,13 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 
 	var rows []row
 	var listBaseline float64
-	for _, b := range []struct{ figure, name string }{
-		{"B1 GET /catalog/products?take=20", "/list"},
-		{"B1 GET /catalog/products, 3 filters", "/filtered"},
-		{"B2 GET /catalog/products/{code}", "/detail"},
+	for _, b := range []struct{ figure, name, profile string }{
+		{"B1 GET /catalog/products?take=20", "/list", "b1"},
+		{"B1 GET /catalog/products, 3 filters", "/filtered", "b1-filtered"},
+		{"B2 GET /catalog/products/{code}", "/detail", "b2"},
 	} {
 		progress("%s", b.figure)
-		profiled := cfg.profile(ctx, prod, "b1", b.name == "/list")
+		profiled := cfg.profile(ctx, prod, b.profile, true)
 		ours := measure(prod.base+paths[b.name], t.keys, cfg.duration)
 		if err := <-profiled; err != nil {
 			return nil, 0, err
