@@ -85,8 +85,6 @@ type Server struct {
 	app      *fiber.App
 	// requestIDs names the requests that arrive without an X-Request-Id.
 	requestIDs *requestIDs
-	// tracing is false when spans would go nowhere (no provider, or a no-op one).
-	tracing bool
 }
 
 // New builds the server and its route table.
@@ -98,10 +96,9 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With(slog.String("environment", cfg.Environment))
-	if tp := deps.Tracing; tp != nil {
-		_, off := tp.(noop.TracerProvider)
-		s.tracing = !off
-		s.tracer = tp.Tracer("github.com/codeport/codeport/apiserver")
+	// No tracer when spans would go nowhere (no provider, or a no-op one).
+	if _, off := deps.Tracing.(noop.TracerProvider); deps.Tracing != nil && !off {
+		s.tracer = deps.Tracing.Tracer("github.com/codeport/codeport/apiserver")
 	}
 	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
 	if deps.Notifier != nil {

@@ -49,7 +49,7 @@ func (h headerCarrier) Keys() []string {
 // returned func ends the span. With tracing off it does nothing at all: a no-op span still
 // costs a context and its attributes on every request.
 func (s *Server) startSpan(c *fiber.Ctx, requestID string) func(route string, status int) {
-	if !s.tracing {
+	if s.tracer == nil {
 		return func(string, int) {}
 	}
 	ctx := propagation.TraceContext{}.Extract(c.UserContext(), headerCarrier{c})

@@ -213,7 +213,7 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 	}
 	var debit store.LedgerResult
 	if order.DebitedAmount > 0 {
-		debit, err = wallet.Debit(tx, acct.ID, plan.Currency, plan.Total, order.ID.String())
+		debit, err = wallet.Debit(tx, acct.ID, plan.Currency, order.DebitedAmount, order.ID.String())
 		if errors.Is(err, wallet.ErrInsufficientFunds) {
 			return store.LedgerResult{}, errInsufficient
 		}

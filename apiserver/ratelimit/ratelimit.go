@@ -142,8 +142,7 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int, now time.Time)
 	r.queue = append(r.queue, p)
 	if r.inFlight < r.pipelines {
 		r.inFlight++
-		p.batch, r.queue = r.queue, nil
-		p.result <- false
+		r.handOffQueue()
 	}
 	r.mu.Unlock()
 	if !<-p.result {
@@ -165,38 +164,46 @@ func (r *Redis) send(ctx context.Context, batch []*pendingCount) {
 	}
 	r.mu.Lock()
 	if len(r.queue) > 0 {
-		next := r.queue[0]
-		next.batch, r.queue = r.queue, nil
-		next.result <- false
+		r.handOffQueue()
 	} else {
 		r.inFlight--
 	}
 	r.mu.Unlock()
 }
 
+// handOffQueue makes the first queued request send everything queued (r.mu held, queue not
+// empty, a round-trip slot reserved for it).
+func (r *Redis) handOffQueue() {
+	first := r.queue[0]
+	first.batch, r.queue = r.queue, nil
+	first.result <- false
+}
+
 // count sets every request's count (or error): one MULTI/EXEC for the batch, in it an INCRBY
 // and an EXPIREAT per key. The transaction keeps a counter from ever living without its expiry.
 func (r *Redis) count(ctx context.Context, batch []*pendingCount) {
-	byKey := make(map[string][]*pendingCount, len(batch))
-	keys := make([]string, 0, len(batch))
+	// The requests of each key, in arrival order.
+	groupOf := make(map[string]int, len(batch))
+	var groups [][]*pendingCount
 	for _, p := range batch {
-		if _, seen := byKey[p.key]; !seen {
-			keys = append(keys, p.key)
+		i, seen := groupOf[p.key]
+		if !seen {
+			i = len(groups)
+			groupOf[p.key] = i
+			groups = append(groups, nil)
 		}
-		byKey[p.key] = append(byKey[p.key], p)
+		groups[i] = append(groups[i], p)
 	}
-	totals := make([]*redis.IntCmd, len(keys))
+	totals := make([]*redis.IntCmd, len(groups))
 	_, _ = r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, key := range keys {
-			group := byKey[key]
-			totals[i] = pipe.IncrBy(ctx, key, int64(len(group)))
-			pipe.ExpireAt(ctx, key, time.Unix(group[0].expireAt, 0))
+		for i, group := range groups {
+			totals[i] = pipe.IncrBy(ctx, group[0].key, int64(len(group)))
+			pipe.ExpireAt(ctx, group[0].key, time.Unix(group[0].expireAt, 0))
 		}
 		return nil
 	})
-	for i, key := range keys {
+	for i, group := range groups {
 		total, err := totals[i].Result()
-		group := byKey[key]
 		for j, p := range group {
 			p.count, p.err = total-int64(len(group)-1-j), err
 		}

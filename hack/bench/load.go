@@ -21,33 +21,27 @@ type result struct{ max, p50, p99 float64 }
 // then the latency at half of it. Every key is used once before anything is timed, so the
 // figures are of a server whose per-partner state (key lookups, catalog snapshots) is loaded.
 func measure(url string, keys []string, duration time.Duration) result {
-	warm(url, keys)
-	// Targeters are called from every attack worker at once.
-	var n atomic.Int64
-	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
-		t.Method, t.URL = http.MethodGet, url
-		t.Header = http.Header{"X-Api-Key": []string{keys[int(n.Add(1))%len(keys)]}}
-		return nil
-	}
+	attack(gets(url, keys, true), vegeta.Rate{Freq: 0}, 64, time.Minute)
+	targeter := gets(url, keys, false)
 	maxRun := attack(targeter, vegeta.Rate{Freq: 0}, 64, duration)
 	half := max(int(maxRun.Throughput/2), 1)
 	paced := attack(targeter, vegeta.Rate{Freq: half, Per: time.Second}, 64, duration)
 	return result{max: maxRun.Throughput, p50: ms(paced.Latencies.P50), p99: ms(paced.Latencies.P99)}
 }
 
-// warm sends one request per key and waits for the answers.
-func warm(url string, keys []string) {
+// gets is GET url with the keys in rotation; with once, each key once and then no more.
+func gets(url string, keys []string, once bool) vegeta.Targeter {
+	// Targeters are called from every attack worker at once.
 	var n atomic.Int64
-	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
+	return func(t *vegeta.Target) error {
 		i := int(n.Add(1)) - 1
-		if i >= len(keys) {
+		if once && i >= len(keys) {
 			return vegeta.ErrNoTargets
 		}
 		t.Method, t.URL = http.MethodGet, url
-		t.Header = http.Header{"X-Api-Key": []string{keys[i]}}
+		t.Header = http.Header{"X-Api-Key": []string{keys[i%len(keys)]}}
 		return nil
 	}
-	attack(targeter, vegeta.Rate{Freq: 0}, 64, time.Minute)
 }
 
 func attack(targeter vegeta.Targeter, rate vegeta.Rate, workers uint64, duration time.Duration) vegeta.Metrics {
