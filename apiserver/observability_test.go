@@ -184,8 +184,9 @@ func TestMetricsAndLogs(t *testing.T) {
 	}
 }
 
-// TestTracing: a request that sends traceparent continues the caller's trace; its statements are
-// child spans that carry SQL but no arguments; fulfilment records its own span.
+// TestTracing: a request that sends traceparent continues the caller's trace; its statements,
+// pipelined ones included, are child spans that carry SQL but no arguments; fulfilment records
+// its own span.
 func TestTracing(t *testing.T) {
 	recorder := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
@@ -206,7 +207,7 @@ func TestTracing(t *testing.T) {
 	resp.Body.Close()
 	s.waitOrder(t, "sandbox", key, "traced")
 
-	var server, statements int
+	var server, statements, batches int
 	fulfilled := false
 	for _, span := range recorder.Ended() {
 		if span.Name() == "fulfil order" {
@@ -218,6 +219,8 @@ func TestTracing(t *testing.T) {
 		switch {
 		case span.Name() == "POST /v2/orders":
 			server++
+		case span.Name() == "db.batch":
+			batches++
 		case span.Name() == "db.query":
 			statements++
 			for _, a := range span.Attributes() {
@@ -227,10 +230,11 @@ func TestTracing(t *testing.T) {
 			}
 		}
 	}
-	if server != 1 || statements < 3 || !fulfilled {
+	// The placement is two pipelined batches: [begin, order], [debit, commit].
+	if server != 1 || statements < 4 || batches != 2 || !fulfilled {
 		for _, span := range recorder.Ended() {
 			t.Log(span.Name(), span.SpanContext().TraceID())
 		}
-		t.Fatalf("server spans %d, statement spans %d, fulfilment span %v", server, statements, fulfilled)
+		t.Fatalf("server spans %d, statement spans %d, batch spans %d, fulfilment span %v", server, statements, batches, fulfilled)
 	}
 }

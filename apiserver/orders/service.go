@@ -132,12 +132,7 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		// Recorded with the order; the debit below either succeeds or rolls the order back.
 		order.DebitedAmount = plan.Total
 	}
-	var debit store.LedgerResult
-	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		debit, err = s.record(ctx, tx, acct, &order, &plan, now)
-		return err
-	})
+	debit, err := s.record(ctx, acct, &order, &plan, now)
 	switch {
 	case errors.Is(err, errDuplicate):
 		v, _, err := s.replay(ctx, acct, req.ExternalOrderCode, hash)
@@ -177,10 +172,12 @@ func (s *Service) walletAfter(ctx context.Context, acct *auth.Account, debit sto
 	return snapshot
 }
 
-// record is the placement transaction of DESIGN.md: idempotency insert (with the lines and the
+// record writes the placement of DESIGN.md: idempotency insert (with the lines and the
 // fulfilment job) → limits → debit. It returns the debit's ledger result (zero when the order
-// debited nothing).
-func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
+// debited nothing). The store pipelines the common case in two round trips; an order under a
+// daily spend limit, or whose debit crosses the low-balance threshold, is written in a
+// transaction of this package, where the limit's checks and the crossing's hook run.
+func (s *Service) record(ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
 	order.Lines = make([]store.OrderLine, len(plan.Lines))
 	for i, l := range plan.Lines {
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
@@ -190,6 +187,40 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 	if err != nil {
 		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 	}
+	var debit *store.LedgerEntry
+	if order.DebitedAmount > 0 {
+		entry, err := wallet.DebitEntry(acct.ID, plan.Currency, order.DebitedAmount, order.ID.String())
+		if err != nil {
+			return store.LedgerResult{}, err
+		}
+		debit = &entry
+	}
+	if _, limited := acct.DailySpendLimits[plan.Currency]; !limited {
+		inserted, res, err := s.db.PlaceOrder(ctx, order, job, debit)
+		switch {
+		case errors.Is(err, store.ErrInsufficientBalance):
+			return store.LedgerResult{}, errInsufficient
+		case errors.Is(err, store.ErrNeedsTransaction):
+			// Placed below, in a transaction the low-balance hook writes in.
+		case err != nil:
+			return store.LedgerResult{}, err
+		case !inserted:
+			return store.LedgerResult{}, errDuplicate
+		default:
+			return res, nil
+		}
+	}
+	var res store.LedgerResult
+	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		res, err = s.recordInTx(ctx, tx, acct, order, job, debit, now)
+		return err
+	})
+	return res, err
+}
+
+// recordInTx is record's transaction.
+func (s *Service) recordInTx(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry, now time.Time) (store.LedgerResult, error) {
 	inserted, err := store.InsertOrder(ctx, tx, order, job)
 	if err != nil {
 		return store.LedgerResult{}, err
@@ -197,12 +228,12 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 	if !inserted {
 		return store.LedgerResult{}, errDuplicate
 	}
-	if limit, ok := acct.DailySpendLimits[plan.Currency]; ok {
-		if err := store.LockDailySpend(tx, acct.ID, plan.Currency); err != nil {
+	if limit, ok := acct.DailySpendLimits[order.Currency]; ok {
+		if err := store.LockDailySpend(tx, acct.ID, order.Currency); err != nil {
 			return store.LedgerResult{}, err
 		}
 		y, m, d := now.UTC().Date()
-		spent, err := store.SpentSince(tx, acct.ID, plan.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
+		spent, err := store.SpentSince(tx, acct.ID, order.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
 		if err != nil {
 			return store.LedgerResult{}, err
 		}
@@ -211,22 +242,22 @@ func (s *Service) record(ctx context.Context, tx *gorm.DB, acct *auth.Account, o
 			return store.LedgerResult{}, errLimit
 		}
 	}
-	var debit store.LedgerResult
-	if order.DebitedAmount > 0 {
-		debit, err = wallet.Debit(tx, acct.ID, plan.Currency, order.DebitedAmount, order.ID.String())
-		if errors.Is(err, wallet.ErrInsufficientFunds) {
-			return store.LedgerResult{}, errInsufficient
-		}
-		if err != nil {
-			return store.LedgerResult{}, err
-		}
-		if debit.CrossedBelow() && s.OnLowBalance != nil {
-			if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, plan.Currency, debit); err != nil {
-				return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
-			}
+	if debit == nil {
+		return store.LedgerResult{}, nil
+	}
+	res, err := store.ApplyLedgerEntry(tx, *debit)
+	if errors.Is(err, store.ErrInsufficientBalance) {
+		return store.LedgerResult{}, errInsufficient
+	}
+	if err != nil {
+		return store.LedgerResult{}, err
+	}
+	if res.CrossedBelow() && s.OnLowBalance != nil {
+		if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, order.Currency, res); err != nil {
+			return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 		}
 	}
-	return debit, nil
+	return res, nil
 }
 
 // replay answers a request whose external order code exists: the same payload gets the order

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -51,23 +50,29 @@ func (r LedgerResult) CrossedBelow() bool { return r.Applied && !r.WasLow && r.I
 // lockBalancesSQL locks every balance of the account, in currency order (so that concurrent
 // entries in different currencies cannot deadlock), with the threshold in the entry's minor units.
 const lockBalancesSQL = `
-SELECT b.currency, b.balance, b.low_balance, b.updated_at,
+SELECT b.currency, b.balance, b.low_balance,
        COALESCE(floor(a.low_balance_threshold * ?::numeric), 0)::bigint
 FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
 WHERE b.account_id = ?
 ORDER BY b.currency
 FOR UPDATE OF b`
 
+// writeEntrySQL sets a locked balance to its new value and appends the entry that explains it.
+// The entry is written even when no balance row was updated, so that its NOT NULL balance_after
+// fails the statement, and with it the transaction, rather than a commit that follows it in a
+// pipeline committing an entry-less change.
 const writeEntrySQL = `
 WITH updated AS (
-    UPDATE wallet_balances SET balance = ?, low_balance = ?, updated_at = now()
-    WHERE account_id = ? AND currency = ?
-    RETURNING balance, updated_at
-), entry AS (
-    INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after, note)
-    SELECT ?, ?, ?, ?, ?, balance, ? FROM updated
+    UPDATE wallet_balances SET balance = $1, low_balance = $2, updated_at = now()
+    WHERE account_id = $3 AND currency = $4
+    RETURNING balance
 )
-SELECT updated_at FROM updated`
+INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after, note)
+VALUES ($3, $4, $5, $6, $7, (SELECT balance FROM updated), $8)`
+
+func writeEntryArgs(e *LedgerEntry, after int64, isLow bool) []any {
+	return []any{after, isLow, e.AccountID, e.Currency, e.Kind, e.Reference, e.Amount, e.Note}
+}
 
 // ApplyLedgerEntry changes a balance and appends its ledger entry, in tx, exactly once per
 // (account, kind, reference). The account's balance rows are locked first, so concurrent entries
@@ -83,10 +88,11 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return LedgerResult{}, fmt.Errorf("ensure wallet balance %s: %w", e.Currency, err)
 		}
 	}
-	balances, current, threshold, err := lockBalances(tx, e)
+	locked, err := lockBalances(tx, e)
 	if err != nil {
 		return LedgerResult{}, err
 	}
+	balances, current, threshold := locked.balances, locked.current, locked.threshold
 	if current < 0 {
 		if e.Amount < 0 {
 			return LedgerResult{Balances: balances}, ErrInsufficientBalance
@@ -107,49 +113,51 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return out, nil
 		}
 	}
-	if (e.Amount > 0 && before.Balance > math.MaxInt64-e.Amount) || (e.Amount < 0 && before.Balance < -e.Amount) {
-		if e.Amount < 0 {
-			return out, ErrInsufficientBalance
-		}
-		return out, fmt.Errorf("wallet balance %s would overflow", e.Currency)
-	}
-	after := before.Balance + e.Amount
-	isLow := threshold > 0 && after < threshold
-	var updatedAt time.Time
-	err = tx.Raw(writeEntrySQL, after, isLow, e.AccountID, e.Currency,
-		e.AccountID, e.Currency, e.Kind, e.Reference, e.Amount, e.Note).Row().Scan(&updatedAt)
+	after, isLow, err := nextBalance(before.Balance, threshold, e.Amount, e.Currency)
 	if err != nil {
+		return out, err
+	}
+	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, writeEntryArgs(&e, after, isLow)...); err != nil {
 		return out, fmt.Errorf("write ledger entry: %w", err)
 	}
-	balances[current] = Balance{Currency: e.Currency, Balance: after, LowBalance: isLow, UpdatedAt: updatedAt}
+	balances[current] = Balance{Currency: e.Currency, Balance: after, LowBalance: isLow}
 	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: threshold,
 		Balances: balances}, nil
 }
 
-// lockBalances locks and reads the account's balances; current is the index of the entry's
-// currency among them (-1 when the account has no balance in it).
-func lockBalances(tx *gorm.DB, e LedgerEntry) (balances []Balance, current int, threshold int64, err error) {
+// nextBalance is a balance after an entry of amount, and whether it is then below threshold (a
+// threshold of 0 is none). A debit larger than the balance is ErrInsufficientBalance.
+func nextBalance(balance, threshold, amount int64, currency string) (after int64, isLow bool, err error) {
+	if (amount > 0 && balance > math.MaxInt64-amount) || (amount < 0 && balance < -amount) {
+		if amount < 0 {
+			return 0, false, ErrInsufficientBalance
+		}
+		return 0, false, fmt.Errorf("wallet balance %s would overflow", currency)
+	}
+	after = balance + amount
+	return after, threshold > 0 && after < threshold, nil
+}
+
+// lockBalances locks and reads the account's balances.
+func lockBalances(tx *gorm.DB, e LedgerEntry) (lockedBalances, error) {
+	locked := lockedBalances{currency: e.Currency, current: -1}
 	rows, err := tx.Raw(lockBalancesSQL, e.Scale, e.AccountID).Rows()
 	if err != nil {
-		return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+		return locked, fmt.Errorf("lock wallet balances: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	current = -1
 	for rows.Next() {
 		var b Balance
-		var t int64
-		if err := rows.Scan(&b.Currency, &b.Balance, &b.LowBalance, &b.UpdatedAt, &t); err != nil {
-			return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+		var threshold int64
+		if err := rows.Scan(&b.Currency, &b.Balance, &b.LowBalance, &threshold); err != nil {
+			return locked, fmt.Errorf("lock wallet balances: %w", err)
 		}
-		if b.Currency == e.Currency {
-			current, threshold = len(balances), t
-		}
-		balances = append(balances, b)
+		locked.add(b, threshold)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, -1, 0, fmt.Errorf("lock wallet balances: %w", err)
+		return locked, fmt.Errorf("lock wallet balances: %w", err)
 	}
-	return balances, current, threshold, nil
+	return locked, nil
 }
 
 // Balance is one currency of a wallet.
@@ -157,13 +165,12 @@ type Balance struct {
 	Currency   string
 	Balance    int64
 	LowBalance bool
-	UpdatedAt  time.Time
 }
 
 // Balances returns an account's balances ordered by currency.
 func Balances(db *gorm.DB, accountID uuid.UUID) ([]Balance, error) {
 	var out []Balance
-	err := db.Raw(`SELECT currency, balance, low_balance, updated_at FROM wallet_balances WHERE account_id = ? ORDER BY currency`,
+	err := db.Raw(`SELECT currency, balance, low_balance FROM wallet_balances WHERE account_id = ? ORDER BY currency`,
 		accountID).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("read wallet balances: %w", err)

@@ -11,26 +11,6 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// insertOrderSQL writes an order and its lines in one round trip; the lines are passed as
-// parallel arrays. Nothing is written when the external order code is taken.
-const insertOrderSQL = `
-WITH placed AS (
-    INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
-                        debited_amount, status, estimated_ready_at, created_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-    ON CONFLICT (account_id, external_order_code) DO NOTHING
-    RETURNING id
-), lines AS (
-    INSERT INTO order_lines (order_id, line_no, product_code, unit_price, quantity, currency, sku)
-    SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
-    FROM placed, unnest($12::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[])
-        AS l (line_no, product_code, unit_price, quantity, sku)
-), job AS (
-    INSERT INTO river_job (kind, queue, args, max_attempts)
-    SELECT $17, $18, $19::jsonb, $20 FROM placed
-)
-SELECT count(*) FROM placed`
-
 // Job is a row of River's job table: available now, default priority, no unique options, the
 // row River's own insert writes for such a job. River works rows written by any client, as its
 // other-language clients do.
@@ -46,19 +26,10 @@ type Job struct {
 // inserted is false then and nothing is written. A concurrent insert of the same code waits for
 // the other transaction, so exactly one of them inserts.
 func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order, fulfilment Job) (inserted bool, err error) {
-	n := len(o.Lines)
-	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
-	codes, skus := make([]string, n), make([]string, n)
-	for i, l := range o.Lines {
-		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int64(l.LineNo), l.ProductCode, l.UnitPrice, int64(l.Quantity), l.SKU
-	}
 	// Straight to the driver: GORM would expand the arrays into value lists.
 	var placed int
-	err = tx.Statement.ConnPool.QueryRowContext(ctx, insertOrderSQL,
-		o.ID, o.AccountID, o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
-		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
-		lineNos, codes, prices, quantities, skus,
-		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts).Scan(&placed)
+	var row placementRow
+	err = tx.Statement.ConnPool.QueryRowContext(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...).Scan(row.dest(&placed)...)
 	if err != nil {
 		return false, fmt.Errorf("insert order: %w", err)
 	}

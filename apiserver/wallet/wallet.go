@@ -5,7 +5,6 @@ package wallet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 
@@ -15,9 +14,6 @@ import (
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
 )
-
-// ErrInsufficientFunds is returned by Debit when the balance is lower than the amount.
-var ErrInsufficientFunds = errors.New("insufficient funds")
 
 // Snapshot is the wallet as order responses show it.
 type Snapshot struct {
@@ -40,21 +36,14 @@ func entry(accountID uuid.UUID, currency, kind, reference string, amount int64, 
 		Reference: reference, Amount: amount, Note: note}, nil
 }
 
-// Debit takes amount (> 0 minor units) from the account's balance in currency for an order, in
-// tx. It fails with ErrInsufficientFunds, changing nothing, when the balance is short.
-func Debit(tx *gorm.DB, accountID uuid.UUID, currency string, amount int64, orderID string) (store.LedgerResult, error) {
+// DebitEntry is the ledger entry taking amount (> 0 minor units) from the account's balance in
+// currency for an order; applied, it fails with store.ErrInsufficientBalance, changing nothing,
+// when the balance is short.
+func DebitEntry(accountID uuid.UUID, currency string, amount int64, orderID string) (store.LedgerEntry, error) {
 	if amount <= 0 {
-		return store.LedgerResult{}, fmt.Errorf("debit of %d: amount must be positive", amount)
+		return store.LedgerEntry{}, fmt.Errorf("debit of %d: amount must be positive", amount)
 	}
-	e, err := entry(accountID, currency, store.EntryOrderDebit, orderID, -amount, "")
-	if err != nil {
-		return store.LedgerResult{}, err
-	}
-	res, err := store.ApplyLedgerEntry(tx, e)
-	if errors.Is(err, store.ErrInsufficientBalance) {
-		return res, ErrInsufficientFunds
-	}
-	return res, err
+	return entry(accountID, currency, store.EntryOrderDebit, orderID, -amount, "")
 }
 
 // Credit adds amount (> 0 minor units) to the account's balance in tx as a top-up, refund or

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,8 +31,20 @@ type config struct {
 	duration                   time.Duration
 	partners, products, funded int
 	clients                    int
-	scale                      bool
+	figures                    map[string]bool
 	cpuProfile                 string
+}
+
+// figureGroups are the parts of a run that -figures selects, in the order they run.
+var figureGroups = []string{"reads", "redis", "orders", "completion", "scale"}
+
+// wants reports whether the run measures the figure group.
+func (cfg config) wants(group string) bool { return cfg.figures[group] }
+
+// peak is a serve process's peak resident memory (B5).
+type peak struct {
+	process string
+	mb      float64
 }
 
 func main() {
@@ -44,9 +57,23 @@ func main() {
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
-	flag.BoolVar(&cfg.scale, "scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
+	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
+	figures := flag.String("figures", strings.Join(figureGroups, ","), "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, -b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
 	flag.Parse()
+	cfg.figures = map[string]bool{}
+	for _, g := range strings.Split(*figures, ",") {
+		if !slices.Contains(figureGroups, g) {
+			fmt.Fprintf(os.Stderr, "bench: unknown figure group %q (have %s)\n", g, strings.Join(figureGroups, ", "))
+			os.Exit(2)
+		}
+		cfg.figures[g] = true
+	}
+	cfg.figures["scale"] = cfg.figures["scale"] && *scale
+	if cfg.figures["scale"] && !cfg.figures["reads"] {
+		fmt.Fprintln(os.Stderr, "bench: the scale curve is held against the list baseline: -figures scale needs reads")
+		os.Exit(2)
+	}
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -94,95 +121,109 @@ func run(ctx context.Context, cfg config) error {
 	}
 	defer t.close()
 	progress("provisioned in %s", time.Since(started).Round(time.Millisecond))
-	prod, err := startServe(binary, t.database.URL, store.EnvironmentProduction)
-	if err != nil {
-		return err
-	}
-	defer prod.stop()
-
 	var rows []row
-	reads, listBaseline, err := readFigures(ctx, cfg, t, prod)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, reads...)
-	if cfg.cpuProfile != "" {
-		if err := prod.heapProfile(ctx, cfg.cpuProfile+"-b1-heap.prof"); err != nil {
+	var peaks []peak
+	var listBaseline float64
+	if cfg.wants("reads") {
+		reads, baseline, rss, err := readPhase(ctx, cfg, t, binary)
+		if err != nil {
 			return err
 		}
+		rows, listBaseline = append(rows, reads...), baseline
+		peaks = append(peaks, peak{"production serve (B1, B2)", rss})
 	}
-	prodRSS, err := prod.peakRSS()
-	if err != nil {
-		return err
+	if cfg.wants("redis") {
+		shared, rss, err := sharedLimiterFigures(ctx, cfg, t, binary, listBaseline)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, shared...)
+		peaks = append(peaks, peak{"production serve, Redis limiter (B1)", rss})
 	}
-	prod.stop()
-	shared, sharedRSS, err := sharedLimiterFigures(ctx, cfg, t, binary, listBaseline)
-	if err != nil {
-		return err
+	if cfg.wants("orders") {
+		placed, rss, err := orderFigures(ctx, cfg, t, binary)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, placed...)
+		peaks = append(peaks, peak{"production API replica (B3)", rss})
 	}
-	rows = append(rows, shared...)
-
-	// B3 runs against an API-only replica (--workers=false) with no other process working the
-	// production queue, so its figure is the placement path alone, as pgbench's is; fulfilment
-	// is B4's subject.
-	progress("B3 order placement")
-	api, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
-	if err != nil {
-		return err
+	if cfg.wants("completion") {
+		progress("B4 placement to completed")
+		latency, rss, err := completionFigures(ctx, cfg, t, binary)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, latency...)
+		peaks = append(peaks, peak{"sandbox serve (B4)", rss})
 	}
-	defer api.stop()
-	profiled := cfg.profile(ctx, api, "b3", true)
-	orders, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration)
-	if err != nil {
-		return err
-	}
-	if err := <-profiled; err != nil {
-		return err
-	}
-	progress("B3 pgbench baseline")
-	pgb, err := pgbenchPlacements(ctx, t.db, t.database.URL, cfg.clients, cfg.duration)
-	if err != nil {
-		return err
-	}
-	figure := fmt.Sprintf("B3 POST /orders, %d clients over %d partners", cfg.clients, cfg.funded)
-	rows = append(rows,
-		row{figure + ": orders/s", orders.max, pgb.max, ">= 0.5x", orders.max >= 0.5*pgb.max},
-		row{figure + ": p99 (ms)", orders.p99, pgb.p99, "<= 50 ms", orders.p99 <= 50},
-		row{figure + ": p50 (ms)", orders.p50, pgb.p50, "", true})
-
-	progress("B4 placement to completed")
-	latency, sandbox, err := completionFigures(ctx, cfg, t, binary)
-	if err != nil {
-		return err
-	}
-	defer sandbox.stop()
-	rows = append(rows, latency...)
-
-	apiRSS, err := api.peakRSS()
-	if err != nil {
-		return err
-	}
-	sandboxRSS, err := sandbox.peakRSS()
-	if err != nil {
-		return err
-	}
-	for _, r := range []struct {
-		name string
-		mb   float64
-	}{
-		{"production serve (B1, B2)", prodRSS}, {"production serve, Redis limiter (B1)", sharedRSS},
-		{"production API replica (B3)", apiRSS}, {"sandbox serve (B4)", sandboxRSS},
-	} {
-		rows = append(rows, row{"B5 peak RSS, " + r.name + " (MB)", r.mb, 0, "<= 150 MB", r.mb <= 150})
+	for _, p := range peaks {
+		rows = append(rows, row{"B5 peak RSS, " + p.process + " (MB)", p.mb, 0, "<= 150 MB", p.mb <= 150})
 	}
 	var curve []scalePoint
-	if cfg.scale {
+	if cfg.wants("scale") {
 		if curve, err = scaleCurve(ctx, cfg, binary, listBaseline); err != nil {
 			return err
 		}
 	}
 	printTables(cfg, rows, curve)
 	return nil
+}
+
+// readPhase starts the production serve process and measures B1 and B2 against it; it returns
+// the rows, the baseline's list throughput and the process's peak RSS.
+func readPhase(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, float64, error) {
+	prod, err := startServe(binary, t.database.URL, store.EnvironmentProduction)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer prod.stop()
+	rows, listBaseline, err := readFigures(ctx, cfg, t, prod)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if cfg.cpuProfile != "" {
+		if err := prod.heapProfile(ctx, cfg.cpuProfile+"-b1-heap.prof"); err != nil {
+			return nil, 0, 0, err
+		}
+	}
+	rss, err := prod.peakRSS()
+	return rows, listBaseline, rss, err
+}
+
+// orderFigures measures B3 against an API-only replica (--workers=false) with no other process
+// working the production queue, so its figure is the placement path alone, as pgbench's is;
+// fulfilment is B4's subject. It returns the rows and the replica's peak RSS.
+func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, error) {
+	progress("B3 order placement")
+	api, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer api.stop()
+	profiled := cfg.profile(ctx, api, "b3", true)
+	orders, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := <-profiled; err != nil {
+		return nil, 0, err
+	}
+	rss, err := api.peakRSS()
+	if err != nil {
+		return nil, 0, err
+	}
+	progress("B3 pgbench baseline")
+	pgb, err := pgbenchPlacements(ctx, t.db, t.database.URL, cfg.clients, cfg.duration)
+	if err != nil {
+		return nil, 0, err
+	}
+	figure := fmt.Sprintf("B3 POST /orders, %d clients over %d partners", cfg.clients, cfg.funded)
+	return []row{
+		{figure + ": orders/s", orders.max, pgb.max, ">= 0.5x", orders.max >= 0.5*pgb.max},
+		{figure + ": p99 (ms)", orders.p99, pgb.p99, "<= 50 ms", orders.p99 <= 50},
+		{figure + ": p50 (ms)", orders.p50, pgb.p50, "", true},
+	}, rss, nil
 }
 
 // readFigures measures B1 and B2 against prod and the Fiber baseline; it also returns the
@@ -256,37 +297,46 @@ func sharedLimiterFigures(ctx context.Context, cfg config, t *tenants, binary st
 		return nil, 0, err
 	}
 	figure := "B1 GET /catalog/products?take=20, Redis limiter"
+	throughput := row{figure + ": req/s", ours.max, listBaseline, ">= 0.5x", ours.max >= 0.5*listBaseline}
+	if listBaseline == 0 {
+		// Without the reads there is no baseline to hold it against.
+		throughput.target = ""
+	}
 	return []row{
-		{figure + ": req/s", ours.max, listBaseline, ">= 0.5x", ours.max >= 0.5*listBaseline},
+		throughput,
 		{figure + ": p99 at 50% load (ms)", ours.p99, 0, "<= 5 ms", ours.p99 <= 5},
 		{figure + ": p50 at 50% load (ms)", ours.p50, 0, "", true},
 	}, rss, nil
 }
 
-// completionFigures measures B4 against a sandbox serve process, which it returns running so
-// its peak memory can be read.
-func completionFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, *server, error) {
+// completionFigures measures B4 against a sandbox serve process; it returns the rows and the
+// process's peak RSS.
+func completionFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, error) {
 	first := partnerName(0)
 	key, err := t.addKey(ctx, first, store.EnvironmentSandbox)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	if err := t.fund(ctx, first, store.EnvironmentSandbox); err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
 	sandbox, err := startServe(binary, t.database.URL, store.EnvironmentSandbox)
 	if err != nil {
-		return nil, nil, err
+		return nil, 0, err
 	}
+	defer sandbox.stop()
 	p50, p99, err := placementToCompleted(ctx, t.db, sandbox.base, key, 100, cfg.duration)
 	if err != nil {
-		sandbox.stop()
-		return nil, nil, err
+		return nil, 0, err
+	}
+	rss, err := sandbox.peakRSS()
+	if err != nil {
+		return nil, 0, err
 	}
 	return []row{
 		{"B4 placement to completed at 100 orders/s: p50 (ms)", p50, 0, "<= 50 ms", p50 <= 50},
 		{"B4 placement to completed at 100 orders/s: p99 (ms)", p99, 0, "<= 250 ms", p99 <= 250},
-	}, sandbox, nil
+	}, rss, nil
 }
 
 type row struct {

@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNeedsTransaction is returned by PlaceOrder when the debit would take the balance below
+// the account's low-balance threshold: the notifications of that crossing are written in the
+// placement's transaction, through the caller's hooks, so the caller places the order in a
+// transaction of its own (InsertOrder, ApplyLedgerEntry). Nothing was written.
+var ErrNeedsTransaction = errors.New("placement needs the caller's transaction")
+
+// placeOrderSQL writes an order, its lines (parallel arrays) and its fulfilment job in one
+// statement; nothing is written when the external order code is taken. When $21 is true and the
+// order was inserted, it then locks every balance of the account in currency order, as
+// lockBalancesSQL does, with the threshold in minor units of scale $22. The lock reads placed, so
+// it waits for the insert, which waits for any concurrent insert of the same code: no placement
+// holds a balance while it waits on another's order, as when the two were separate statements.
+// It returns one row per locked balance, or one row of NULLs, each with the count of orders
+// inserted.
+const placeOrderSQL = `
+WITH placed AS (
+    INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
+                        debited_amount, status, estimated_ready_at, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    ON CONFLICT (account_id, external_order_code) DO NOTHING
+    RETURNING id
+), lines AS (
+    INSERT INTO order_lines (order_id, line_no, product_code, unit_price, quantity, currency, sku)
+    SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
+    FROM placed, unnest($12::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[])
+        AS l (line_no, product_code, unit_price, quantity, sku)
+), job AS (
+    INSERT INTO river_job (kind, queue, args, max_attempts)
+    SELECT $17, $18, $19::jsonb, $20 FROM placed
+), locked AS (
+    SELECT b.currency, b.balance, b.low_balance,
+           COALESCE(floor(a.low_balance_threshold * $22::numeric), 0)::bigint AS threshold
+    FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
+    WHERE $21 AND b.account_id = $2 AND EXISTS (SELECT 1 FROM placed)
+    ORDER BY b.currency
+    FOR UPDATE OF b
+)
+SELECT (SELECT count(*) FROM placed)::int, l.currency, l.balance, l.low_balance, l.threshold
+FROM (SELECT 1) AS one LEFT JOIN locked l ON true
+ORDER BY l.currency`
+
+// placementArgs are placeOrderSQL's arguments; with a debit, the account's balances are locked.
+func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
+	n := len(o.Lines)
+	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
+	codes, skus := make([]string, n), make([]string, n)
+	for i, l := range o.Lines {
+		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int64(l.LineNo), l.ProductCode, l.UnitPrice, int64(l.Quantity), l.SKU
+	}
+	scale := int64(1)
+	if debit != nil {
+		scale = debit.Scale
+	}
+	return []any{o.ID, o.AccountID, o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
+		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
+		lineNos, codes, prices, quantities, skus,
+		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
+		debit != nil, scale}
+}
+
+// PlaceOrder records a new order with its lines (o.Lines) and its fulfilment job and, when
+// debit is not nil, applies the debit, all committed together. Without a debit it is one
+// statement; with one, two round trips: [begin, order and balance lock] then [ledger entry,
+// commit], pipelined on one connection. It returns inserted false, having written nothing,
+// when the account already has an order with the external order code; ErrInsufficientBalance
+// when the balance is short and ErrNeedsTransaction when the debit would cross the low-balance
+// threshold, having written nothing either.
+func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *LedgerEntry) (inserted bool, res LedgerResult, err error) {
+	if debit == nil {
+		var placed int
+		var row placementRow
+		err := db.Pool.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...).Scan(row.dest(&placed)...)
+		if err != nil {
+			return false, LedgerResult{}, fmt.Errorf("insert order: %w", err)
+		}
+		return placed == 1, LedgerResult{}, nil
+	}
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return false, LedgerResult{}, fmt.Errorf("place order: %w", err)
+	}
+	// The pool closes a connection released inside a transaction, which rolls it back: no
+	// error path below can leave a half-written placement behind.
+	defer conn.Release()
+	tx := conn.Conn()
+
+	batch := &pgx.Batch{}
+	batch.Queue("begin")
+	var placed int
+	locked := lockedBalances{currency: debit.Currency, current: -1}
+	batch.Queue(placeOrderSQL, placementArgs(o, fulfilment, debit)...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var row placementRow
+			if err := rows.Scan(row.dest(&placed)...); err != nil {
+				return err
+			}
+			if row.currency != nil {
+				locked.add(Balance{Currency: *row.currency, Balance: *row.balance, LowBalance: *row.low}, *row.threshold)
+			}
+		}
+		return rows.Err()
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return false, LedgerResult{}, fmt.Errorf("insert order: %w", err)
+	}
+	if placed != 1 {
+		return false, LedgerResult{}, rollback(ctx, tx)
+	}
+	if locked.current < 0 {
+		return false, LedgerResult{}, errors.Join(ErrInsufficientBalance, rollback(ctx, tx))
+	}
+	before := locked.balances[locked.current]
+	after, isLow, err := nextBalance(before.Balance, locked.threshold, debit.Amount, debit.Currency)
+	if err != nil {
+		return false, LedgerResult{}, errors.Join(err, rollback(ctx, tx))
+	}
+	res = LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow,
+		Threshold: locked.threshold, Balances: locked.balances}
+	if res.CrossedBelow() {
+		return false, LedgerResult{}, errors.Join(ErrNeedsTransaction, rollback(ctx, tx))
+	}
+
+	batch = &pgx.Batch{}
+	batch.Queue(writeEntrySQL, writeEntryArgs(debit, after, isLow)...)
+	committed := false
+	batch.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
+		// COMMIT of a transaction that failed answers ROLLBACK, without an error.
+		committed = tag.String() == "COMMIT"
+		return nil
+	})
+	err = tx.SendBatch(ctx, batch).Close()
+	// A statement that fails in the pipeline makes the server skip the commit after it; the
+	// transaction stays open and is rolled back on release. Only the commit's own answer says the
+	// placement is written.
+	if !committed {
+		return false, LedgerResult{}, errors.Join(errors.New("debit and commit order: not committed"), err)
+	}
+	res.Balances[locked.current] = Balance{Currency: debit.Currency, Balance: after, LowBalance: isLow}
+	return true, res, nil
+}
+
+func rollback(ctx context.Context, tx *pgx.Conn) error {
+	if _, err := tx.Exec(ctx, "rollback"); err != nil {
+		return fmt.Errorf("roll back placement: %w", err)
+	}
+	return nil
+}
+
+// placementRow is a row of placeOrderSQL past its first column: a locked balance, or NULLs.
+type placementRow struct {
+	currency           *string
+	balance, threshold *int64
+	low                *bool
+}
+
+func (r *placementRow) dest(placed *int) []any {
+	return []any{placed, &r.currency, &r.balance, &r.low, &r.threshold}
+}
+
+// lockedBalances are an account's balances as a lock returned them, in currency order, with
+// the index and threshold of the currency of the entry at hand (current -1 when it has none).
+type lockedBalances struct {
+	currency  string
+	balances  []Balance
+	current   int
+	threshold int64
+}
+
+func (l *lockedBalances) add(b Balance, threshold int64) {
+	if b.Currency == l.currency {
+		l.current, l.threshold = len(l.balances), threshold
+	}
+	l.balances = append(l.balances, b)
+}
