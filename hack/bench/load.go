@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -115,23 +118,64 @@ func placementToCompleted(ctx context.Context, db *store.DB, base, key string, r
 	return p.P50, p.P99, nil
 }
 
-// startBaseline is a minimal Fiber app returning the same pre-encoded bytes: the ceiling of
-// what any handler can do on this machine.
+// startBaseline starts the baseline of B1, B2 and B6: a minimal Fiber app returning the same
+// pre-encoded bytes, the ceiling of what any handler can do on this machine. It is a process of
+// its own (this program, re-run with -serve-baseline), as the servers it is held against are, so
+// that it shares neither the load generator's collector nor its scheduler.
 func startBaseline(bodies map[string][]byte) (string, func(), error) {
-	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	for path, body := range bodies {
-		app.Get(path, func(c *fiber.Ctx) error { c.Set("Content-Type", "application/json"); return c.Send(body) })
+	exe, err := os.Executable()
+	if err != nil {
+		return "", nil, fmt.Errorf("baseline: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "codeport-baseline-")
+	if err != nil {
+		return "", nil, fmt.Errorf("baseline: %w", err)
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("baseline: %w", err)
+	args := []string{"-serve-baseline", addr}
+	var probe string
+	for path, body := range bodies {
+		file := filepath.Join(dir, strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".json")
+		if err := os.WriteFile(file, body, 0o600); err != nil {
+			return "", nil, fmt.Errorf("baseline: %w", err)
+		}
+		args, probe = append(args, path+"="+file), path
 	}
-	go func() { _ = app.Listener(ln) }()
-	return "http://" + addr, func() { _ = app.ShutdownWithTimeout(time.Second) }, nil
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("start baseline: %w", err)
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
+	if err := waitReady("http://" + addr + probe); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return "http://" + addr, stop, nil
+}
+
+// serveBaseline is the baseline process: GET path answers the bytes of file, for each
+// path=file of routes.
+func serveBaseline(addr string, routes []string) error {
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	for _, route := range routes {
+		path, file, ok := strings.Cut(route, "=")
+		if !ok {
+			return fmt.Errorf("baseline route %q is not path=file", route)
+		}
+		body, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		app.Get(path, func(c *fiber.Ctx) error { c.Set("Content-Type", "application/json"); return c.Send(body) })
+	}
+	if err := app.Listen(addr); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

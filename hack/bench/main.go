@@ -48,9 +48,6 @@ type peak struct {
 }
 
 func main() {
-	// The load generator allocates per request; collecting less often keeps its own pauses and
-	// mark workers out of the latencies and the CPU it shares with the servers it measures.
-	debug.SetGCPercent(800)
 	var cfg config
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&cfg.partners, "partners", 1000, "partners to provision, each with a production key")
@@ -60,7 +57,18 @@ func main() {
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
 	figures := flag.String("figures", strings.Join(figureGroups, ","), "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, -b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
+	baselineAddr := flag.String("serve-baseline", "", "serve the Fiber baseline at this address, GET path answering file for each path=file argument (the bench starts it so)")
 	flag.Parse()
+	if *baselineAddr != "" {
+		if err := serveBaseline(*baselineAddr, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	// The load generator allocates per request; collecting less often keeps its own pauses and
+	// mark workers out of the latencies and the CPU it shares with the servers it measures.
+	debug.SetGCPercent(800)
 	cfg.figures = map[string]bool{}
 	for _, g := range strings.Split(*figures, ",") {
 		if !slices.Contains(figureGroups, g) {
