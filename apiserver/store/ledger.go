@@ -71,7 +71,7 @@ INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balan
 VALUES ($3, $4, $5, $6, $7, (SELECT balance FROM updated), $8)`
 
 func writeEntryArgs(e *LedgerEntry, after int64, isLow bool) []any {
-	return []any{after, isLow, e.AccountID, e.Currency, e.Kind, e.Reference, e.Amount, e.Note}
+	return []any{after, isLow, pgUUID(e.AccountID), e.Currency, e.Kind, e.Reference, e.Amount, e.Note}
 }
 
 // ApplyLedgerEntry changes a balance and appends its ledger entry, in tx, exactly once per

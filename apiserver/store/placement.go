@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrNeedsTransaction is returned by PlaceOrder when the debit would take the balance below
@@ -62,7 +64,7 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 	if debit != nil {
 		scale = debit.Scale
 	}
-	return []any{o.ID, o.AccountID, o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
+	return []any{pgUUID(o.ID), pgUUID(o.AccountID), o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
 		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
 		lineNos, codes, prices, quantities, skus,
 		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
@@ -149,6 +151,9 @@ func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *L
 	res.Balances[locked.current] = Balance{Currency: debit.Currency, Balance: after, LowBalance: isLow}
 	return true, res, nil
 }
+
+// pgUUID is id as pgx encodes it straight to binary; a uuid.UUID goes through its text form.
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 func rollback(ctx context.Context, tx *pgx.Conn) error {
 	if _, err := tx.Exec(ctx, "rollback"); err != nil {
