@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -85,6 +86,12 @@ type Server struct {
 	app      *fiber.App
 	// requestIDs names the requests that arrive without an X-Request-Id.
 	requestIDs *requestIDs
+	// routePaths are the paths of the route table, each once: a request's route names outlive it
+	// without a copy.
+	routePaths map[string]string
+	// accountLogs are the request logs of accounts (by account id), partner and account
+	// pre-encoded: see accountLog.
+	accountLogs sync.Map
 }
 
 // New builds the server and its route table.
@@ -125,6 +132,10 @@ func New(cfg Config, deps Deps) *Server {
 	})
 	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)),
 		v1.NewHandlers(s.catalogs))
+	s.routePaths = map[string]string{}
+	for _, r := range s.app.GetRoutes() {
+		s.routePaths[r.Path] = r.Path
+	}
 	return s
 }
 

@@ -111,25 +111,17 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 }
 
 func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
+	var digits [20]byte
 	for _, h := range d.Headers() {
-		c.Set(h.Name, h.Value)
+		// The header keeps its own copy of the value.
+		c.Response().Header.SetBytesV(h.Name, strconv.AppendInt(digits[:0], h.Value, 10))
 	}
 }
-
-const clientIPLocal = "codeport.clientIP"
 
 // clientIP is the TCP peer, or the forwarded client when the peer is a configured trusted proxy.
-// It is resolved once per request: the access pipeline and the request log both need it.
+// The access pipeline and the request log each work it out: that costs less than keeping it in
+// the request's locals, which would box it on the heap.
 func (s *Server) clientIP(c *fiber.Ctx) netip.Addr {
-	if ip, ok := c.Locals(clientIPLocal).(netip.Addr); ok {
-		return ip
-	}
-	ip := s.resolveClientIP(c)
-	c.Locals(clientIPLocal, ip)
-	return ip
-}
-
-func (s *Server) resolveClientIP(c *fiber.Ctx) netip.Addr {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	return auth.ClientIP(peer.Unmap(), c.Get(fiber.HeaderXForwardedFor), s.cfg.TrustedProxies)
 }

@@ -93,6 +93,22 @@ func (r *requestIDs) next() string {
 // observe assigns the request id and, when the request is done, counts it and writes one
 // structured log line. Only metadata is logged: never headers or bodies, so keys, codes and
 // secrets cannot leak into logs.
+// methodName is method as a string that outlives the request: the constant for the methods the
+// API serves, a copy for any other.
+func methodName(method string) string {
+	switch method {
+	case fiber.MethodGet:
+		return fiber.MethodGet
+	case fiber.MethodPost:
+		return fiber.MethodPost
+	case fiber.MethodHead:
+		return fiber.MethodHead
+	case fiber.MethodOptions:
+		return fiber.MethodOptions
+	}
+	return strings.Clone(method)
+}
+
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	id := c.Get(HeaderRequestID)
@@ -109,11 +125,11 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	}
 	status := c.Response().StatusCode()
 	// Fiber's strings alias buffers reused by the next request: copy what outlives this one.
-	method := strings.Clone(c.Method())
+	method := methodName(c.Method())
 	// Requests refused by the access pipeline never reach their route: they count under the
 	// group's prefix (/v2, /v1).
-	route := strings.Clone(c.Route().Path)
-	if route == "" || route == "/" && c.Path() != "/" {
+	route, registered := s.routePaths[c.Route().Path]
+	if !registered || route == "" || route == "/" && c.Path() != "/" {
 		route = "unmatched"
 	}
 	elapsed := time.Since(start)
@@ -127,7 +143,11 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		level = slog.LevelError
 	}
 	ctx := c.UserContext()
-	if handler := s.log.Handler(); handler.Enabled(ctx, level) {
+	log := s.log
+	if p := auth.FromRequest(c); p != nil {
+		log = s.accountLog(p)
+	}
+	if handler := log.Handler(); handler.Enabled(ctx, level) {
 		// A record without a caller: the line is always this one, and finding it costs a stack walk
 		// per request.
 		record := slog.NewRecord(time.Now(), level, "request", 0)
@@ -135,10 +155,18 @@ func (s *Server) observe(c *fiber.Ctx) error {
 			slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
 			slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
 			slog.String("client_ip", s.clientIP(c).String()))
-		if p := auth.FromRequest(c); p != nil {
-			record.AddAttrs(slog.String("partner", p.Account.Partner), slog.String("account_id", p.AccountID))
-		}
 		_ = handler.Handle(ctx, record)
 	}
 	return nil
+}
+
+// accountLog is the request log of p's account: its partner and id are encoded once, by the
+// handler, rather than carried in every record (beyond five attributes a record allocates).
+func (s *Server) accountLog(p *auth.Principal) *slog.Logger {
+	if log, ok := s.accountLogs.Load(p.AccountID); ok {
+		return log.(*slog.Logger)
+	}
+	log, _ := s.accountLogs.LoadOrStore(p.AccountID,
+		s.log.With(slog.String("partner", p.Account.Partner), slog.String("account_id", p.AccountID)))
+	return log.(*slog.Logger)
 }

@@ -30,54 +30,83 @@ type Query struct {
 	Take       int
 }
 
-// ParseQuery reads the list filters and paging of the spec. Unknown parameters are ignored;
-// malformed paging is a 400 rather than a silent default.
+// ParseQuery reads the list filters and paging of the spec from values.
 func ParseQuery(values url.Values) (Query, *apierror.Error) {
-	q := Query{
-		Countries:  splitList(values, "country"),
-		Languages:  splitList(values, "language"),
-		Brands:     splitList(values, "brand"),
-		Categories: splitList(values, "category"),
-		Tags:       splitList(values, "tag"),
-		Search:     strings.ToLower(strings.TrimSpace(values.Get("search"))),
-		Take:       DefaultTake,
+	var p QueryParser
+	for key, vs := range values {
+		for _, v := range vs {
+			p.Add(key, v)
+		}
 	}
-	if raw, ok := lastValue(values, "skip"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(raw))
+	return p.Query()
+}
+
+// QueryParser reads the list filters and paging of the spec one parameter at a time, each key's
+// values in the order sent, without collecting them first. Unknown parameters are ignored;
+// malformed paging is a 400 rather than a silent default. A list filter takes both ?brand=a,b
+// and ?brand=a&brand=b; search takes its first value, skip and take their last. The strings
+// given to Add need only stay valid until Query returns (a request's buffers do): what the
+// Query keeps is copied. The zero value is ready to use.
+type QueryParser struct {
+	q                    Query
+	searched             bool
+	skip, take           string
+	skipGiven, takeGiven bool
+}
+
+// Add reads one parameter.
+func (p *QueryParser) Add(key, value string) {
+	switch key {
+	case "country":
+		p.q.Countries = appendList(p.q.Countries, value)
+	case "language":
+		p.q.Languages = appendList(p.q.Languages, value)
+	case "brand":
+		p.q.Brands = appendList(p.q.Brands, value)
+	case "category":
+		p.q.Categories = appendList(p.q.Categories, value)
+	case "tag":
+		p.q.Tags = appendList(p.q.Tags, value)
+	case "search":
+		if !p.searched {
+			p.q.Search, p.searched = strings.Clone(strings.ToLower(strings.TrimSpace(value))), true
+		}
+	case "skip":
+		p.skip, p.skipGiven = value, true
+	case "take":
+		p.take, p.takeGiven = value, true
+	}
+}
+
+// Query is the query the parameters make, or the 400 of malformed paging.
+func (p *QueryParser) Query() (Query, *apierror.Error) {
+	p.q.Take = DefaultTake
+	if p.skipGiven {
+		n, err := strconv.Atoi(strings.TrimSpace(p.skip))
 		if err != nil || n < 0 {
 			return Query{}, apierror.BadRequest("skip must be an integer greater than or equal to 0")
 		}
-		q.Skip = n
+		p.q.Skip = n
 	}
-	if raw, ok := lastValue(values, "take"); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(raw))
+	if p.takeGiven {
+		n, err := strconv.Atoi(strings.TrimSpace(p.take))
 		if err != nil || n < 1 || n > MaxTake {
 			return Query{}, apierror.BadRequest("take must be an integer between 1 and 100")
 		}
-		q.Take = n
+		p.q.Take = n
 	}
-	return q, nil
+	return p.q, nil
 }
 
-func lastValue(values url.Values, key string) (string, bool) {
-	v := values[key]
-	if len(v) == 0 {
-		return "", false
-	}
-	return v[len(v)-1], true
-}
-
-// splitList accepts both ?brand=a,b and ?brand=a&brand=b.
-func splitList(values url.Values, key string) []string {
-	var out []string
-	for _, v := range values[key] {
-		for _, part := range strings.Split(v, ",") {
-			if part = strings.ToLower(strings.TrimSpace(part)); part != "" && !slices.Contains(out, part) {
-				out = append(out, part)
-			}
+// appendList adds the lower-cased comma-separated parts of value to list, each once. The parts
+// are copied: a Query outlives the request whose buffers value may point into.
+func appendList(list []string, value string) []string {
+	for part := range strings.SplitSeq(value, ",") {
+		if part = strings.ToLower(strings.TrimSpace(part)); part != "" && !slices.Contains(list, part) {
+			list = append(list, strings.Clone(part))
 		}
 	}
-	return out
+	return list
 }
 
 // entry is a product with everything a request needs precomputed.
@@ -246,18 +275,16 @@ func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
 	}
 	from := min(q.Skip, count)
 	to := min(from+q.Take, count)
-	page := make([]*entry, 0, to-from)
-	for i := from; i < to; i++ {
+	at := func(i int) *entry {
 		if filtered {
-			page = append(page, &s.entries[selected[i]])
-		} else {
-			page = append(page, &s.entries[i])
+			return &s.entries[selected[i]]
 		}
+		return &s.entries[i]
 	}
 	// One allocation at most: the page's pre-encoded products plus the envelope.
 	size := 64
-	for _, e := range page {
-		size += len(e.list) + 1
+	for i := from; i < to; i++ {
+		size += len(at(i).list) + 1
 	}
 	buf = slices.Grow(buf, size)
 	buf = append(buf, `{"count":`...)
@@ -267,11 +294,11 @@ func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
 	buf = append(buf, `,"take":`...)
 	buf = strconv.AppendInt(buf, int64(q.Take), 10)
 	buf = append(buf, `,"products":[`...)
-	for i, e := range page {
-		if i > 0 {
+	for i := from; i < to; i++ {
+		if i > from {
 			buf = append(buf, ',')
 		}
-		buf = append(buf, e.list...)
+		buf = append(buf, at(i).list...)
 	}
 	return append(buf, "]}"...)
 }

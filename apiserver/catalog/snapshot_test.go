@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"net/url"
 	"testing"
+	"unsafe"
 
 	"github.com/codeport/codeport/apiserver/catalog"
 )
@@ -28,6 +29,25 @@ func TestParseQueryBounds(t *testing.T) {
 	q, _ := catalog.ParseQuery(values)
 	if len(q.Brands) != 2 || q.Brands[0] != "acme" || q.Brands[1] != "other" || len(q.Tags) != 0 {
 		t.Errorf("lists: %+v", q)
+	}
+}
+
+// TestQueryParserCopiesWhatItKeeps: a Query outlives the request buffers its parameters were read
+// from; reusing them for the next request must not change it.
+func TestQueryParserCopiesWhatItKeeps(t *testing.T) {
+	buf := []byte("brand=de&search=gift&take=7")
+	pairs := [][2][]byte{{buf[0:5], buf[6:8]}, {buf[9:15], buf[16:20]}, {buf[21:25], buf[26:27]}}
+	var parser catalog.QueryParser
+	for _, kv := range pairs {
+		parser.Add(unsafe.String(&kv[0][0], len(kv[0])), unsafe.String(&kv[1][0], len(kv[1])))
+	}
+	q, apiErr := parser.Query()
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	copy(buf, "XXXXXXXXXXXXXXXXXXXXXXXXXXX")
+	if len(q.Brands) != 1 || q.Brands[0] != "de" || q.Search != "gift" || q.Take != 7 {
+		t.Fatalf("query changed with the buffer it was read from: %+v", q)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestWindowSemantics(t *testing.T) {
 			if got := d.RetryAfter(now.Add(20 * time.Second)); got != 10 {
 				t.Fatalf("RetryAfter = %d, want 10", got)
 			}
-			want := [3]Header{{"X-RateLimit-Limit", "3"}, {"X-RateLimit-Remaining", "0"}, {"X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10)}}
+			want := [3]Header{{"X-RateLimit-Limit", 3}, {"X-RateLimit-Remaining", 0}, {"X-RateLimit-Reset", reset.Unix()}}
 			if h := d.Headers(); h != want {
 				t.Fatalf("headers %v, want %v", h, want)
 			}

@@ -5,11 +5,11 @@ package v1
 import (
 	"fmt"
 	"html"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -69,10 +69,14 @@ func (h *Handlers) Catalog(c *fiber.Ctx) error {
 
 // Products serves GET /v1/catalog/products?skip=&take= (defaults 0 and 20).
 func (h *Handlers) Products(c *fiber.Ctx) error {
-	values := url.Values{}
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) { values.Add(string(k), string(v)) })
 	// Only paging applies in v1; the v2 parser enforces the same bounds.
-	q, apiErr := catalog.ParseQuery(url.Values{"skip": values["skip"], "take": values["take"]})
+	var parser catalog.QueryParser
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+		if key := utils.UnsafeString(k); key == "skip" || key == "take" {
+			parser.Add(key, utils.UnsafeString(v))
+		}
+	})
+	q, apiErr := parser.Query()
 	if apiErr != nil {
 		return apiErr
 	}

@@ -5,9 +5,11 @@ package v2
 import (
 	"fmt"
 	"net/url"
+
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -46,7 +48,9 @@ func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
 
 // ListProducts serves GET /catalog/products with the spec's filters and paging.
 func (h *Handlers) ListProducts(c *fiber.Ctx) error {
-	q, apiErr := catalog.ParseQuery(queryValues(c))
+	var parser catalog.QueryParser
+	c.Context().QueryArgs().VisitAll(func(k, v []byte) { parser.Add(utils.UnsafeString(k), utils.UnsafeString(v)) })
+	q, apiErr := parser.Query()
 	if apiErr != nil {
 		return apiErr
 	}
@@ -122,11 +126,4 @@ func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
 		return apierror.RouteNotFound(c.Method(), c.Path())
 	}
 	return c.JSON(fiber.Map{"scenarios": catalog.Scenarios(h.slowSeconds)})
-}
-
-func queryValues(c *fiber.Ctx) url.Values {
-	args := c.Context().QueryArgs()
-	values := make(url.Values, args.Len())
-	args.VisitAll(func(k, v []byte) { values.Add(string(k), string(v)) })
-	return values
 }
