@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,23 @@ import (
 )
 
 type result struct{ max, p50, p99 float64 }
+
+// median is each field's median over rounds (the upper one of an even count).
+func median(rounds []result) result {
+	pick := func(field func(result) float64) float64 {
+		values := make([]float64, len(rounds))
+		for i, r := range rounds {
+			values[i] = field(r)
+		}
+		slices.Sort(values)
+		return values[len(values)/2]
+	}
+	return result{
+		max: pick(func(r result) float64 { return r.max }),
+		p50: pick(func(r result) float64 { return r.p50 }),
+		p99: pick(func(r result) float64 { return r.p99 }),
+	}
+}
 
 // measure finds the maximum throughput of GET url (closed loop, 64 workers, keys in rotation),
 // then the latency at half of it. Every key is used once before anything is timed, so the
@@ -61,13 +79,13 @@ func attack(targeter vegeta.Targeter, rate vegeta.Rate, workers uint64, duration
 
 // placeOrders runs B3: clients place 1-unit orders with unique external order codes as fast as
 // the server takes them, keys in rotation. It returns accepted orders per second and the p99.
-func placeOrders(base string, keys []string, clients int, duration time.Duration) (result, error) {
+func placeOrders(base string, keys []string, clients int, duration time.Duration, round int) (result, error) {
 	var n atomic.Int64
 	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
 		i := n.Add(1)
 		t.Method, t.URL = http.MethodPost, base+"/orders"
 		t.Header = http.Header{"X-Api-Key": []string{keys[int(i)%len(keys)]}, "Content-Type": []string{"application/json"}}
-		t.Body = []byte(`{"externalOrderCode":"b3-` + strconv.FormatInt(i, 10) +
+		t.Body = []byte(`{"externalOrderCode":"b3-` + strconv.Itoa(round) + "-" + strconv.FormatInt(i, 10) +
 			`","currency":"EUR","orderProducts":[{"productCode":"` + orderProduct + `","quantity":1}]}`)
 		return nil
 	}

@@ -33,6 +33,8 @@ type config struct {
 	clients                    int
 	figures                    map[string]bool
 	cpuProfile                 string
+	// rounds of each B1-B3 figure, ours and its baseline taking turns; the tables show medians.
+	rounds int
 }
 
 // figureGroups are the parts of a run that -figures selects, in the order they run.
@@ -53,6 +55,7 @@ func main() {
 	flag.IntVar(&cfg.partners, "partners", 1000, "partners to provision, each with a production key")
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of each B1-B3 measurement, ours and the baseline taking turns; the medians are reported")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
 	figures := flag.String("figures", strings.Join(figureGroups, ","), "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads")
@@ -203,29 +206,34 @@ func readPhase(ctx context.Context, cfg config, t *tenants, binary string) ([]ro
 // working the production queue, so its figure is the placement path alone, as pgbench's is;
 // fulfilment is B4's subject. It returns the rows and the replica's peak RSS.
 func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, error) {
-	progress("B3 order placement")
 	api, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
 	if err != nil {
 		return nil, 0, err
 	}
 	defer api.stop()
-	profiled := cfg.profile(ctx, api, "b3", true)
-	orders, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration)
-	if err != nil {
-		return nil, 0, err
-	}
-	if err := <-profiled; err != nil {
-		return nil, 0, err
+	var oursRounds, baseRounds []result
+	for round := range cfg.rounds {
+		progress("B3 order placement, round %d of %d", round+1, cfg.rounds)
+		profiled := cfg.profile(ctx, api, "b3", round == 0)
+		placed, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration, round)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := <-profiled; err != nil {
+			return nil, 0, err
+		}
+		progress("B3 pgbench baseline, round %d of %d", round+1, cfg.rounds)
+		pgb, err := pgbenchPlacements(ctx, t.db, t.database.URL, cfg.clients, cfg.duration)
+		if err != nil {
+			return nil, 0, err
+		}
+		oursRounds, baseRounds = append(oursRounds, placed), append(baseRounds, pgb)
 	}
 	rss, err := api.peakRSS()
 	if err != nil {
 		return nil, 0, err
 	}
-	progress("B3 pgbench baseline")
-	pgb, err := pgbenchPlacements(ctx, t.db, t.database.URL, cfg.clients, cfg.duration)
-	if err != nil {
-		return nil, 0, err
-	}
+	orders, pgb := median(oursRounds), median(baseRounds)
 	figure := fmt.Sprintf("B3 POST /orders, %d clients over %d partners", cfg.clients, cfg.funded)
 	return []row{
 		{figure + ": orders/s", orders.max, pgb.max, ">= 0.5x", orders.max >= 0.5*pgb.max},
@@ -263,13 +271,17 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		{"B1 GET /catalog/products, 3 filters", "/filtered", "b1-filtered"},
 		{"B2 GET /catalog/products/{code}", "/detail", "b2"},
 	} {
-		progress("%s", b.figure)
-		profiled := cfg.profile(ctx, prod, b.profile, true)
-		ours := measure(prod.base+paths[b.name], t.keys, cfg.duration)
-		if err := <-profiled; err != nil {
-			return nil, 0, err
+		var oursRounds, baseRounds []result
+		for round := range cfg.rounds {
+			progress("%s, round %d of %d", b.figure, round+1, cfg.rounds)
+			profiled := cfg.profile(ctx, prod, b.profile, round == 0)
+			oursRounds = append(oursRounds, measure(prod.base+paths[b.name], t.keys, cfg.duration))
+			if err := <-profiled; err != nil {
+				return nil, 0, err
+			}
+			baseRounds = append(baseRounds, measure(baseline+b.name, t.keys, cfg.duration))
 		}
-		base := measure(baseline+b.name, t.keys, cfg.duration)
+		ours, base := median(oursRounds), median(baseRounds)
 		if b.name == "/list" {
 			listBaseline = base.max
 		}
@@ -295,11 +307,15 @@ func sharedLimiterFigures(ctx context.Context, cfg config, t *tenants, binary st
 		return nil, 0, err
 	}
 	defer srv.stop()
-	profiled := cfg.profile(ctx, srv, "b1-redis", true)
-	ours := measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration)
-	if err := <-profiled; err != nil {
-		return nil, 0, err
+	var rounds []result
+	for round := range cfg.rounds {
+		profiled := cfg.profile(ctx, srv, "b1-redis", round == 0)
+		rounds = append(rounds, measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration))
+		if err := <-profiled; err != nil {
+			return nil, 0, err
+		}
 	}
+	ours := median(rounds)
 	rss, err := srv.peakRSS()
 	if err != nil {
 		return nil, 0, err
@@ -356,8 +372,8 @@ type row struct {
 
 func printTables(cfg config, rows []row, curve []scalePoint) {
 	host, _ := os.Hostname()
-	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. %s per measurement.\n\n",
-		host, numCPU(), cfg.partners, cfg.products, cfg.duration)
+	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. %s per measurement; B1-B3 are medians of %d rounds.\n\n",
+		host, numCPU(), cfg.partners, cfg.products, cfg.duration, cfg.rounds)
 	fmt.Println("| Figure | codeport | baseline | ratio | target | result |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, r := range rows {

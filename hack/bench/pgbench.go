@@ -45,7 +45,7 @@ COMMIT;
 // pgbenchPlacements runs placementScript with pgbench against databaseURL: clients connections
 // for duration, over the funded accounts. It returns transactions per second and the p99.
 func pgbenchPlacements(ctx context.Context, db *store.DB, databaseURL string, clients int, duration time.Duration) (result, error) {
-	if err := db.Gorm.WithContext(ctx).Exec(`CREATE TABLE bench_accounts AS
+	if err := db.Gorm.WithContext(ctx).Exec(`CREATE TABLE IF NOT EXISTS bench_accounts AS
 		SELECT (row_number() OVER (ORDER BY account_id) - 1)::int AS n, account_id FROM wallet_balances WHERE currency = 'EUR'`).Error; err != nil {
 		return result{}, fmt.Errorf("pgbench accounts: %w", err)
 	}
