@@ -90,9 +90,6 @@ func (r *requestIDs) next() string {
 	return string(strconv.AppendUint(append(buf[:0], r.prefix...), r.issued.Add(1), 16))
 }
 
-// observe assigns the request id and, when the request is done, counts it and writes one
-// structured log line. Only metadata is logged: never headers or bodies, so keys, codes and
-// secrets cannot leak into logs.
 // methodName is method as a string that outlives the request: the constant for the methods the
 // API serves, a copy for any other.
 func methodName(method string) string {
@@ -109,6 +106,9 @@ func methodName(method string) string {
 	return strings.Clone(method)
 }
 
+// observe assigns the request id and, when the request is done, counts it and writes one
+// structured log line. Only metadata is logged: never headers or bodies, so keys, codes and
+// secrets cannot leak into logs.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	id := c.Get(HeaderRequestID)
@@ -129,7 +129,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	// Requests refused by the access pipeline never reach their route: they count under the
 	// group's prefix (/v2, /v1).
 	route, registered := s.routePaths[c.Route().Path]
-	if !registered || route == "" || route == "/" && c.Path() != "/" {
+	if !registered || route == "/" && c.Path() != "/" {
 		route = "unmatched"
 	}
 	elapsed := time.Since(start)

@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -92,17 +91,10 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 	if err != nil {
 		return LedgerResult{}, err
 	}
-	balances, current, threshold := locked.balances, locked.current, locked.threshold
-	if current < 0 {
-		if e.Amount < 0 {
-			return LedgerResult{Balances: balances}, ErrInsufficientBalance
-		}
-		return LedgerResult{}, fmt.Errorf("lock wallet balance %s: row missing after insert", e.Currency)
-	}
-	before := balances[current]
-	out := LedgerResult{BalanceAfter: before.Balance, WasLow: before.LowBalance, IsLow: before.LowBalance, Threshold: threshold,
-		Balances: balances}
 	if e.Amount > 0 {
+		if locked.current < 0 {
+			return LedgerResult{}, fmt.Errorf("lock wallet balance %s: row missing after insert", e.Currency)
+		}
 		var exists bool
 		err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE account_id = ? AND kind = ? AND reference = ?)`,
 			e.AccountID, e.Kind, e.Reference).Row().Scan(&exists)
@@ -110,32 +102,17 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return LedgerResult{}, fmt.Errorf("check ledger reference: %w", err)
 		}
 		if exists {
-			return out, nil
+			return locked.unchanged(), nil
 		}
 	}
-	after, isLow, err := nextBalance(before.Balance, threshold, e.Amount, e.Currency)
+	res, err := locked.apply(e.Amount)
 	if err != nil {
-		return out, err
+		return locked.unchanged(), err
 	}
-	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, writeEntryArgs(&e, after, isLow)...); err != nil {
-		return out, fmt.Errorf("write ledger entry: %w", err)
+	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, writeEntryArgs(&e, res.BalanceAfter, res.IsLow)...); err != nil {
+		return locked.unchanged(), fmt.Errorf("write ledger entry: %w", err)
 	}
-	balances[current] = Balance{Currency: e.Currency, Balance: after, LowBalance: isLow}
-	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: threshold,
-		Balances: balances}, nil
-}
-
-// nextBalance is a balance after an entry of amount, and whether it is then below threshold (a
-// threshold of 0 is none). A debit larger than the balance is ErrInsufficientBalance.
-func nextBalance(balance, threshold, amount int64, currency string) (after int64, isLow bool, err error) {
-	if (amount > 0 && balance > math.MaxInt64-amount) || (amount < 0 && balance < -amount) {
-		if amount < 0 {
-			return 0, false, ErrInsufficientBalance
-		}
-		return 0, false, fmt.Errorf("wallet balance %s would overflow", currency)
-	}
-	after = balance + amount
-	return after, threshold > 0 && after < threshold, nil
+	return res, nil
 }
 
 // lockBalances locks and reads the account's balances.

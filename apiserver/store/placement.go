@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -119,22 +121,16 @@ func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *L
 	if placed != 1 {
 		return false, LedgerResult{}, rollback(ctx, tx)
 	}
-	if locked.current < 0 {
-		return false, LedgerResult{}, errors.Join(ErrInsufficientBalance, rollback(ctx, tx))
-	}
-	before := locked.balances[locked.current]
-	after, isLow, err := nextBalance(before.Balance, locked.threshold, debit.Amount, debit.Currency)
+	res, err = locked.apply(debit.Amount)
 	if err != nil {
 		return false, LedgerResult{}, errors.Join(err, rollback(ctx, tx))
 	}
-	res = LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow,
-		Threshold: locked.threshold, Balances: locked.balances}
 	if res.CrossedBelow() {
 		return false, LedgerResult{}, errors.Join(ErrNeedsTransaction, rollback(ctx, tx))
 	}
 
 	batch = &pgx.Batch{}
-	batch.Queue(writeEntrySQL, writeEntryArgs(debit, after, isLow)...)
+	batch.Queue(writeEntrySQL, writeEntryArgs(debit, res.BalanceAfter, res.IsLow)...)
 	committed := false
 	batch.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		// COMMIT of a transaction that failed answers ROLLBACK, without an error.
@@ -148,7 +144,6 @@ func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *L
 	if !committed {
 		return false, LedgerResult{}, errors.Join(errors.New("debit and commit order: not committed"), err)
 	}
-	res.Balances[locked.current] = Balance{Currency: debit.Currency, Balance: after, LowBalance: isLow}
 	return true, res, nil
 }
 
@@ -187,4 +182,35 @@ func (l *lockedBalances) add(b Balance, threshold int64) {
 		l.current, l.threshold = len(l.balances), threshold
 	}
 	l.balances = append(l.balances, b)
+}
+
+// unchanged is the result of an entry that changed nothing: the balances as locked.
+func (l *lockedBalances) unchanged() LedgerResult {
+	if l.current < 0 {
+		return LedgerResult{Balances: l.balances}
+	}
+	b := l.balances[l.current]
+	return LedgerResult{BalanceAfter: b.Balance, WasLow: b.LowBalance, IsLow: b.LowBalance, Threshold: l.threshold, Balances: l.balances}
+}
+
+// apply is the result of an entry of amount (signed minor units) on the locked balances, its
+// Balances a copy with the entry applied; writing the entry is the caller's. A debit larger than
+// the balance, or in a currency the account holds none of, is ErrInsufficientBalance.
+func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
+	if l.current < 0 {
+		return LedgerResult{}, ErrInsufficientBalance
+	}
+	before := l.balances[l.current]
+	if (amount > 0 && before.Balance > math.MaxInt64-amount) || (amount < 0 && before.Balance < -amount) {
+		if amount < 0 {
+			return LedgerResult{}, ErrInsufficientBalance
+		}
+		return LedgerResult{}, fmt.Errorf("wallet balance %s would overflow", l.currency)
+	}
+	after := before.Balance + amount
+	isLow := l.threshold > 0 && after < l.threshold
+	balances := slices.Clone(l.balances)
+	balances[l.current] = Balance{Currency: l.currency, Balance: after, LowBalance: isLow}
+	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: l.threshold,
+		Balances: balances}, nil
 }

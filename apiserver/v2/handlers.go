@@ -5,7 +5,6 @@ package v2
 import (
 	"fmt"
 	"net/url"
-
 	"time"
 
 	"github.com/gofiber/fiber/v2"

@@ -147,19 +147,20 @@ func startBaseline(bodies map[string][]byte) (string, func(), error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("baseline: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "codeport-baseline-")
-	if err != nil {
-		return "", nil, fmt.Errorf("baseline: %w", err)
-	}
 	addr, err := freeAddr()
 	if err != nil {
 		return "", nil, err
+	}
+	dir, err := os.MkdirTemp("", "codeport-baseline-")
+	if err != nil {
+		return "", nil, fmt.Errorf("baseline: %w", err)
 	}
 	args := []string{"-serve-baseline", addr}
 	var probe string
 	for path, body := range bodies {
 		file := filepath.Join(dir, strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".json")
 		if err := os.WriteFile(file, body, 0o600); err != nil {
+			_ = os.RemoveAll(dir)
 			return "", nil, fmt.Errorf("baseline: %w", err)
 		}
 		args, probe = append(args, path+"="+file), path
@@ -167,6 +168,7 @@ func startBaseline(bodies map[string][]byte) (string, func(), error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("start baseline: %w", err)
 	}
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }

@@ -97,16 +97,16 @@ func main() {
 	}
 }
 
-// profile records a CPU profile of srv into PREFIX-figure.prof while the next measurement
-// runs, when -cpuprofile is set and wanted; the channel reports when it is written.
-func (cfg config) profile(ctx context.Context, srv *server, figure string, wanted bool) <-chan error {
-	done := make(chan error, 1)
-	if cfg.cpuProfile == "" || !wanted {
-		done <- nil
-		return done
+// profiled runs measure and, in a run's first round when -cpuprofile is set, records a CPU
+// profile of srv meanwhile into PREFIX-figure.prof.
+func (cfg config) profiled(ctx context.Context, srv *server, figure string, round int, measure func() (result, error)) (result, error) {
+	if cfg.cpuProfile == "" || round > 0 {
+		return measure()
 	}
+	done := make(chan error, 1)
 	go func() { done <- srv.cpuProfile(ctx, cfg.cpuProfile+"-"+figure+".prof", cfg.duration) }()
-	return done
+	res, err := measure()
+	return res, errors.Join(err, <-done)
 }
 
 func progress(format string, args ...any) {
@@ -220,12 +220,10 @@ func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([
 	var oursRounds, baseRounds []result
 	for round := range cfg.rounds {
 		progress("B3 order placement, round %d of %d", round+1, cfg.rounds)
-		profiled := cfg.profile(ctx, api, "b3", round == 0)
-		placed, err := placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration, round)
+		placed, err := cfg.profiled(ctx, api, "b3", round, func() (result, error) {
+			return placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration, round)
+		})
 		if err != nil {
-			return nil, 0, err
-		}
-		if err := <-profiled; err != nil {
 			return nil, 0, err
 		}
 		progress("B3 pgbench baseline, round %d of %d", round+1, cfg.rounds)
@@ -280,11 +278,13 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		var oursRounds, baseRounds []result
 		for round := range cfg.rounds {
 			progress("%s, round %d of %d", b.figure, round+1, cfg.rounds)
-			profiled := cfg.profile(ctx, prod, b.profile, round == 0)
-			oursRounds = append(oursRounds, measure(prod.base+paths[b.name], t.keys, cfg.duration))
-			if err := <-profiled; err != nil {
+			ours, err := cfg.profiled(ctx, prod, b.profile, round, func() (result, error) {
+				return measure(prod.base+paths[b.name], t.keys, cfg.duration), nil
+			})
+			if err != nil {
 				return nil, 0, err
 			}
+			oursRounds = append(oursRounds, ours)
 			baseRounds = append(baseRounds, measure(baseline+b.name, t.keys, cfg.duration))
 		}
 		ours, base := median(oursRounds), median(baseRounds)
@@ -315,11 +315,13 @@ func sharedLimiterFigures(ctx context.Context, cfg config, t *tenants, binary st
 	defer srv.stop()
 	var rounds []result
 	for round := range cfg.rounds {
-		profiled := cfg.profile(ctx, srv, "b1-redis", round == 0)
-		rounds = append(rounds, measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration))
-		if err := <-profiled; err != nil {
+		ours, err := cfg.profiled(ctx, srv, "b1-redis", round, func() (result, error) {
+			return measure(srv.base+"/catalog/products?take=20", t.keys, cfg.duration), nil
+		})
+		if err != nil {
 			return nil, 0, err
 		}
+		rounds = append(rounds, ours)
 	}
 	ours := median(rounds)
 	rss, err := srv.peakRSS()
