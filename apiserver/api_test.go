@@ -52,6 +52,35 @@ func TestAuthentication(t *testing.T) {
 	}
 }
 
+// TestUnroutedRequests: requests no route takes still get the contract's error body, whatever
+// their method or path.
+func TestUnroutedRequests(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	key := tn.keys["production"]
+	cases := []struct {
+		name, method, path, key string
+		status                  int
+		message                 string
+	}{
+		{"unknown path", "GET", "/v2/nothing-here", key, 404, "Cannot GET /v2/nothing-here"},
+		{"method the route does not take", "DELETE", "/v2/ping", key, 404, "Cannot DELETE /v2/ping"},
+		{"unknown path of v1", "GET", "/v1/nothing-here", "Bearer " + tn.keys["bearer:production"], 404, "Cannot GET /v1/nothing-here"},
+		{"method the router does not know", "PURGE", "/v2/ping", key, 405, "Method not allowed"},
+		{"unknown method without a key", "BREW", "/v2/catalog/products", "", 405, "Method not allowed"},
+		{"unknown method outside the API", "BREW", "/healthz", "", 405, "Method not allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.call(t, "production", tc.method, tc.path, tc.key, nil)
+			expectError(t, r, tc.status, tc.message)
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q", ct)
+			}
+		})
+	}
+}
+
 func TestIPWhitelist(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "remote", func(p *v1alpha1.Partner) { p.Spec.IPWhitelist = []string{"203.0.113.0/24"} })

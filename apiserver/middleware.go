@@ -138,7 +138,7 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		case errors.As(err, &fe) && fe.Code == fiber.StatusNotFound:
 			apiErr = apierror.RouteNotFound(c.Method(), c.Path())
 		case errors.As(err, &fe) && fe.Code == fiber.StatusMethodNotAllowed:
-			apiErr = apierror.New(fe.Code, "Method not allowed")
+			apiErr = apierror.MethodNotAllowed()
 		case errors.As(err, &fe) && fe.Code < 500:
 			apiErr = apierror.New(fe.Code, fe.Message)
 		default:

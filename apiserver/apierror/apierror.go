@@ -54,6 +54,9 @@ func OrderingDisabled() *Error {
 	return New(http.StatusForbidden, "API ordering is disabled for your account. Contact support for assistance.")
 }
 
+// 405: a method the route does not take, or one the server does not know at all.
+func MethodNotAllowed() *Error { return New(http.StatusMethodNotAllowed, "Method not allowed") }
+
 // 404
 func ProductNotFound(productCode string) *Error {
 	return New(http.StatusNotFound, fmt.Sprintf("Product %s was not found in your catalog", productCode))
