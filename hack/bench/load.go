@@ -65,10 +65,18 @@ func gets(url string, keys []string, once bool) vegeta.Targeter {
 	}
 }
 
+// newAttacker is a vegeta attacker of workers that sends over the wire transport.
+func newAttacker(workers uint64, opts ...func(*vegeta.Attacker)) *vegeta.Attacker {
+	opts = append([]func(*vegeta.Attacker){
+		vegeta.Workers(workers), vegeta.MaxWorkers(workers), vegeta.Client(&http.Client{Transport: newWireTransport()}),
+	}, opts...)
+	return vegeta.NewAttacker(opts...)
+}
+
 func attack(targeter vegeta.Targeter, rate vegeta.Rate, workers uint64, duration time.Duration) vegeta.Metrics {
 	// Bodies are read to the end but not kept: copying each into its result was a seventh of
 	// the load generator's CPU, taken from the servers it measures.
-	attacker := vegeta.NewAttacker(vegeta.Workers(workers), vegeta.MaxWorkers(workers), vegeta.KeepAlive(true), vegeta.MaxBody(0))
+	attacker := newAttacker(workers, vegeta.MaxBody(0))
 	var m vegeta.Metrics
 	for res := range attacker.Attack(targeter, rate, duration, "bench") {
 		m.Add(res)
@@ -106,7 +114,7 @@ func placementToCompleted(ctx context.Context, db *store.DB, base, key string, r
 		t.Body = []byte(fmt.Sprintf(`{"externalOrderCode":"b4-%d","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`, n.Add(1)))
 		return nil
 	}
-	attacker := vegeta.NewAttacker(vegeta.Workers(16), vegeta.KeepAlive(true))
+	attacker := newAttacker(16)
 	for res := range attacker.Attack(targeter, vegeta.Rate{Freq: rate, Per: time.Second}, duration, "b4") {
 		if res.Code != 202 {
 			return 0, 0, fmt.Errorf("order placement answered %d: %s", res.Code, res.Body)
