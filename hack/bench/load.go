@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/redis/go-redis/v9"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/codeport/codeport/apiserver/store"
@@ -150,7 +151,10 @@ func placementToCompleted(ctx context.Context, db *store.DB, base, key string, r
 // pre-encoded bytes, the ceiling of what any handler can do on this machine. It is a process of
 // its own (this program, re-run with -serve-baseline), as the servers it is held against are, so
 // that it shares neither the load generator's collector nor its scheduler.
-func startBaseline(bodies map[string][]byte) (string, func(), error) {
+//
+// With redisURL, the baseline counts every request in that Redis before it answers (see
+// serveBaseline).
+func startBaseline(bodies map[string][]byte, redisURL string) (string, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", nil, fmt.Errorf("baseline: %w", err)
@@ -164,6 +168,9 @@ func startBaseline(bodies map[string][]byte) (string, func(), error) {
 		return "", nil, fmt.Errorf("baseline: %w", err)
 	}
 	args := []string{"-serve-baseline", addr}
+	if redisURL != "" {
+		args = append(args, "-baseline-redis", redisURL)
+	}
 	var probe string
 	for path, body := range bodies {
 		file := filepath.Join(dir, strings.ReplaceAll(strings.Trim(path, "/"), "/", "_")+".json")
@@ -188,9 +195,31 @@ func startBaseline(bodies map[string][]byte) (string, func(), error) {
 }
 
 // serveBaseline is the baseline process: GET path answers the bytes of file, for each
-// path=file of routes.
-func serveBaseline(addr string, routes []string) error {
+// path=file of routes. With redisURL, every request is first counted against its key in Redis as
+// the simplest shared limiter would: one MULTI/EXEC of INCR and EXPIREAT, a round trip each.
+func serveBaseline(addr, redisURL string, routes []string) error {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	if redisURL != "" {
+		opts, err := redis.ParseURL(redisURL)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		client := redis.NewClient(opts)
+		defer client.Close()
+		app.Use(func(c *fiber.Ctx) error {
+			window := time.Now().Truncate(time.Minute)
+			key := "codeport:bench:" + strconv.FormatInt(window.Unix(), 10) + ":" + c.Get("X-Api-Key")
+			_, err := client.TxPipelined(c.Context(), func(pipe redis.Pipeliner) error {
+				pipe.Incr(c.Context(), key)
+				pipe.ExpireAt(c.Context(), key, window.Add(time.Minute))
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("count: %w", err)
+			}
+			return c.Next()
+		})
+	}
 	for _, route := range routes {
 		path, file, ok := strings.Cut(route, "=")
 		if !ok {
