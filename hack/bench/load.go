@@ -46,9 +46,15 @@ func measure(url string, keys []string, duration time.Duration) result {
 	attack(gets(url, keys, true), vegeta.Rate{Freq: 0}, 64, time.Minute)
 	targeter := gets(url, keys, false)
 	maxRun := attack(targeter, vegeta.Rate{Freq: 0}, 64, duration)
-	half := max(int(maxRun.Throughput/2), 1)
-	paced := attack(targeter, vegeta.Rate{Freq: half, Per: time.Second}, 64, duration)
-	return result{max: maxRun.Throughput, p50: ms(paced.Latencies.P50), p99: ms(paced.Latencies.P99)}
+	paced := measureAt(url, keys, maxRun.Throughput/2, duration)
+	paced.max = maxRun.Throughput
+	return paced
+}
+
+// measureAt is the p50 and p99 of GET url at rate requests per second, keys in rotation.
+func measureAt(url string, keys []string, rate float64, duration time.Duration) result {
+	paced := attack(gets(url, keys, false), vegeta.Rate{Freq: max(int(rate), 1), Per: time.Second}, 64, duration)
+	return result{p50: ms(paced.Latencies.P50), p99: ms(paced.Latencies.P99)}
 }
 
 // gets is GET url with the keys in rotation; with once, each key once and then no more.
