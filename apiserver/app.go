@@ -4,7 +4,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
-	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -140,28 +138,8 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	// Fiber answers a method it does not know with a plain-text 400 before any middleware runs;
 	// clients get the contract's error body instead.
-	s.app.Server().Handler = knownMethodsOnly(s.app.Config().RequestMethods, s.app.Server().Handler)
+	s.app.Server().Handler = s.refuseUnknownMethods(s.app.Server().Handler)
 	return s
-}
-
-// knownMethodsOnly passes to next the requests whose method is one of methods (the router's) and
-// answers the others with the contract's 405.
-func knownMethodsOnly(methods []string, next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	known := make(map[string]bool, len(methods))
-	for _, m := range methods {
-		known[m] = true
-	}
-	// Three plain fields: encoding cannot fail.
-	body, _ := json.Marshal(apierror.MethodNotAllowed())
-	return func(ctx *fasthttp.RequestCtx) {
-		if !known[string(ctx.Method())] {
-			ctx.SetStatusCode(fasthttp.StatusMethodNotAllowed)
-			ctx.SetContentType(fiber.MIMEApplicationJSON)
-			ctx.SetBody(body)
-			return
-		}
-		next(ctx)
-	}
 }
 
 // routes is the whole route table of the API.

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -122,8 +123,13 @@ func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
 // The access pipeline and the request log each work it out: that costs less than keeping it in
 // the request's locals, which would box it on the heap.
 func (s *Server) clientIP(c *fiber.Ctx) netip.Addr {
-	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
-	return auth.ClientIP(peer.Unmap(), c.Get(fiber.HeaderXForwardedFor), s.cfg.TrustedProxies)
+	return s.clientIPOf(c.Context().RemoteIP(), c.Get(fiber.HeaderXForwardedFor))
+}
+
+// clientIPOf is the client of a request from peer with the X-Forwarded-For header forwardedFor.
+func (s *Server) clientIPOf(peer net.IP, forwardedFor string) netip.Addr {
+	addr, _ := netip.AddrFromSlice(peer)
+	return auth.ClientIP(addr.Unmap(), forwardedFor, s.cfg.TrustedProxies)
 }
 
 // errorHandler renders every error as the contract's body. Anything that is not an API error is

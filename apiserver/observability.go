@@ -3,6 +3,7 @@ package apiserver
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
 
+	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 )
 
@@ -158,6 +161,44 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		_ = handler.Handle(ctx, record)
 	}
 	return nil
+}
+
+// refuseUnknownMethods passes to next the requests whose method the router knows and answers
+// the others with the contract's 405, counted and logged as observe counts and logs every other
+// request. They count under route "unmatched" and method "other": the method is the client's
+// free text, and a label value per text would let clients grow the metrics without bound.
+func (s *Server) refuseUnknownMethods(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	known := map[string]bool{}
+	for _, m := range s.app.Config().RequestMethods {
+		known[m] = true
+	}
+	// Three plain fields: encoding cannot fail.
+	body, _ := json.Marshal(apierror.MethodNotAllowed())
+	const route, method, status = "unmatched", "other", fasthttp.StatusMethodNotAllowed
+	return func(ctx *fasthttp.RequestCtx) {
+		if known[string(ctx.Method())] {
+			next(ctx)
+			return
+		}
+		start := time.Now()
+		id := string(ctx.Request.Header.Peek(HeaderRequestID))
+		if !requestIDPattern.MatchString(id) {
+			id = s.requestIDs.next()
+		}
+		ctx.Response.Header.Set(HeaderRequestID, id)
+		ctx.SetStatusCode(status)
+		ctx.SetContentType(fiber.MIMEApplicationJSON)
+		ctx.SetBody(body)
+		elapsed := time.Since(start)
+		if s.metrics != nil {
+			s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
+			s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
+			slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+			slog.String("client_ip", s.clientIPOf(ctx.RemoteIP(), string(ctx.Request.Header.Peek(fiber.HeaderXForwardedFor))).String()))
+	}
 }
 
 // accountLog is the request log of p's account: its partner and id are encoded once, by the

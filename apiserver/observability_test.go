@@ -113,6 +113,19 @@ func TestMetricsAndLogs(t *testing.T) {
 	if resp.Header.Get("X-Request-Id") != "trace-me-123" {
 		t.Fatalf("request id not echoed: %q", resp.Header.Get("X-Request-Id"))
 	}
+	// A method the router does not know is refused before the middleware, and still counted
+	// and logged.
+	req, _ = http.NewRequest("BREW", s.baseURL["sandbox"]+"/v2/ping", nil)
+	req.Header.Set("X-Request-Id", "brew-1")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("X-Request-Id") != "brew-1" {
+		t.Fatalf("BREW: %d, request id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
 
 	after := scrape(t, s.metricsURL)
 	delta := func(k string) float64 { return after[k] - before[k] }
@@ -120,6 +133,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		`codeport_http_requests_total{environment=sandbox,method=GET,route=/v2/ping,status=200}`:    3,
 		`codeport_http_requests_total{environment=sandbox,method=GET,route=/v2,status=401}`:         2,
 		`codeport_http_requests_total{environment=sandbox,method=POST,route=/v2/orders,status=202}`: 2,
+		`codeport_http_requests_total{environment=sandbox,method=other,route=unmatched,status=405}`: 1,
 		`codeport_auth_failures_total{environment=sandbox,reason=missing_key}`:                      1,
 		`codeport_auth_failures_total{environment=sandbox,reason=invalid_key}`:                      1,
 		`codeport_orders_placed_total{environment=sandbox}`:                                         2,
@@ -168,7 +182,7 @@ func TestMetricsAndLogs(t *testing.T) {
 			t.Fatalf("a log line contains a secret (%.12s…)", secret)
 		}
 	}
-	found := false
+	found, brewLogged := false, false
 	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
 		var entry map[string]any
 		if err := json.Unmarshal([]byte(l), &entry); err != nil {
@@ -178,9 +192,16 @@ func TestMetricsAndLogs(t *testing.T) {
 			found = entry["route"] == "/v2/wallet" && entry["status"] == float64(200) && entry["partner"] == tn.namespace+"/acme" &&
 				entry["account_id"] != nil && entry["latency_ms"] != nil && entry["environment"] == "sandbox"
 		}
+		if entry["request_id"] == "brew-1" {
+			brewLogged = entry["route"] == "unmatched" && entry["method"] == "other" && entry["status"] == float64(405) &&
+				entry["client_ip"] == "127.0.0.1" && entry["environment"] == "sandbox"
+		}
 	}
 	if !found {
 		t.Fatal("no complete log line for the request with id trace-me-123")
+	}
+	if !brewLogged {
+		t.Fatal("no complete log line for the refused BREW request")
 	}
 }
 
