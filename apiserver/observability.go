@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"strconv"
 	"strings"
@@ -133,10 +135,23 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	// group's prefix (/v2, /v1).
 	route, registered := s.routePaths[c.Route().Path]
 	if !registered || route == "/" && c.Path() != "/" {
-		route = "unmatched"
+		route = unmatchedRoute
 	}
 	elapsed := time.Since(start)
 	endSpan(route, status)
+	log := s.log
+	if p := auth.FromRequest(c); p != nil {
+		log = s.accountLog(p)
+	}
+	s.finished(c.UserContext(), log, id, method, route, status, elapsed, s.clientIP(c))
+	return nil
+}
+
+// unmatchedRoute is the route under which requests that no route of the table took count.
+const unmatchedRoute = "unmatched"
+
+// finished counts a finished request and writes its log line to log.
+func (s *Server) finished(ctx context.Context, log *slog.Logger, id, method, route string, status int, elapsed time.Duration, clientIP netip.Addr) {
 	if s.metrics != nil {
 		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
@@ -145,11 +160,6 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	if status >= 500 {
 		level = slog.LevelError
 	}
-	ctx := c.UserContext()
-	log := s.log
-	if p := auth.FromRequest(c); p != nil {
-		log = s.accountLog(p)
-	}
 	if handler := log.Handler(); handler.Enabled(ctx, level) {
 		// A record without a caller: the line is always this one, and finding it costs a stack walk
 		// per request.
@@ -157,15 +167,14 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		record.AddAttrs(
 			slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
 			slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-			slog.String("client_ip", s.clientIP(c).String()))
+			slog.String("client_ip", clientIP.String()))
 		_ = handler.Handle(ctx, record)
 	}
-	return nil
 }
 
 // refuseUnknownMethods passes to next the requests whose method the router knows and answers
 // the others with the contract's 405, counted and logged as observe counts and logs every other
-// request. They count under route "unmatched" and method "other": the method is the client's
+// request. They count under route unmatchedRoute and method "other": the method is the client's
 // free text, and a label value per text would let clients grow the metrics without bound.
 func (s *Server) refuseUnknownMethods(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	known := map[string]bool{}
@@ -174,7 +183,7 @@ func (s *Server) refuseUnknownMethods(next fasthttp.RequestHandler) fasthttp.Req
 	}
 	// Three plain fields: encoding cannot fail.
 	body, _ := json.Marshal(apierror.MethodNotAllowed())
-	const route, method, status = "unmatched", "other", fasthttp.StatusMethodNotAllowed
+	const method, status = "other", fasthttp.StatusMethodNotAllowed
 	return func(ctx *fasthttp.RequestCtx) {
 		if known[string(ctx.Method())] {
 			next(ctx)
@@ -189,15 +198,8 @@ func (s *Server) refuseUnknownMethods(next fasthttp.RequestHandler) fasthttp.Req
 		ctx.SetStatusCode(status)
 		ctx.SetContentType(fiber.MIMEApplicationJSON)
 		ctx.SetBody(body)
-		elapsed := time.Since(start)
-		if s.metrics != nil {
-			s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
-			s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
-		}
-		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
-			slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-			slog.String("client_ip", s.clientIPOf(ctx.RemoteIP(), string(ctx.Request.Header.Peek(fiber.HeaderXForwardedFor))).String()))
+		s.finished(ctx, s.log, id, method, unmatchedRoute, status, time.Since(start),
+			s.clientIPOf(ctx.RemoteIP(), string(ctx.Request.Header.Peek(fiber.HeaderXForwardedFor))))
 	}
 }
 

@@ -27,13 +27,7 @@ type Job struct {
 // the other transaction, so exactly one of them inserts.
 func InsertOrder(ctx context.Context, tx *gorm.DB, o *Order, fulfilment Job) (inserted bool, err error) {
 	// Straight to the driver: GORM would expand the arrays into value lists.
-	var placed int
-	var row placementRow
-	err = tx.Statement.ConnPool.QueryRowContext(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...).Scan(row.dest(&placed)...)
-	if err != nil {
-		return false, fmt.Errorf("insert order: %w", err)
-	}
-	return placed == 1, nil
+	return insertedOrder(tx.Statement.ConnPool.QueryRowContext(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
 }
 
 // LockDailySpend serialises the orders of one account and currency for the rest of tx, so two

@@ -82,13 +82,8 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 // threshold, having written nothing either.
 func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *LedgerEntry) (inserted bool, res LedgerResult, err error) {
 	if debit == nil {
-		var placed int
-		var row placementRow
-		err := db.Pool.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...).Scan(row.dest(&placed)...)
-		if err != nil {
-			return false, LedgerResult{}, fmt.Errorf("insert order: %w", err)
-		}
-		return placed == 1, LedgerResult{}, nil
+		inserted, err := insertedOrder(db.Pool.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
+		return inserted, LedgerResult{}, err
 	}
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
@@ -149,6 +144,17 @@ func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *L
 
 // pgUUID is id as pgx encodes it straight to binary; a uuid.UUID goes through its text form.
 func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
+
+// insertedOrder reads the one row of placeOrderSQL run without a debit: whether the order was
+// inserted. Both drivers' rows (database/sql through GORM, pgx) scan alike.
+func insertedOrder(row interface{ Scan(dest ...any) error }) (bool, error) {
+	var placed int
+	var r placementRow
+	if err := row.Scan(r.dest(&placed)...); err != nil {
+		return false, fmt.Errorf("insert order: %w", err)
+	}
+	return placed == 1, nil
+}
 
 func rollback(ctx context.Context, tx *pgx.Conn) error {
 	if _, err := tx.Exec(ctx, "rollback"); err != nil {
