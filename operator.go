@@ -24,8 +24,8 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		databaseURL, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL string
-		leaderElect, secureMetrics                                                         bool
+		databaseURL, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
+		leaderElect, secureMetrics                                                                                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -68,6 +68,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				HealthProbeBindAddress:        probeAddr,
 				LeaderElection:                leaderElect,
 				LeaderElectionID:              "operator.codeport.dev",
+				LeaderElectionNamespace:       leaderElectionNamespace,
 				LeaderElectionReleaseOnCancel: true,
 			})
 			if err != nil {
@@ -97,6 +98,8 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	databaseURLFlag(cmd, &databaseURL)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	f.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
+		"namespace of the leader-election Lease (default: the pod's own namespace; required outside a cluster)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (\"0\" disables it)")
 	f.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorised by the API server")
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
