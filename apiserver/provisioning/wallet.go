@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -32,8 +31,10 @@ type WalletResult struct {
 }
 
 // ApplyWallet sets the account's low-balance threshold and applies each top-up exactly once by
-// id. Each top-up is its own transaction and idempotent, so concurrent or repeated calls (several
-// operator replicas, restarts) never credit twice.
+// id. It reads first and writes only what differs, so a Wallet whose spec is already applied
+// (a resync, a status refresh after orders) takes no lock and writes nothing. Each top-up is its
+// own transaction and idempotent, so concurrent or repeated calls (several operator replicas,
+// restarts) never credit twice.
 func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (WalletResult, error) {
 	acct, err := p.account(ctx, w.Namespace, w.Spec.PartnerRef.Name, string(w.Spec.Environment))
 	if err != nil {
@@ -43,31 +44,31 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 	if threshold == "" {
 		threshold = "0"
 	}
-	if _, err := money.ParseScaled(threshold, 6); err != nil {
+	wanted, err := money.ParseScaled(threshold, thresholdDigits)
+	if err != nil {
 		return WalletResult{}, fmt.Errorf("lowBalanceThreshold %q: %w", threshold, err)
 	}
-	res := WalletResult{Invalid: map[string]string{}}
-	scales := map[string]int64{}
-	for _, t := range w.Spec.TopUps {
-		if s, err := money.Scale(t.Currency); err == nil {
-			scales[t.Currency] = s
+	if current, err := money.ParseScaled(acct.LowBalanceThreshold, thresholdDigits); err != nil || current != wanted {
+		if err := p.setThreshold(ctx, acct.ID, threshold, w.Spec.TopUps); err != nil {
+			return WalletResult{}, err
 		}
 	}
-	balances, err := store.Balances(p.db.Gorm.WithContext(ctx), acct.ID)
+	refs, err := store.TopUpReferences(ctx, p.db.Gorm, acct.ID)
 	if err != nil {
 		return WalletResult{}, err
 	}
-	for _, b := range balances {
-		if s, err := money.Scale(b.Currency); err == nil {
-			scales[b.Currency] = s
-		}
+	applied := make(map[string]bool, len(refs))
+	for _, ref := range refs {
+		applied[ref] = true
 	}
-	if err := p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return store.SetLowBalanceThreshold(tx, acct.ID, threshold, scales)
-	}); err != nil {
-		return WalletResult{}, err
-	}
+	inSpec := make(map[string]bool, len(w.Spec.TopUps))
+	res := WalletResult{Invalid: map[string]string{}}
 	for _, t := range w.Spec.TopUps {
+		inSpec[t.ID] = true
+		if applied[t.ID] {
+			res.Applied++
+			continue
+		}
 		amount, err := money.Parse(t.Amount, t.Currency)
 		if err == nil && amount <= 0 {
 			err = errors.New("amount must be positive")
@@ -90,22 +91,45 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			res.NewlyApplied = append(res.NewlyApplied, t.ID)
 		}
 	}
-	refs, err := store.TopUpReferences(ctx, p.db.Gorm, acct.ID)
-	if err != nil {
-		return WalletResult{}, err
-	}
 	for _, ref := range refs {
-		if !slices.ContainsFunc(w.Spec.TopUps, func(t v1alpha1.TopUp) bool { return t.ID == ref }) {
+		if !inSpec[ref] {
 			res.Removed = append(res.Removed, ref)
 		}
 	}
-	// The account row read above predates the threshold just set: pass the new one.
+	// The account row read above may predate the threshold just set: pass the new one.
 	state, err := p.walletState(ctx, acct.ID, threshold)
 	if err != nil {
 		return WalletResult{}, err
 	}
 	res.Balances, res.LowBalance = state.Balances, state.LowBalance
 	return res, nil
+}
+
+// thresholdDigits is the scale of accounts.low_balance_threshold.
+const thresholdDigits = 6
+
+// setThreshold writes a changed threshold and re-evaluates the low flags of every currency the
+// wallet holds or is topped up in.
+func (p *Provisioner) setThreshold(ctx context.Context, accountID uuid.UUID, threshold string, topUps []v1alpha1.TopUp) error {
+	scales := map[string]int64{}
+	for _, t := range topUps {
+		if s, err := money.Scale(t.Currency); err == nil {
+			scales[t.Currency] = s
+		}
+	}
+	balances, err := store.Balances(p.db.Gorm.WithContext(ctx), accountID)
+	if err != nil {
+		return err
+	}
+	for _, b := range balances {
+		if s, err := money.Scale(b.Currency); err == nil {
+			scales[b.Currency] = s
+		}
+	}
+	return p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		_, err := store.SetLowBalanceThreshold(tx, accountID, threshold, scales)
+		return err
+	})
 }
 
 // WalletState is a wallet's balances as decimal strings, for resource status.

@@ -8,6 +8,18 @@ import (
 	"gorm.io/gorm"
 )
 
+// Lock order of money rows. Every transaction that touches a wallet takes its row locks in this
+// order, so placements, fulfilment refunds, top-ups and threshold changes never deadlock:
+//
+//  1. the order row (a placement inserts it; fulfilment locks it to finish the order);
+//  2. the account's wallet_balances rows, all of them, in currency order (FOR UPDATE);
+//  3. the accounts row: placements only take KEY SHARE on it through their foreign-key checks,
+//     at the end of the statement that locked the balances; writers of the account row (the
+//     threshold, provisioning) UPDATE it without changing its key, i.e. FOR NO KEY UPDATE,
+//     which KEY SHARE does not wait for. Nothing takes FOR UPDATE or FOR SHARE on accounts.
+//
+// Reads of balances for status and responses take no locks at all.
+
 // ErrInsufficientBalance is returned when an entry would take a balance below zero.
 var ErrInsufficientBalance = errors.New("insufficient balance")
 
@@ -46,8 +58,8 @@ type LedgerResult struct {
 // low-balance alerts fire (once per crossing).
 func (r LedgerResult) CrossedBelow() bool { return r.Applied && !r.WasLow && r.IsLow }
 
-// lockBalancesSQL locks every balance of the account, in currency order (so that concurrent
-// entries in different currencies cannot deadlock), with the threshold in the entry's minor units.
+// lockBalancesSQL locks every balance of the account, in currency order (step 2 of the lock
+// order), with the threshold in the entry's minor units.
 const lockBalancesSQL = `
 SELECT b.currency, b.balance, b.low_balance,
        COALESCE(floor(a.low_balance_threshold * ?::numeric), 0)::bigint

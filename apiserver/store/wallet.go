@@ -10,31 +10,37 @@ import (
 )
 
 // SetLowBalanceThreshold sets an account's threshold (major units) and re-evaluates the low
-// flags of its balances without raising alerts: a changed threshold is not a crossing.
-func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64) error {
-	// Concurrent calls for one account (operator replicas) serialise on the account row, and
-	// balances are touched in currency order, so they cannot deadlock each other.
-	if err := tx.Exec(`SELECT 1 FROM accounts WHERE id = ? FOR UPDATE`, accountID).Error; err != nil {
-		return fmt.Errorf("lock account: %w", err)
+// flags of its balances without raising alerts: a changed threshold is not a crossing. It takes
+// its locks in the ledger's lock order (see the ledger's package documentation): the account's
+// balances first, then the account row, which it only updates (FOR NO KEY UPDATE, compatible
+// with the KEY SHARE of placements' foreign-key checks). Rows whose values would not change are
+// not written. It reports whether anything was written.
+func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64) (bool, error) {
+	if err := tx.Exec(`SELECT 1 FROM wallet_balances WHERE account_id = ? ORDER BY currency FOR UPDATE`, accountID).Error; err != nil {
+		return false, fmt.Errorf("lock wallet balances: %w", err)
 	}
-	if err := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now() WHERE id = ? AND low_balance_threshold <> ?::numeric`,
-		threshold, accountID, threshold).Error; err != nil {
-		return fmt.Errorf("set low-balance threshold: %w", err)
+	res := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now()
+		WHERE id = ? AND low_balance_threshold IS DISTINCT FROM ?::numeric`, threshold, accountID, threshold)
+	if res.Error != nil {
+		return false, fmt.Errorf("set low-balance threshold: %w", res.Error)
 	}
+	written := res.RowsAffected > 0
 	currencies := make([]string, 0, len(scales))
 	for currency := range scales {
 		currencies = append(currencies, currency)
 	}
 	sort.Strings(currencies)
 	for _, currency := range currencies {
-		scale := scales[currency]
-		err := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < floor(a.low_balance_threshold * ?::numeric)
-			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?`, scale, accountID, currency).Error
-		if err != nil {
-			return fmt.Errorf("refresh low-balance flag: %w", err)
+		res := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < floor(a.low_balance_threshold * ?::numeric)
+			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?
+			AND b.low_balance IS DISTINCT FROM (b.balance < floor(a.low_balance_threshold * ?::numeric))`,
+			scales[currency], accountID, currency, scales[currency])
+		if res.Error != nil {
+			return false, fmt.Errorf("refresh low-balance flag: %w", res.Error)
 		}
+		written = written || res.RowsAffected > 0
 	}
-	return nil
+	return written, nil
 }
 
 // TopUpReferences returns the references of an account's applied top-ups.

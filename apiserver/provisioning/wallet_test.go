@@ -1,0 +1,86 @@
+package provisioning_test
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// rowVersions are the (xmin, xmax) of an account's rows and its ledger size: a write changes
+// xmin, a row lock (FOR UPDATE, FOR NO KEY UPDATE) sets xmax.
+func rowVersions(t *testing.T, db *store.DB, account string) string {
+	t.Helper()
+	var v string
+	err := db.Pool.QueryRow(context.Background(), `SELECT
+		(SELECT xmin::text || '/' || xmax::text FROM accounts WHERE id = $1) || ' ' ||
+		COALESCE((SELECT string_agg(currency || ':' || xmin::text || '/' || xmax::text, ',' ORDER BY currency)
+		          FROM wallet_balances WHERE account_id = $1), '') || ' ' ||
+		(SELECT count(*)::text FROM wallet_entries WHERE account_id = $1)`, account).Scan(&v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestApplyWalletOfAppliedSpecWritesNothing: a Wallet whose threshold and top-ups are already
+// in the database (a resync, a status refresh after orders) neither writes nor locks a row;
+// a changed threshold or a new top-up does.
+func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	prov := provisioning.New(db)
+	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	res, err := prov.ApplyPartner(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := res.Accounts[store.EnvironmentProduction].String()
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
+			LowBalanceThreshold: "100.00", TopUps: []v1alpha1.TopUp{
+				{ID: "t1", Currency: "EUR", Amount: "500.00"}, {ID: "t2", Currency: "JPY", Amount: "9000"}}}}
+	apply := func() provisioning.WalletResult {
+		t.Helper()
+		r, err := prov.ApplyWallet(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := apply()
+	if first.Applied != 2 || len(first.NewlyApplied) != 2 || first.Balances["EUR"] != "500.00" {
+		t.Fatalf("first apply: %+v", first)
+	}
+	before := rowVersions(t, db, account)
+	again := apply()
+	if after := rowVersions(t, db, account); after != before {
+		t.Fatalf("re-applying an applied Wallet wrote or locked rows: %s -> %s", before, after)
+	}
+	if again.Applied != 2 || len(again.NewlyApplied) != 0 || again.Balances["EUR"] != "500.00" || again.Balances["JPY"] != "9000" {
+		t.Fatalf("re-apply: %+v", again)
+	}
+
+	w.Spec.LowBalanceThreshold = "600"
+	changed := apply()
+	if after := rowVersions(t, db, account); after == before {
+		t.Fatal("a new threshold was not written")
+	}
+	if !changed.LowBalance {
+		t.Fatalf("500 EUR under a threshold of 600: %+v", changed)
+	}
+	w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{ID: "t3", Currency: "EUR", Amount: "1.00"})
+	if r := apply(); len(r.NewlyApplied) != 1 || r.Balances["EUR"] != "501.00" {
+		t.Fatalf("new top-up: %+v", r)
+	}
+}

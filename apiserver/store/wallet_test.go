@@ -1,0 +1,155 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// TestThresholdChangesDoNotDeadlockPlacements runs placements with debits against threshold
+// changes of the same wallet (what a Wallet reconcile writes). Both take their locks in the
+// ledger's order, so neither ever fails with a deadlock: the placements are tried once each,
+// without the order service's retry.
+func TestThresholdChangesDoNotDeadlockPlacements(t *testing.T) {
+	w := newWallet(t, "10.00", map[string]int64{"EUR": 1_000_000_000, "GBP": 1_000_000_000})
+	ctx := context.Background()
+	const placers, ordersEach, changers, changesEach = 6, 40, 2, 40
+	errs := make(chan error, placers*ordersEach+changers*changesEach)
+	var wg sync.WaitGroup
+	for p := range placers {
+		wg.Go(func() {
+			for i := range ordersEach {
+				o := w.order(fmt.Sprintf("o-%d-%d", p, i), 100)
+				if _, _, err := w.db.PlaceOrder(ctx, o, fulfilJob, w.debit(o)); err != nil {
+					errs <- fmt.Errorf("placement %s: %w", o.ExternalOrderCode, err)
+				}
+			}
+		})
+	}
+	for c := range changers {
+		wg.Go(func() {
+			for i := range changesEach {
+				threshold := []string{"10.00", "20.00"}[(c+i)%2]
+				err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+					_, err := store.SetLowBalanceThreshold(tx, w.account, threshold, map[string]int64{"EUR": 100, "GBP": 100})
+					return err
+				})
+				if err != nil {
+					errs <- fmt.Errorf("threshold %s: %w", threshold, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	s := w.state(t)
+	if s.orders != placers*ordersEach || s.balance != s.ledger {
+		t.Fatalf("orders %d (want %d), balance %d, ledger %d", s.orders, placers*ordersEach, s.balance, s.ledger)
+	}
+}
+
+// TestSetLowBalanceThresholdWritesOnlyChanges: setting the threshold in force writes no row;
+// a new one writes the account and the flags that flip.
+func TestSetLowBalanceThresholdWritesOnlyChanges(t *testing.T) {
+	w := newWallet(t, "10.00", map[string]int64{"EUR": 1500, "GBP": 500})
+	scales := map[string]int64{"EUR": 100, "GBP": 100}
+	set := func(threshold string) bool {
+		t.Helper()
+		var written bool
+		err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+			var err error
+			written, err = store.SetLowBalanceThreshold(tx, w.account, threshold, scales)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return written
+	}
+	if !set("20.00") {
+		t.Fatal("a new threshold wrote nothing")
+	}
+	var lowEUR, lowGBP bool
+	if err := w.db.Pool.QueryRow(context.Background(), `SELECT
+		(SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'EUR'),
+		(SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'GBP')`, w.account).Scan(&lowEUR, &lowGBP); err != nil {
+		t.Fatal(err)
+	}
+	if !lowEUR || !lowGBP {
+		t.Fatalf("under a threshold of 20.00, 15.00 EUR and 5.00 GBP are low: got EUR %v, GBP %v", lowEUR, lowGBP)
+	}
+	if set("20") {
+		t.Fatal("the threshold in force, written differently, was written again")
+	}
+}
+
+// TestThresholdChangeLeavesAccountToPlacements replays the interleaving that deadlocked a
+// placement against a Wallet reconcile, step by step: a placement holds the wallet's balances
+// and has yet to run its foreign-key check (KEY SHARE on the account); a threshold change starts
+// and must wait for the balances without holding anything the placement's check needs.
+func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
+	// 15.00 EUR is low under the new threshold: the change rewrites the balance's flag.
+	w := newWallet(t, "10.00", map[string]int64{"EUR": 1500})
+	ctx := context.Background()
+	placement, err := w.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = placement.Rollback(ctx) }()
+	if _, err := placement.Exec(ctx, `SELECT 1 FROM wallet_balances WHERE account_id = $1 ORDER BY currency FOR UPDATE`, w.account); err != nil {
+		t.Fatal(err)
+	}
+	changed := make(chan error, 1)
+	go func() {
+		changed <- w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+			_, err := store.SetLowBalanceThreshold(tx, w.account, "20.00", map[string]int64{"EUR": 100})
+			return err
+		})
+	}()
+	waitForLockWaiter(t, w.db, changed)
+	if _, err := placement.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := placement.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR KEY SHARE`, w.account); err != nil {
+		t.Fatalf("the placement's foreign-key check waited on the threshold change: %v", err)
+	}
+	if err := placement.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-changed; err != nil {
+		t.Fatalf("threshold change: %v", err)
+	}
+}
+
+// waitForLockWaiter returns once some session of the database waits for a row lock; done is
+// the result of the session expected to wait, which must not finish first.
+func waitForLockWaiter(t *testing.T, db *store.DB, done <-chan error) {
+	t.Helper()
+	for range 500 {
+		select {
+		case err := <-done:
+			t.Fatalf("finished without waiting for the locked balances: %v", err)
+		default:
+		}
+		var waiting bool
+		err := db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the threshold change never waited for the balances")
+}
