@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -132,7 +133,7 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		// Recorded with the order; the debit below either succeeds or rolls the order back.
 		order.DebitedAmount = plan.Total
 	}
-	debit, err := s.record(ctx, acct, &order, &plan, now)
+	debit, err := s.recordRetrying(ctx, acct, &order, &plan, now)
 	switch {
 	case errors.Is(err, errDuplicate):
 		v, _, err := s.replay(ctx, acct, req.ExternalOrderCode, hash)
@@ -217,6 +218,30 @@ func (s *Service) record(ctx context.Context, acct *auth.Account, order *store.O
 		return err
 	})
 	return res, err
+}
+
+// placementAttempts bounds how often a placement the database rolled back as a deadlock or
+// serialization failure is tried before the partner gets a 502.
+const placementAttempts = 3
+
+// recordRetrying runs record until it succeeds, fails for a reason other than a transient
+// conflict, or placementAttempts are used. A rolled-back attempt wrote nothing and the order
+// keeps its id and external order code, so a retry can neither place the order twice nor debit
+// twice; the pause is jittered so that the transactions that collided do not collide again.
+func (s *Service) recordRetrying(ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.record(ctx, acct, order, plan, now)
+		if err == nil || !store.IsTransient(err) || attempt == placementAttempts {
+			return res, err
+		}
+		s.log.WarnContext(ctx, "placement rolled back by the database, retrying", slog.Int("attempt", attempt), slog.Any("err", err))
+		pause := time.Duration(attempt) * (5*time.Millisecond + rand.N(20*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // recordInTx is record's transaction.

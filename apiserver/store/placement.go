@@ -220,3 +220,10 @@ func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
 	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: l.threshold,
 		Balances: balances}, nil
 }
+
+// IsTransient reports whether err is a deadlock (40P01) or serialization failure (40001): the
+// database rolled the transaction back as a whole, so running it again is safe and may succeed.
+func IsTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}

@@ -1,0 +1,83 @@
+package apiserver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+// TestPlacementRetriesDeadlock: a writer that takes the account row before the balances (the
+// wrong way round) deadlocks with a placement, and PostgreSQL aborts the placement. The server
+// places the order again, so the partner gets its 202 — never a 502 for a conflict that
+// resolves itself — and the order is written and debited exactly once.
+func TestPlacementRetriesDeadlock(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	account := s.account(t, tn, "production").ID
+	ctx := context.Background()
+
+	locked := make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		writer <- func() error {
+			tx, err := s.db.Pool.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			// The placement, not this writer, is to be the deadlock's victim: it looks for the
+			// deadlock after the server's deadlock_timeout, this session much later.
+			if _, err := tx.Exec(ctx, `SET LOCAL deadlock_timeout = '30s'`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE`, account); err != nil {
+				return err
+			}
+			close(locked)
+			if err := waitForWaiter(ctx, s.db); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE wallet_balances SET updated_at = now() WHERE account_id = $1`, account); err != nil {
+				return fmt.Errorf("writer's balance update: %w", err)
+			}
+			return tx.Commit(ctx)
+		}()
+	}()
+	<-locked
+	r := s.call(t, "production", "POST", "/v2/orders", tn.keys["production"],
+		order("deadlocked", line{"productCode": "10000000000001", "quantity": 1}))
+	if err := <-writer; err != nil {
+		t.Fatal(err)
+	}
+	if r.status != 202 {
+		t.Fatalf("placement that lost a deadlock: %d %s", r.status, r.raw)
+	}
+	if w := s.call(t, "production", "GET", "/v2/wallet", tn.keys["production"], nil); fmt.Sprint(w.body["balances"]) != "map[EUR:80]" {
+		t.Fatalf("wallet after one order of 20.00 from 100.00: %s", w.raw)
+	}
+	sums, err := store.LedgerSum(s.db.Gorm, account)
+	if err != nil || sums["EUR"] != 8000 {
+		t.Fatalf("ledger sum %v, %v; want 8000", sums, err)
+	}
+}
+
+// waitForWaiter returns once a session of the database waits for a lock.
+func waitForWaiter(ctx context.Context, db *store.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil || waiting {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("no session waited for a lock")
+}
