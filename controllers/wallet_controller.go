@@ -7,14 +7,18 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -91,8 +95,16 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 
 // SetupWithManager watches Wallets, their Partners, and ledger changes.
 func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan event.GenericEvent) error {
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Wallet{}, walletPartnerIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.Wallet).Spec.PartnerRef.Name}
+	})
+	if err != nil {
+		return fmt.Errorf("index wallets by partner: %w", err)
+	}
+	// A Wallet's own status writes do not wake it: they would make every refresh that finds new
+	// orders trigger the next one, at reconcile speed instead of at the ledger's coalesced pace.
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Wallet{}).
+		For(&v1alpha1.Wallet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(r.walletsOfPartner)).
 		WatchesRawSource(source.Channel(ledger, &handler.EnqueueRequestForObject{})).
 		Named("wallet").
@@ -100,49 +112,133 @@ func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan even
 		Complete(r)
 }
 
+// walletPartnerIndex is the cache index of Wallets by spec.partnerRef.name.
+const walletPartnerIndex = "spec.partnerRef.name"
+
 func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
-	return referring(ctx, r.Client, &v1alpha1.WalletList{}, obj, func(o client.Object) bool {
-		return o.(*v1alpha1.Wallet).Spec.PartnerRef.Name == obj.GetName()
-	})
+	var list v1alpha1.WalletList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{walletPartnerIndex: obj.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, len(list.Items))
+	for i := range list.Items {
+		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return out
 }
 
+// walletRefreshInterval is how often at most the ledger wakes a Wallet's reconcile: entries of
+// one interval are coalesced, so the control plane's cost does not grow with order traffic.
+const walletRefreshInterval = time.Second
+
 // ledgerListener turns ledger notifications (payload: account id) into reconciles of the
-// Wallets of that account, so balances in status follow orders within seconds.
+// Wallets of those accounts, so balances in status follow orders within seconds.
 type ledgerListener struct {
 	db     *store.DB
 	client client.Client
 	events chan<- event.GenericEvent
+
+	mu sync.Mutex
+	// pending are the accounts with entries since the last flush; everything is set when
+	// notifications may have been missed (a new subscription).
+	pending    map[string]struct{}
+	everything bool
+	// owners caches who owns an account: an account never changes owner.
+	owners map[string]store.Owner
+}
+
+func newLedgerListener(db *store.DB, c client.Client, events chan<- event.GenericEvent) *ledgerListener {
+	return &ledgerListener{db: db, client: c, events: events, pending: map[string]struct{}{}, owners: map[string]store.Owner{}}
 }
 
 // NeedLeaderElection: only the leader reconciles, so only the leader needs the events.
 func (l *ledgerListener) NeedLeaderElection() bool { return true }
 
 func (l *ledgerListener) Start(ctx context.Context) error {
-	return store.Listen(ctx, l.db.Pool, []string{store.ChannelLedger}, func(_, payload string) {
-		l.enqueue(ctx, payload)
-	}, nil)
-}
-
-func (l *ledgerListener) enqueue(ctx context.Context, accountID string) {
-	owner, err := store.AccountOwner(ctx, l.db.Gorm, accountID)
-	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			slog.WarnContext(ctx, "ledger notification", slog.Any("err", err))
-		}
-		return
-	}
-	var list v1alpha1.WalletList
-	if err := l.client.List(ctx, &list, client.InNamespace(owner.Namespace)); err != nil {
-		return
-	}
-	for i := range list.Items {
-		w := &list.Items[i]
-		if w.Spec.PartnerRef.Name == owner.Partner && string(w.Spec.Environment) == owner.Environment {
+	go func() {
+		tick := time.NewTicker(walletRefreshInterval)
+		defer tick.Stop()
+		for {
 			select {
-			case l.events <- event.GenericEvent{Object: w}:
 			case <-ctx.Done():
 				return
+			case <-tick.C:
+				l.flush(ctx)
 			}
 		}
+	}()
+	return store.Listen(ctx, l.db.Pool, []string{store.ChannelLedger},
+		func(_, account string) {
+			l.mu.Lock()
+			l.pending[account] = struct{}{}
+			l.mu.Unlock()
+		},
+		func() {
+			l.mu.Lock()
+			l.everything = true
+			l.mu.Unlock()
+		})
+}
+
+// flush enqueues the Wallets of every account with entries since the last flush, once each.
+func (l *ledgerListener) flush(ctx context.Context) {
+	l.mu.Lock()
+	accounts, everything := l.pending, l.everything
+	l.pending, l.everything = map[string]struct{}{}, false
+	l.mu.Unlock()
+	if everything {
+		var list v1alpha1.WalletList
+		if err := l.client.List(ctx, &list); err != nil {
+			slog.WarnContext(ctx, "ledger refresh: list wallets", slog.Any("err", err))
+			return
+		}
+		l.send(ctx, list.Items, func(*v1alpha1.Wallet) bool { return true })
+		return
 	}
+	for account := range accounts {
+		owner, err := l.owner(ctx, account)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				slog.WarnContext(ctx, "ledger refresh: account owner", slog.Any("err", err))
+			}
+			continue
+		}
+		var list v1alpha1.WalletList
+		err = l.client.List(ctx, &list, client.InNamespace(owner.Namespace), client.MatchingFields{walletPartnerIndex: owner.Partner})
+		if err != nil {
+			slog.WarnContext(ctx, "ledger refresh: list wallets", slog.Any("err", err))
+			continue
+		}
+		l.send(ctx, list.Items, func(w *v1alpha1.Wallet) bool { return string(w.Spec.Environment) == owner.Environment })
+	}
+}
+
+func (l *ledgerListener) send(ctx context.Context, wallets []v1alpha1.Wallet, match func(*v1alpha1.Wallet) bool) {
+	for i := range wallets {
+		if !match(&wallets[i]) {
+			continue
+		}
+		select {
+		case l.events <- event.GenericEvent{Object: &wallets[i]}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (l *ledgerListener) owner(ctx context.Context, account string) (store.Owner, error) {
+	l.mu.Lock()
+	owner, ok := l.owners[account]
+	l.mu.Unlock()
+	if ok {
+		return owner, nil
+	}
+	owner, err := store.AccountOwner(ctx, l.db.Gorm, account)
+	if err != nil {
+		return store.Owner{}, err
+	}
+	l.mu.Lock()
+	l.owners[account] = owner
+	l.mu.Unlock()
+	return owner, nil
 }

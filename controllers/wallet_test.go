@@ -1,0 +1,91 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+)
+
+// TestLedgerRefreshesAreCoalesced: while orders land continuously, the Wallet's status is
+// rewritten at most about once a second, not once per order, and it shows the final balance
+// within seconds of the last order.
+func TestLedgerRefreshesAreCoalesced(t *testing.T) {
+	ns := namespace(t)
+	sandboxKey, _ := onboard(t, ns)
+	ctx := context.Background()
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox",
+			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "100000.00"}}}}
+	create(t, w)
+	eventually(t, timeout, "top-up applied", func() (bool, string) {
+		get(t, ns, w.Name, w)
+		return w.Status.Balances["EUR"] == "100000.00", fmt.Sprintf("%+v", w.Status)
+	})
+
+	watcher, err := client.NewWithWatch(env.cfg, client.Options{Scheme: env.scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates, err := watcher.Watch(ctx, &v1alpha1.WalletList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": w.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer updates.Stop()
+	var writes atomic.Int32
+	go func() {
+		for e := range updates.ResultChan() {
+			if e.Type == watch.Modified {
+				writes.Add(1)
+			}
+		}
+	}()
+
+	// Orders of 20.00 EUR from four clients for two seconds.
+	const clients, maxOrders = 4, 400
+	var placed atomic.Int32
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			for i := 0; time.Since(start) < 2*time.Second && i < maxOrders/clients; i++ {
+				req, _ := newRequest("POST", env.apiURL["sandbox"]+"/orders", fmt.Sprintf(
+					`{"externalOrderCode":"burst-%d-%d","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, c, i))
+				req.Header.Set("x-api-key", sandboxKey)
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 202 {
+					t.Errorf("order: %d", resp.StatusCode)
+					return
+				}
+				placed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	want := fmt.Sprintf("%.2f", 100000-20*float64(placed.Load()))
+	eventually(t, 5*time.Second, "status shows the balance after the last order", func() (bool, string) {
+		get(t, ns, w.Name, w)
+		return w.Status.Balances["EUR"] == want, fmt.Sprintf("%s, want %s", w.Status.Balances["EUR"], want)
+	})
+	// One refresh per interval while orders land, one for the last of them, one of slack.
+	limit := int32(math.Ceil(elapsed.Seconds())) + 2
+	if n := writes.Load(); n > limit || placed.Load() < 20 {
+		t.Fatalf("%d orders in %s rewrote the Wallet %d times; at most %d", placed.Load(), elapsed.Round(time.Millisecond), n, limit)
+	}
+	t.Logf("%d orders in %s: %d status writes", placed.Load(), elapsed.Round(time.Millisecond), writes.Load())
+}
