@@ -81,6 +81,17 @@ test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of s
 	@eval "$$(hack/testenv.sh)"; \
 	go test -tags faults -count=1 -timeout 20m -run 'TestKillServeDuringLoad|TestPostgresRestartUnderLoad' -v ./apiserver/
 
+# The soak test builds the codeport processes without -race, and its own binary is a load
+# generator: on two CPUs the race detector would turn the 1 s latency bound into a measure of
+# itself (make test-go runs the same code in process with -race). SOAK_DURATION (default 60s)
+# sets the churn phase; the whole run takes about two minutes.
+.PHONY: test-soak
+test-soak: ## Soak test (build tag soak): operators, API replicas, Redis and PostgreSQL under load and churn.
+	@assets="$$(hack/envtest.sh)"; \
+	eval "$$(hack/testenv.sh)"; \
+	export KUBEBUILDER_ASSETS="$$assets"; \
+	go test -tags soak -count=1 -timeout 15m -run TestSoak -v ./hack/soak/
+
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
 	@eval "$$(hack/testenv.sh)"; \

@@ -1,0 +1,593 @@
+//go:build soak
+
+package soak
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// codesKey encrypts the stock at rest; every serve process and the import share it.
+const codesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+
+// leaseNamespace holds the operators' leader-election Lease, as the operator's own namespace
+// does in a cluster.
+const leaseNamespace = "codeport-system"
+
+// cluster is the deployed topology of DESIGN.md on this machine: a real kube-apiserver and etcd,
+// a PostgreSQL database and a Redis database of the run's own, and the codeport processes
+// (operators and API replicas) that the test starts, kills and restarts.
+type cluster struct {
+	t       *testing.T
+	binary  string
+	dir     string // process logs, kubeconfig, stock files
+	dbURL   string
+	db      *store.DB
+	redis   string
+	k8s     client.WithWatch
+	kubecfg string
+
+	mu        sync.Mutex
+	operators []*process
+	// serial numbers the processes' log files.
+	serial int
+}
+
+// newCluster starts everything but the codeport processes. Cleanup stops all of it; the
+// directory of logs is kept, and named, when the test failed.
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "codeport-soak-")
+	if err != nil {
+		t.Fatalf("log directory: %v", err)
+	}
+	c := &cluster{t: t, dir: dir}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("process logs and files kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	c.binary = filepath.Join(dir, "codeport")
+	if prebuilt := os.Getenv("SOAK_BINARY"); prebuilt != "" {
+		c.binary = prebuilt
+		t.Logf("using the codeport binary %s (SOAK_BINARY)", prebuilt)
+	} else {
+		start := time.Now()
+		// Built without -race: the processes under test share two CPUs with the load generator,
+		// and the race detector's cost would turn the latency bounds into measurements of it.
+		// `make test-go` runs the same code in process with -race.
+		build := exec.Command("go", "build", "-o", c.binary, "github.com/codeport/codeport")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		t.Logf("built codeport in %s", time.Since(start).Round(time.Millisecond))
+	}
+
+	database := storetest.New(t)
+	c.dbURL = database.URL
+	ctx := context.Background()
+	if c.db, err = store.Open(ctx, c.dbURL, store.Options{MaxConns: 4}); err != nil {
+		t.Fatalf("open database: %v", err)
+	}
+	t.Cleanup(c.db.Close)
+	if c.redis, err = claimRedisDB(t); err != nil {
+		t.Fatal(err)
+	}
+	c.startKubernetes()
+	return c
+}
+
+// claimRedisDB picks a Redis database number that no other run uses and returns its URL. The
+// limiter names its keys after the window and the bucket, and requests that fail authentication
+// all count against the client IP's bucket: two runs, or another package's tests, sharing a
+// database would spend each other's budget. A claim key taken with SET NX marks the database
+// as this run's; counters a previous run left behind there are removed.
+func claimRedisDB(t *testing.T) (string, error) {
+	base, err := storetest.RedisURL()
+	if err != nil {
+		return "", err
+	}
+	opts, err := redis.ParseURL(base)
+	if err != nil {
+		return "", fmt.Errorf("TEST_REDIS_URL: %w", err)
+	}
+	token := fmt.Sprintf("soak-%d-%d", os.Getpid(), time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Database 0 is where the other packages' tests count.
+	for n := 1; n < 16; n++ {
+		o := *opts
+		o.DB = n
+		rdb := redis.NewClient(&o)
+		ok, err := rdb.SetNX(ctx, "codeport:soak:claim", token, 15*time.Minute).Result()
+		if err != nil {
+			_ = rdb.Close()
+			return "", fmt.Errorf("claim Redis database %d: %w", n, err)
+		}
+		if !ok {
+			_ = rdb.Close()
+			continue
+		}
+		iter := rdb.Scan(ctx, 0, "codeport:rl:*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			_ = rdb.Close()
+			return "", fmt.Errorf("clear stale counters in Redis database %d: %w", n, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if v, _ := rdb.Get(ctx, "codeport:soak:claim").Result(); v == token {
+				rdb.Del(ctx, "codeport:soak:claim")
+			}
+			_ = rdb.Close()
+		})
+		u, err := url.Parse(base)
+		if err != nil {
+			return "", fmt.Errorf("TEST_REDIS_URL: %w", err)
+		}
+		u.Path = "/" + strconv.Itoa(n)
+		return u.String(), nil
+	}
+	return "", errors.New("every Redis database 1-15 is claimed by another run (key codeport:soak:claim)")
+}
+
+// startKubernetes starts envtest's kube-apiserver and etcd with the CRDs, and writes a
+// kubeconfig of a system:masters user for the operator processes.
+func (c *cluster) startKubernetes() {
+	t := c.t
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test-soak, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
+	}
+	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := te.Start()
+	if err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := te.Stop(); err != nil {
+			t.Errorf("stop envtest: %v", err)
+		}
+	})
+	user, err := te.AddUser(envtest.User{Name: "codeport-operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("envtest user: %v", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		t.Fatalf("kubeconfig: %v", err)
+	}
+	c.kubecfg = filepath.Join(c.dir, "kubeconfig")
+	if err := os.WriteFile(c.kubecfg, kubeconfig, 0o600); err != nil {
+		t.Fatalf("write kubeconfig: %v", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if c.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatalf("kubernetes client: %v", err)
+	}
+	for _, ns := range []string{leaseNamespace, namespace} {
+		if err := c.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatalf("namespace %s: %v", ns, err)
+		}
+	}
+}
+
+// process is one codeport process. Its stdout and stderr go to a log file of its own; a restart
+// appends to the same file after a marker line.
+type process struct {
+	name, log string
+	args      []string
+	binary    string
+	// metrics is the operator's metrics address (plain HTTP), empty for serve.
+	metrics string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func (p *process) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("log of %s: %w", p.name, err)
+	}
+	fmt.Fprintf(f, "=== soak: start %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(p.binary, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Should the test binary die, the kernel takes its processes with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = f.Close()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
+	return nil
+}
+
+func (p *process) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *process) kill() { p.signal(syscall.SIGKILL, 0) }
+
+// stop sends SIGTERM, waits up to grace, then kills.
+func (p *process) stop(grace time.Duration) { p.signal(syscall.SIGTERM, grace) }
+
+func (p *process) signal(sig syscall.Signal, grace time.Duration) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+		return
+	case <-time.After(grace):
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+func (c *cluster) newProcess(name string, args ...string) *process {
+	c.mu.Lock()
+	c.serial++
+	n := c.serial
+	c.mu.Unlock()
+	p := &process{name: name, binary: c.binary, args: args, log: filepath.Join(c.dir, fmt.Sprintf("%02d-%s.log", n, name))}
+	c.t.Cleanup(func() { p.stop(5 * time.Second) })
+	return p
+}
+
+// replica is one API process of an environment on a fixed address, so that a restart comes back
+// where the load balancer (here, the load generator) expects it.
+type replica struct {
+	name, environment, base string
+	proc                    *process
+	// downUntil (unix nanoseconds) keeps the load off the replica after a connection error, as
+	// a load balancer's failed health check would.
+	downUntil atomicTime
+
+	mu sync.Mutex
+	// kills are the intervals from a SIGKILL to the replica answering /readyz again.
+	kills []interval
+	// starts are when its process was started.
+	starts []time.Time
+}
+
+type interval struct{ from, to time.Time }
+
+func (r *replica) started(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts = append(r.starts, at)
+}
+
+// age is how long the process serving at t had been started then.
+func (r *replica) age(t time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var age time.Duration
+	for _, s := range r.starts {
+		if !s.After(t) {
+			age = t.Sub(s)
+		}
+	}
+	return age
+}
+
+func (r *replica) killWindows() []interval {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]interval(nil), r.kills...)
+}
+
+// startServe starts `codeport serve` for environment with the Redis limiter and workers on,
+// and waits until it is ready.
+func (c *cluster) startServe(ctx context.Context, name, environment string) (*replica, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{name: name, environment: environment, base: "http://" + addr}
+	// Jobs held by a killed replica are rescued after 10 s rather than the default minute, so
+	// that the drain after the load fits the test's time.
+	r.proc = c.newProcess(name, "serve", "--environment", environment, "--addr", addr, "--metrics-addr", "",
+		"--database-url", c.dbURL, "--redis-url", c.redis, "--codes-key", codesKey, "--workers=true",
+		"--fulfilment-rescue-after", "10s")
+	r.started(time.Now())
+	if err := r.proc.start(); err != nil {
+		return nil, err
+	}
+	return r, waitOK(ctx, r.base+"/readyz", r.proc)
+}
+
+// restart kills the replica with SIGKILL, starts it again on its address and waits until it is
+// ready; the interval is recorded as a kill window.
+func (r *replica) restart(ctx context.Context) (time.Duration, error) {
+	from := time.Now()
+	r.proc.kill()
+	r.started(time.Now())
+	err := r.proc.start()
+	if err == nil {
+		err = waitOK(ctx, r.base+"/readyz", r.proc)
+	}
+	to := time.Now()
+	r.mu.Lock()
+	r.kills = append(r.kills, interval{from, to})
+	r.mu.Unlock()
+	return to.Sub(from), err
+}
+
+// startOperator starts one `codeport operator` replica with leader election, metrics served in
+// plain HTTP on a port of its own (leader_election_master_status says who leads).
+func (c *cluster) startOperator(ctx context.Context, productionBase, sandboxBase string) (*process, error) {
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	probes, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	name := fmt.Sprintf("operator-%d", len(c.operators)+1)
+	c.mu.Unlock()
+	p := c.newProcess(name, "operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
+		"--kubeconfig", c.kubecfg, "--database-url", c.dbURL,
+		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
+		"--production-base-url", productionBase, "--sandbox-base-url", sandboxBase)
+	p.metrics = "http://" + metrics + "/metrics"
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.operators = append(c.operators, p)
+	c.mu.Unlock()
+	return p, waitOK(ctx, "http://"+probes+"/readyz", p)
+}
+
+// runningOperators are the operator processes alive now.
+func (c *cluster) runningOperators() []*process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*process
+	for _, p := range c.operators {
+		if p.running() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+var leaderLine = regexp.MustCompile(`(?m)^leader_election_master_status\{name="operator\.codeport\.dev"\} 1$`)
+
+// leader is the running operator that holds the lease, or nil.
+func (c *cluster) leader(ctx context.Context) *process {
+	for _, p := range c.runningOperators() {
+		body, err := httpGet(ctx, p.metrics)
+		if err == nil && leaderLine.Match(body) {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitLeader waits until one running operator leads.
+func (c *cluster) waitLeader(ctx context.Context, limit time.Duration) (*process, error) {
+	var leader *process
+	err := eventually(ctx, limit, "an operator leads", func() (bool, string) {
+		leader = c.leader(ctx)
+		return leader != nil, fmt.Sprintf("%d operators running, none leads", len(c.runningOperators()))
+	})
+	return leader, err
+}
+
+// metricSum adds the samples of a metric whose labels contain every one of labels, over the
+// running operators.
+func (c *cluster) metricSum(ctx context.Context, name string, labels ...string) float64 {
+	var sum float64
+	for _, p := range c.runningOperators() {
+		body, err := httpGet(ctx, p.metrics)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(strings.NewReader(string(body)))
+		sc.Buffer(make([]byte, 0, 1<<16), 1<<20)
+	lines:
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+				continue
+			}
+			for _, l := range labels {
+				if !strings.Contains(line, l) {
+					continue lines
+				}
+			}
+			if i := strings.LastIndexByte(line, ' '); i > 0 {
+				if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+					sum += v
+				}
+			}
+		}
+	}
+	return sum
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func httpGet(ctx context.Context, u string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", u, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := readAll(resp)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("get %s: status %d", u, resp.StatusCode)
+	}
+	return body, nil
+}
+
+// waitOK waits until u answers 200, failing early when the process exits.
+func waitOK(ctx context.Context, u string, p *process) error {
+	return eventually(ctx, 60*time.Second, p.name+" ready at "+u, func() (bool, string) {
+		if !p.running() {
+			return false, "process exited; see " + p.log
+		}
+		_, err := httpGet(ctx, u)
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// eventually polls cond every 50 ms until it holds, ctx ends, or limit passes.
+func eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
+	deadline := time.Now().Add(limit)
+	last := ""
+	for {
+		ok, detail := cond()
+		if ok {
+			return nil
+		}
+		last = detail
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s (last: %s)", what, limit, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last: %s)", what, ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// loadAverage samples the machine's one-minute load average every second: the machine is
+// shared, and a latency bound reads differently at a load of 2 than at 12 on two CPUs.
+type loadAverage struct {
+	mu      sync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	at    time.Time
+	value float64
+}
+
+func (m *loadAverage) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if data, err := os.ReadFile("/proc/loadavg"); err == nil {
+			if fields := strings.Fields(string(data)); len(fields) > 0 {
+				if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+					m.mu.Lock()
+					m.samples = append(m.samples, sample{time.Now(), v})
+					m.mu.Unlock()
+				}
+			}
+		}
+		sleep(ctx, time.Second)
+	}
+}
+
+// max is the highest sample between from and to.
+func (m *loadAverage) max(from, to time.Time) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out float64
+	for _, s := range m.samples {
+		if !s.at.Before(from) && !s.at.After(to) {
+			out = max(out, s.value)
+		}
+	}
+	return out
+}
+
+// at is the last sample taken before t.
+func (m *loadAverage) at(t time.Time) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out float64
+	for _, s := range m.samples {
+		if s.at.After(t) {
+			break
+		}
+		out = s.value
+	}
+	return out
+}

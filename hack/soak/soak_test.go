@@ -1,0 +1,310 @@
+//go:build soak
+
+// Package soak runs the deployed topology of DESIGN.md on one machine, as a cluster runs it: two
+// operator processes with leader election against a real kube-apiserver and etcd, two
+// production API replicas sharing rate limits through Redis and one sandbox replica, all on one
+// PostgreSQL database, under partner traffic while platform engineers change things. It asserts
+// that the whole holds: no 5xx, no answer slower than a second, every accepted order finished
+// and paid exactly once, ledgers equal to balances, key rotations and suspensions seen at once,
+// Wallet status following the ledger. Run it with `make test-soak`; SOAK_DURATION (default 60s)
+// is the length of the phase with churn, SOAK_WORKERS (default 12) the concurrent requests.
+package soak
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/codeport/codeport/apiserver/store"
+)
+
+func TestSoak(t *testing.T) {
+	duration := envDuration(t, "SOAK_DURATION", 60*time.Second)
+	if duration < 30*time.Second {
+		t.Fatalf("SOAK_DURATION %s: the churn needs at least 30s", duration)
+	}
+	workers := envInt(t, "SOAK_WORKERS", 12)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*duration+5*time.Minute)
+	defer cancel()
+	began := time.Now()
+	machine := &loadAverage{}
+	go machine.run(ctx)
+
+	c := newCluster(t)
+	prodA, err := c.startServe(ctx, "production-a", store.EnvironmentProduction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prodB, err := c.startServe(ctx, "production-b", store.EnvironmentProduction)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sandbox, err := c.startServe(ctx, "sandbox", store.EnvironmentSandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOperator := func() (*process, error) { return c.startOperator(ctx, prodA.base+"/v2", sandbox.base+"/v2") }
+	for range 2 {
+		if _, err := startOperator(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.waitLeader(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	partners, err := c.onboard(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for product, n := range map[string]int{plentiful: envInt(t, "SOAK_STOCK", 30000), scarce: 400} {
+		out, err := c.importStock(ctx, product, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s", out)
+	}
+	t.Logf("topology up and %d partners onboarded through the Kubernetes API in %s", len(partners), time.Since(began).Round(time.Millisecond))
+
+	l := newLoad(partners, []*replica{prodA, prodB}, sandbox, workers)
+	durations := map[int]time.Duration{}
+
+	// Phase 1: the same load with both operators stopped, for the control plane's cost.
+	for _, op := range c.runningOperators() {
+		op.stop(10 * time.Second)
+	}
+	phase1 := duration / 4
+	durations[1] = l.runFor(ctx, 1, phase1, nil)
+
+	// Phase 2: two operators again, and the churn.
+	for range 2 {
+		if _, err := startOperator(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.waitLeader(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ch := &churn{c: c, l: l, start: startOperator, duration: duration, machine: machine, churned: map[string]bool{}}
+	durations[2] = l.runFor(ctx, 2, duration, ch.run)
+	stopped := time.Now()
+	for _, e := range ch.events {
+		t.Log("churn " + e)
+	}
+
+	f := newFindings()
+	for _, msg := range ch.failures {
+		f.add("churn", "%s", msg)
+	}
+	convergence, err := c.walletConvergence(ctx, partners, stopped, f)
+	if err != nil {
+		t.Error(err)
+	}
+	drain, err := c.waitTerminal(ctx, 2*time.Minute)
+	if err != nil {
+		t.Error(err)
+	}
+	for i := range partners {
+		for _, env := range environments {
+			if err := c.waitWallet(ctx, keyName(i, env), int32(1+ch.topUps)); err != nil { //nolint:gosec // a handful
+				f.add("top-ups not all applied", "%v", err)
+			}
+		}
+	}
+	results, orders := l.merged()
+	results = append(results, ch.probes...)
+	stats, reasons := ch.checkResults(results, orders, durations, f)
+	byStatus, err := c.checkOrders(ctx, partners, orders, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.checkLedger(ctx, partners, ch.topUps, f); err != nil {
+		t.Fatal(err)
+	}
+
+	summary(t, stats, machine, reasons, byStatus, map[string]string{
+		"Wallet status converged (slowest, from load stop)": convergence.Round(time.Millisecond).String(),
+		"orders terminal after load stop":                   drain.Round(time.Millisecond).String(),
+		"wall time of the test":                             time.Since(began).Round(time.Second).String(),
+	})
+	logCounts(t, c)
+	t.Logf("operator reconciles (running operators): wallet %.0f, apikey %.0f, partner %.0f, catalog %.0f",
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="wallet"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="apikey"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="partner"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="catalog"`))
+
+	if lines := f.report(); len(lines) > 0 {
+		t.Errorf("the topology did not hold:\n%s", strings.Join(lines, "\n"))
+		logTails(t, c)
+	}
+}
+
+// runFor runs the load as phase for d and, when alongside is set, until alongside has returned
+// too (alongside gets at most d plus two minutes); it returns how long the load ran.
+func (l *load) runFor(ctx context.Context, phase int, d time.Duration, alongside func(context.Context)) time.Duration {
+	loop, stopLoop := context.WithCancel(ctx)
+	defer stopLoop()
+	bounded, cancel := context.WithTimeout(ctx, d+2*time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if alongside != nil {
+			alongside(bounded)
+		}
+	}()
+	go func() {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		<-done
+		stopLoop()
+	}()
+	l.began.set(time.Now())
+	start := time.Now()
+	l.run(loop, ctx, phase)
+	return time.Since(start)
+}
+
+func (l *load) startedAt() time.Time {
+	t, _ := l.began.get()
+	return t
+}
+
+func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reasons map[string]int, byStatus map[string]int, extra map[string]string) {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	one, two := stats[1], stats[2]
+	fmt.Fprintf(w, "\t operators stopped\t operators + churn\n")
+	row := func(name string, f func(*phaseStats) string) { fmt.Fprintf(w, "%s\t %s\t %s\n", name, f(one), f(two)) }
+	row("duration", func(s *phaseStats) string { return s.duration.Round(100 * time.Millisecond).String() })
+	row("requests", func(s *phaseStats) string { return strconv.Itoa(s.requests) })
+	row("orders accepted (202)", func(s *phaseStats) string { return strconv.Itoa(s.accepted) })
+	row("orders/s", func(s *phaseStats) string { return fmt.Sprintf("%.1f", s.perSecond()) })
+	row("p50 latency", func(s *phaseStats) string { return s.percentile(0.50).Round(100 * time.Microsecond).String() })
+	row("p99 latency", func(s *phaseStats) string { return s.percentile(0.99).Round(100 * time.Microsecond).String() })
+	row("max latency", func(s *phaseStats) string { return s.percentile(1).Round(time.Millisecond).String() })
+	row("5xx", func(s *phaseStats) string { return strconv.Itoa(s.fiveXX) })
+	row("during the replica kill", func(s *phaseStats) string { return strconv.Itoa(s.killAffected) })
+	row("machine load average (max)", func(s *phaseStats) string { return fmt.Sprintf("%.1f", machine.max(s.from, s.to)) })
+	labels := map[string]bool{}
+	for _, s := range stats {
+		for l := range s.statuses {
+			labels[l] = true
+		}
+	}
+	var sorted []string
+	for l := range labels {
+		sorted = append(sorted, l)
+	}
+	sort.Strings(sorted)
+	for _, l := range sorted {
+		row("status "+l, func(s *phaseStats) string { return strconv.Itoa(s.statuses[l]) })
+	}
+	if one.perSecond() > 0 {
+		fmt.Fprintf(w, "orders/s ratio (churn / stopped)\t\t %.2f\n", two.perSecond()/one.perSecond())
+	}
+	_ = w.Flush()
+	t.Logf("summary\n%s", b.String())
+	var lines []string
+	for r, n := range reasons {
+		lines = append(lines, fmt.Sprintf("  %6d  %s", n, r))
+	}
+	sort.Strings(lines)
+	t.Logf("expected refusals, by reason:\n%s", strings.Join(lines, "\n"))
+	t.Logf("orders by final status: %v", byStatus)
+	for k, v := range extra {
+		t.Logf("%s: %s", k, v)
+	}
+}
+
+// logPatterns are what a process log is searched for after the run.
+var logPatterns = []string{"deadlock detected", "placement rolled back", `"level":"ERROR"`, "panic", "rate limiter unavailable"}
+
+// logCounts logs how often each pattern occurs in each process log.
+func logCounts(t *testing.T, c *cluster) {
+	files, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, file := range files {
+		counts := map[string]int{}
+		scanLog(file, func(line string) {
+			for _, p := range logPatterns {
+				if strings.Contains(line, p) {
+					counts[p]++
+				}
+			}
+		})
+		if len(counts) > 0 {
+			t.Logf("%s: %v", filepath.Base(file), counts)
+		}
+	}
+}
+
+// logTails prints the last lines of each process log that mention a deadlock, an error or a
+// panic.
+func logTails(t *testing.T, c *cluster) {
+	files, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, file := range files {
+		var tail []string
+		scanLog(file, func(line string) {
+			l := strings.ToLower(line)
+			if strings.Contains(l, "deadlock") || strings.Contains(l, "error") || strings.Contains(l, "panic") {
+				if len(line) > 600 {
+					line = line[:600] + "…"
+				}
+				tail = append(tail, line)
+				if len(tail) > 15 {
+					tail = tail[1:]
+				}
+			}
+		})
+		if len(tail) > 0 {
+			t.Logf("%s (last %d lines with deadlock/error/panic):\n%s", filepath.Base(file), len(tail), strings.Join(tail, "\n"))
+		}
+	}
+}
+
+func scanLog(file string, each func(string)) {
+	f, err := os.Open(file)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<22)
+	for sc.Scan() {
+		each(sc.Text())
+	}
+}
+
+func envDuration(t *testing.T, name string, fallback time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
+
+func envInt(t *testing.T, name string, fallback int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return fallback
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s: %q is not a positive number", name, v)
+	}
+	return n
+}
