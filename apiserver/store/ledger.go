@@ -59,10 +59,12 @@ type LedgerResult struct {
 func (r LedgerResult) CrossedBelow() bool { return r.Applied && !r.WasLow && r.IsLow }
 
 // lockBalancesSQL locks every balance of the account, in currency order (step 2 of the lock
-// order), with the threshold in the entry's minor units.
+// order), with the threshold in the entry's minor units. The threshold is rounded up: an integer
+// balance is under a threshold exactly when it is under its ceiling, so a threshold finer than
+// the currency (0.5 JPY) judges balances as wallet.IsLow does.
 const lockBalancesSQL = `
 SELECT b.currency, b.balance, b.low_balance,
-       COALESCE(floor(a.low_balance_threshold * ?::numeric), 0)::bigint
+       COALESCE(ceil(a.low_balance_threshold * ?::numeric), 0)::bigint
 FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
 WHERE b.account_id = ?
 ORDER BY b.currency

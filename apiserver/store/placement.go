@@ -44,7 +44,7 @@ WITH placed AS (
     SELECT $17, $18, $19::jsonb, $20 FROM placed
 ), locked AS (
     SELECT b.currency, b.balance, b.low_balance,
-           COALESCE(floor(a.low_balance_threshold * $22::numeric), 0)::bigint AS threshold
+           COALESCE(ceil(a.low_balance_threshold * $22::numeric), 0)::bigint AS threshold
     FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
     WHERE $21 AND b.account_id = $2 AND EXISTS (SELECT 1 FROM placed)
     ORDER BY b.currency

@@ -31,9 +31,9 @@ func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, 
 	}
 	sort.Strings(currencies)
 	for _, currency := range currencies {
-		res := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < floor(a.low_balance_threshold * ?::numeric)
+		res := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < ceil(a.low_balance_threshold * ?::numeric)
 			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?
-			AND b.low_balance IS DISTINCT FROM (b.balance < floor(a.low_balance_threshold * ?::numeric))`,
+			AND b.low_balance IS DISTINCT FROM (b.balance < ceil(a.low_balance_threshold * ?::numeric))`,
 			scales[currency], accountID, currency, scales[currency])
 		if res.Error != nil {
 			return false, fmt.Errorf("refresh low-balance flag: %w", res.Error)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -152,4 +153,49 @@ func waitForLockWaiter(t *testing.T, db *store.DB, done <-chan error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("the threshold change never waited for the balances")
+}
+
+// TestThresholdFinerThanTheCurrency: a threshold of 0.5 applied to JPY (no minor digits) makes
+// a balance of 0 low, as GET /wallet says; the debit that reaches 0 is a crossing, so its
+// alerts fire.
+func TestThresholdFinerThanTheCurrency(t *testing.T) {
+	w := newWallet(t, "0.5", nil)
+	ctx := context.Background()
+	err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		_, err := store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: "JPY", Scale: 1,
+			Kind: store.EntryTopUp, Reference: "seed", Amount: 100})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := w.order("to-zero", 100)
+	o.Currency, o.Lines[0].Currency = "JPY", "JPY"
+	debit := w.debit(o)
+	debit.Scale = 1
+	if _, _, err := w.db.PlaceOrder(ctx, o, fulfilJob, debit); !errors.Is(err, store.ErrNeedsTransaction) {
+		t.Fatalf("debit to 0 JPY under a threshold of 0.5: %v, want the crossing's transaction", err)
+	}
+	var res store.LedgerResult
+	err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		var err error
+		res, err = store.ApplyLedgerEntry(tx, *debit)
+		return err
+	})
+	if err != nil || !res.CrossedBelow() || res.BalanceAfter != 0 {
+		t.Fatalf("debit to 0 JPY: %+v %v; want a crossing", res, err)
+	}
+	// Re-evaluating the flags under another fractional threshold keeps 0 JPY low.
+	err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		_, err := store.SetLowBalanceThreshold(tx, w.account, "0.4", map[string]int64{"JPY": 1})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var low bool
+	if err := w.db.Pool.QueryRow(ctx, `SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'JPY'`,
+		w.account).Scan(&low); err != nil || !low {
+		t.Fatalf("0 JPY under a threshold of 0.4: low %v, %v", low, err)
+	}
 }
