@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/store"
@@ -170,6 +172,8 @@ func (c *cluster) startKubernetes() {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test-soak, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
 	}
+	// The test's own Kubernetes clients have nothing to say; the operators log to their files.
+	ctrllog.SetLogger(logr.Discard())
 	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
 	cfg, err := te.Start()
 	if err != nil {

@@ -14,8 +14,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,8 +224,8 @@ func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reas
 	sort.Strings(lines)
 	t.Logf("expected refusals, by reason:\n%s", strings.Join(lines, "\n"))
 	t.Logf("orders by final status: %v", byStatus)
-	for k, v := range extra {
-		t.Logf("%s: %s", k, v)
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		t.Logf("%s: %s", k, extra[k])
 	}
 }
 
