@@ -26,7 +26,7 @@ func newServeCommand() *cobra.Command {
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
 		workers, profiling                                                                                               bool
 		concurrency                                                                                                      int
-		maxConns                                                                                                         int32
+		maxConns, minIdleConns                                                                                           int32
 		rescueAfter                                                                                                      time.Duration
 	)
 	cmd := &cobra.Command{
@@ -65,7 +65,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				defer cancel()
 				_ = stopTracing(flushCtx)
 			}()
-			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing, MaxConns: maxConns})
+			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing, MaxConns: maxConns, MinIdleConns: minIdleConns})
 			if err != nil {
 				return err
 			}
@@ -116,6 +116,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	databaseURLFlag(cmd, &databaseURL)
 	f.Int32Var(&maxConns, "database-max-conns", 0,
 		fmt.Sprintf("database connections of this process (default: pool_max_conns of the URL, else %d)", store.DefaultMaxConns))
+	f.Int32Var(&minIdleConns, "database-min-idle-conns", 8,
+		"idle database connections kept open, and opened before the API starts listening")
 	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")
 	f.StringVar(&trustedProxies, "trusted-proxies", "",

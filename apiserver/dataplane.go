@@ -86,6 +86,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		defer func() { _ = metricsServer.Close() }()
 		d.metricsAddr = ln.Addr().String()
 	}
+	if err := d.Deps.DB.Warm(ctx); err != nil {
+		return err
+	}
 	var (
 		wg      sync.WaitGroup
 		servers []*Server

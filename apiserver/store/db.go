@@ -5,6 +5,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,6 +36,9 @@ const DefaultMaxConns = 20
 type Options struct {
 	// MaxConns caps the pool; zero means pool_max_conns of the URL, else DefaultMaxConns.
 	MaxConns int32
+	// MinIdleConns are kept open and idle, so a burst of requests after a start or a quiet
+	// spell does not wait for new connections; Warm opens them before serving.
+	MinIdleConns int32
 	// ConnectTimeout bounds establishing a connection, so an unreachable database fails requests
 	// quickly instead of hanging them.
 	ConnectTimeout time.Duration
@@ -53,6 +57,9 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		cfg.MaxConns = opts.MaxConns
 	case !strings.Contains(url, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if opts.MinIdleConns > 0 {
+		cfg.MinIdleConns = min(opts.MinIdleConns, cfg.MaxConns)
 	}
 	if opts.ConnectTimeout > 0 {
 		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
@@ -88,6 +95,43 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 func (db *DB) Close() {
 	_ = db.SQL.Close()
 	db.Pool.Close()
+}
+
+// Warm opens the pool's minimum of idle connections (Options.MinIdleConns) and waits until they
+// are established, so that a process that reports ready does not make its first requests wait for
+// connections.
+func (db *DB) Warm(ctx context.Context) error {
+	n := int(db.Pool.Config().MinIdleConns)
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	type acquired struct {
+		conn *pgxpool.Conn
+		err  error
+	}
+	results := make(chan acquired, n)
+	for range n {
+		go func() {
+			c, err := db.Pool.Acquire(ctx)
+			results <- acquired{c, err}
+		}()
+	}
+	var errs []error
+	for range n {
+		r := <-results
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		conns = append(conns, r.conn)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("open %d database connections: %w", n, err)
+	}
+	return nil
 }
 
 // Ping reports whether the database answers, for readiness probes.
