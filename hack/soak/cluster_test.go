@@ -337,6 +337,18 @@ func (r *replica) age(t time.Time) time.Duration {
 	return age
 }
 
+// killedBefore reports whether the replica was killed at or before t.
+func (r *replica) killedBefore(t time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.kills {
+		if !w.from.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *replica) killWindows() []interval {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -4,9 +4,9 @@
 // operator processes with leader election against a real kube-apiserver and etcd, two
 // production API replicas sharing rate limits through Redis and one sandbox replica, all on one
 // PostgreSQL database, under partner traffic while platform engineers change things. It asserts
-// that the whole holds: no 5xx, no answer slower than a second, every accepted order finished
-// and paid exactly once, ledgers equal to balances, key rotations and suspensions seen at once,
-// Wallet status following the ledger. Run it with `make test-soak`; SOAK_DURATION (default 60s)
+// that the whole holds: no 5xx, no answer slower than a second outside the killed replica,
+// every accepted order finished and paid exactly once, ledgers equal to balances, key rotations
+// and suspensions seen at once, Wallet status following the ledger. Run it with `make test-soak`; SOAK_DURATION (default 60s)
 // is the length of the phase with churn, SOAK_WORKERS (default 12) the concurrent requests.
 package soak
 
