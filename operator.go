@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -25,7 +26,8 @@ import (
 func newOperatorCommand() *cobra.Command {
 	var (
 		databaseURL, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
-		leaderElect, secureMetrics                                                                                  bool
+		leaderElect, secureMetrics, cacheAllSecrets                                                                 bool
+		leaseDuration, renewDeadline, retryPeriod                                                                   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -66,10 +68,14 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				Scheme:                        scheme,
 				Metrics:                       metrics,
 				HealthProbeBindAddress:        probeAddr,
+				Cache:                         controllers.CacheOptions(cacheAllSecrets),
 				LeaderElection:                leaderElect,
 				LeaderElectionID:              "operator.codeport.dev",
 				LeaderElectionNamespace:       leaderElectionNamespace,
 				LeaderElectionReleaseOnCancel: true,
+				LeaseDuration:                 &leaseDuration,
+				RenewDeadline:                 &renewDeadline,
+				RetryPeriod:                   &retryPeriod,
 			})
 			if err != nil {
 				return fmt.Errorf("create manager: %w", err)
@@ -98,6 +104,13 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	databaseURLFlag(cmd, &databaseURL)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"how long a leader's lease lasts without renewal: the longest a SIGKILLed leader delays its successor")
+	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"how long the leader keeps trying to renew before it gives up leadership (less than the lease duration)")
+	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
+	f.BoolVar(&cacheAllSecrets, "cache-all-secrets", false, "benchmark baseline only: cache every Secret and ConfigMap of the cluster in full")
+	_ = f.MarkHidden("cache-all-secrets")
 	f.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"namespace of the leader-election Lease (default: the pod's own namespace; required outside a cluster)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (\"0\" disables it)")

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -41,6 +43,11 @@ const (
 // raising spec.rotation issues a new key and revokes the previous one at once.
 type ApiKeyReconciler struct { //nolint:revive // named after the ApiKey kind
 	client.Client
+	// APIReader reads past the cache. Every decision that replaces or revokes a key (the Secret
+	// looks missing, invalid, of an older rotation; its key looks revoked or unregistered) is
+	// taken again on a Secret read through it before it is acted on: a lagging cache, or a key
+	// Secret without the operator's label (not cached at all), never costs a key.
+	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
 	Recorder    events.EventRecorder
 	Options     Options
@@ -74,75 +81,155 @@ func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 			if n > 0 {
 				r.count(&k, "revoked")
 			}
-			return err
+			if err != nil {
+				return fmt.Errorf("revoke key: %w", err)
+			}
+			return nil
 		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &k) },
 		func() { k.Status.ObservedGeneration = k.Generation })
+}
+
+// keyAction is what a reconcile does with the ApiKey's Secret and key.
+type keyAction int
+
+const (
+	// keyCurrent: the Secret holds this rotation's key and the database knows it as active.
+	keyCurrent keyAction = iota
+	// keyConflict: the Secret exists and is not controlled by this ApiKey; it is never touched.
+	keyConflict
+	// keyMissing: no Secret; a key is issued into a new one (revoking any previous key).
+	keyMissing
+	// keyInvalid: the Secret holds no well-formed key of the environment; a key is issued.
+	keyInvalid
+	// keyRotate: the Secret's key is of an older spec.rotation; a key is issued.
+	keyRotate
+	// keyRevoked: the Secret's key was revoked in the database; a key is issued.
+	keyRevoked
+	// keyUnregistered: the database does not know the Secret's key (restored backup); it is
+	// registered from the Secret, which revokes any other key of the ApiKey.
+	keyUnregistered
+)
+
+// replacesKey reports whether acting on the decision issues, revokes or re-registers a key.
+func (a keyAction) replacesKey() bool { return a != keyCurrent && a != keyConflict }
+
+// plan reads the ApiKey's Secret and decides what to do. A decision that replaces or revokes a
+// key is taken on the cached Secret only as a hint: it is taken again on the Secret as the API
+// server has it, and that decision is the one returned, with that Secret.
+func (r *ApiKeyReconciler) plan(ctx context.Context, k *v1alpha1.ApiKey) (*corev1.Secret, keyAction, error) {
+	secret, err := readSecret(ctx, r.Client, k)
+	if err != nil {
+		return nil, 0, err
+	}
+	action, err := r.decide(ctx, k, secret)
+	if err != nil || !action.replacesKey() {
+		return secret, action, err
+	}
+	if secret, err = readSecret(ctx, r.APIReader, k); err != nil {
+		return nil, 0, err
+	}
+	action, err = r.decide(ctx, k, secret)
+	return secret, action, err
+}
+
+// readSecret reads the ApiKey's Secret through reader; nil when there is none.
+func readSecret(ctx context.Context, reader client.Reader, k *v1alpha1.ApiKey) (*corev1.Secret, error) {
+	var secret corev1.Secret
+	err := reader.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.SecretName}, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, failed(v1alpha1.ReasonSecretError, fmt.Errorf("read Secret %s: %w", k.Spec.SecretName, err))
+	}
+	return &secret, nil
+}
+
+// decide is what to do given the Secret (nil: none) and the database's view of its key.
+func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyAction, error) {
+	switch {
+	case secret == nil:
+		return keyMissing, nil
+	case !metav1.IsControlledBy(secret, k):
+		return keyConflict, nil
+	}
+	plaintext := string(secret.Data[SecretKeyAPIKey])
+	if env, wellFormed := auth.ParseKey(plaintext); !wellFormed || env != string(k.Spec.Environment) {
+		return keyInvalid, nil
+	}
+	if rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64); rotation < k.Spec.Rotation {
+		return keyRotate, nil
+	}
+	exists, active, err := r.Provisioner.KeyState(ctx, plaintext)
+	switch {
+	case err != nil:
+		return 0, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("look up key %s: %w", auth.DisplayPrefix(plaintext), err))
+	case exists && !active:
+		return keyRevoked, nil
+	case !exists:
+		return keyUnregistered, nil
+	}
+	return keyCurrent, nil
 }
 
 func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
 	var partner v1alpha1.Partner
 	err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.PartnerRef.Name}, &partner)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("read Partner %s: %w", k.Spec.PartnerRef.Name, err)
 	}
 	if ok, reason, message := partnerReady(&partner, err == nil); !ok {
 		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, reason, message)
 		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
 	}
 
-	var secret corev1.Secret
-	err = r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.SecretName}, &secret)
-	switch {
-	case apierrors.IsNotFound(err):
+	secret, action, err := r.plan(ctx, k)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch action {
+	case keyConflict:
+		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
+			fmt.Sprintf("Secret %s exists and is not owned by this ApiKey: choose another secretName, or delete the Secret; "+
+				"the key is issued as soon as the name is free", k.Spec.SecretName))
+		return ctrl.Result{RequeueAfter: r.Options.ConflictRetry}, nil
+	case keyMissing:
 		if k.Status.KeyPrefix != "" {
 			// The only copy of the plaintext is gone: nobody can be using the key legitimately.
 			if _, err := r.Provisioner.RevokeKeys(ctx, keySource(k)); err != nil {
-				return ctrl.Result{}, err
+				return ctrl.Result{}, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("revoke key of the deleted Secret: %w", err))
 			}
 			r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "SecretDeleted", "Reissue",
 				"Secret %s was deleted: key %s revoked, a new key is issued", k.Spec.SecretName, k.Status.KeyPrefix)
 		}
 		return r.issue(ctx, k, nil)
-	case err != nil:
-		return ctrl.Result{}, err
-	}
-	if !metav1.IsControlledBy(&secret, k) {
-		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
-			fmt.Sprintf("Secret %s exists and is not owned by this ApiKey; choose another secretName or delete it", k.Spec.SecretName))
-		return ctrl.Result{}, nil
+	case keyInvalid:
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "InvalidSecret", "Reissue",
+			"Secret %s does not hold a valid %s key: a new key is issued", k.Spec.SecretName, k.Spec.Environment)
+		return r.issue(ctx, k, secret)
+	case keyRotate:
+		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
+			"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
+		return r.issue(ctx, k, secret)
+	case keyRevoked:
+		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRevoked", "Reissue",
+			"Key %s was revoked in the database: a new key is issued", auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
+		return r.issue(ctx, k, secret)
+	case keyUnregistered:
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
+			"Key %s was missing from the database (restored backup?): registered again from the Secret", auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
+	case keyCurrent:
 	}
 	plaintext := string(secret.Data[SecretKeyAPIKey])
 	rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
-	env, wellFormed := auth.ParseKey(plaintext)
-	if !wellFormed || env != string(k.Spec.Environment) {
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "InvalidSecret", "Reissue",
-			"Secret %s does not hold a valid %s key: a new key is issued", k.Spec.SecretName, k.Spec.Environment)
-		return r.issue(ctx, k, &secret)
+	if action == keyUnregistered {
+		if err := r.register(ctx, k, plaintext, rotation); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
-	if rotation < k.Spec.Rotation {
-		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
-			"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, auth.DisplayPrefix(plaintext))
-		return r.issue(ctx, k, &secret)
-	}
-	exists, active, err := r.Provisioner.KeyState(ctx, plaintext)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if exists && !active {
-		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRevoked", "Reissue",
-			"Key %s was revoked in the database: a new key is issued", auth.DisplayPrefix(plaintext))
-		return r.issue(ctx, k, &secret)
-	}
-	if !exists {
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
-			"Key %s was missing from the database (restored backup?): registered again from the Secret", auth.DisplayPrefix(plaintext))
-	}
-	if err := r.register(ctx, k, plaintext, rotation); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.refreshSecretData(ctx, k, &secret); err != nil {
+	if err := r.refreshSecret(ctx, k, secret); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.setIssued(k, plaintext, rotation, secret.Annotations[annotationIssuedAt])
@@ -154,7 +241,7 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret) (ctrl.Result, error) {
 	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("generate key: %w", err)
 	}
 	issuedAt := time.Now().UTC().Format(time.RFC3339)
 	secret := existing
@@ -164,12 +251,16 @@ func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existi
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[ManagedByLabel] = ManagedByValue
 	secret.Annotations[annotationRotation] = strconv.FormatInt(k.Spec.Rotation, 10)
 	secret.Annotations[annotationIssuedAt] = issuedAt
 	secret.Type = corev1.SecretTypeOpaque
 	secret.Data = r.secretData(k, plaintext)
 	if err := controllerutil.SetControllerReference(k, secret, r.Scheme()); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("own key Secret: %w", err)
 	}
 	if existing == nil {
 		err = r.Create(ctx, secret)
@@ -177,7 +268,7 @@ func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existi
 		err = r.Update(ctx, secret)
 	}
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("write key secret %s: %w", k.Spec.SecretName, err)
+		return ctrl.Result{}, failed(v1alpha1.ReasonSecretError, fmt.Errorf("write key Secret %s: %w", k.Spec.SecretName, err))
 	}
 	if err := r.register(ctx, k, plaintext, k.Spec.Rotation); err != nil {
 		return ctrl.Result{}, err
@@ -201,8 +292,11 @@ func (r *ApiKeyReconciler) register(ctx context.Context, k *v1alpha1.ApiKey, pla
 	}
 	_, err := r.Provisioner.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
 		Environment: string(k.Spec.Environment), Kind: kind, Source: keySource(k), Rotation: rotation, Plaintext: plaintext})
-	if err != nil {
-		return fmt.Errorf("register key: %w", err)
+	switch {
+	case errors.Is(err, provisioning.ErrPartnerNotProvisioned):
+		return failed(v1alpha1.ReasonPartnerNotReady, fmt.Errorf("register key: %w", err))
+	case err != nil:
+		return failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("register key: %w", err))
 	}
 	return nil
 }
@@ -220,10 +314,11 @@ func (r *ApiKeyReconciler) secretData(k *v1alpha1.ApiKey, plaintext string) map[
 	}
 }
 
-// refreshSecretData keeps baseUrl and the descriptive keys current without touching the key.
-func (r *ApiKeyReconciler) refreshSecretData(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) error {
+// refreshSecret keeps baseUrl and the descriptive keys current, and the operator's label on the
+// Secret (key Secrets written by an older version lack it), without touching the key.
+func (r *ApiKeyReconciler) refreshSecret(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) error {
 	want := r.secretData(k, string(secret.Data[SecretKeyAPIKey]))
-	changed := false
+	changed := secret.Labels[ManagedByLabel] != ManagedByValue
 	for key, v := range want {
 		if string(secret.Data[key]) != string(v) {
 			changed = true
@@ -233,8 +328,12 @@ func (r *ApiKeyReconciler) refreshSecretData(ctx context.Context, k *v1alpha1.Ap
 		return nil
 	}
 	secret.Data = want
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[ManagedByLabel] = ManagedByValue
 	if err := r.Update(ctx, secret); err != nil {
-		return fmt.Errorf("update key secret: %w", err)
+		return failed(v1alpha1.ReasonSecretError, fmt.Errorf("update key Secret %s: %w", k.Spec.SecretName, err))
 	}
 	return nil
 }
@@ -250,19 +349,32 @@ func (r *ApiKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotat
 		fmt.Sprintf("Key %s active; plaintext in Secret %s", k.Status.KeyPrefix, k.Spec.SecretName))
 }
 
-// SetupWithManager watches ApiKeys, the Secrets they own, and their Partners.
-func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches ApiKeys, the Secrets they own, their Partners, and any Secret their
+// secretName names (owned or not: a conflicting Secret's deletion or hand-over frees the name).
+func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
+	ctx := context.Background()
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexSecretName, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.ApiKey).Spec.SecretName}
+	}); err != nil {
+		return fmt.Errorf("index ApiKeys by secretName: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexPartnerRef, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.ApiKey).Spec.PartnerRef.Name}
+	}); err != nil {
+		return fmt.Errorf("index ApiKeys by partnerRef: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ApiKey{}).
 		Owns(&corev1.Secret{}).
-		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(r.keysOfPartner)).
+		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
+			return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexPartnerRef, p)
+		})).
+		WatchesRawSource(source.Kind(refs, metadataOf("Secret"),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexSecretName, s)
+			}))).
 		Named("apikey").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
-}
-
-func (r *ApiKeyReconciler) keysOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
-	return referring(ctx, r.Client, &v1alpha1.ApiKeyList{}, obj, func(o client.Object) bool {
-		return o.(*v1alpha1.ApiKey).Spec.PartnerRef.Name == obj.GetName()
-	})
 }

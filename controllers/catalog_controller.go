@@ -8,12 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
@@ -24,6 +26,10 @@ import (
 // the offending productCodes.
 type CatalogReconciler struct {
 	client.Client
+	// APIReader reads productsFrom ConfigMaps: they are the user's, not the operator's, so they
+	// are not in the cache; their changes arrive through the metadata-only watch of referenced
+	// ConfigMaps.
+	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
 	Options     Options
 }
@@ -40,7 +46,12 @@ func (r *CatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return withFinalizer(ctx, r.Client, &c,
-		func(ctx context.Context) error { return r.Provisioner.DeleteCatalog(ctx, c.Namespace, c.Name) },
+		func(ctx context.Context) error {
+			if err := r.Provisioner.DeleteCatalog(ctx, c.Namespace, c.Name); err != nil {
+				return fmt.Errorf("delete catalog: %w", err)
+			}
+			return nil
+		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &c) },
 		func() { c.Status.ObservedGeneration = c.Generation })
 }
@@ -49,14 +60,14 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 	products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
 	for _, src := range c.Spec.ProductsFrom {
 		var cm corev1.ConfigMap
-		err := r.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: src.ConfigMapRef.Name}, &cm)
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: src.ConfigMapRef.Name}, &cm)
 		if apierrors.IsNotFound(err) {
 			setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonConfigMapNotFound,
 				fmt.Sprintf("ConfigMap %s not found; the last good catalog stays in service", src.ConfigMapRef.Name))
 			return ctrl.Result{}, nil
 		}
 		if err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, fmt.Errorf("read ConfigMap %s: %w", src.ConfigMapRef.Name, err)
 		}
 		data, ok := cm.Data[src.ConfigMapRef.Key]
 		if !ok {
@@ -74,8 +85,7 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 	}
 	res, err := r.Provisioner.ApplyCatalog(ctx, c, products)
 	if err != nil {
-		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("apply catalog: %w", err)
 	}
 	c.Status.InvalidProducts = res.Invalid
 	if len(res.Invalid) > 0 {
@@ -98,20 +108,26 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 }
 
 // SetupWithManager watches Catalogs and the ConfigMaps they read products from.
-func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Catalog{}, indexProductsFromCM, func(o client.Object) []string {
+		var names []string
+		for _, src := range o.(*v1alpha1.Catalog).Spec.ProductsFrom {
+			if !slices.Contains(names, src.ConfigMapRef.Name) {
+				names = append(names, src.ConfigMapRef.Name)
+			}
+		}
+		return names
+	})
+	if err != nil {
+		return fmt.Errorf("index Catalogs by productsFrom ConfigMap: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Catalog{}).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.catalogsReading)).
+		WatchesRawSource(source.Kind(refs, metadataOf("ConfigMap"),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.CatalogList{}, indexProductsFromCM, cm)
+			}))).
 		Named("catalog").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
-}
-
-// catalogsReading maps a ConfigMap to the Catalogs of its namespace that read it.
-func (r *CatalogReconciler) catalogsReading(ctx context.Context, obj client.Object) []reconcile.Request {
-	return referring(ctx, r.Client, &v1alpha1.CatalogList{}, obj, func(o client.Object) bool {
-		return slices.ContainsFunc(o.(*v1alpha1.Catalog).Spec.ProductsFrom, func(src v1alpha1.ProductsSource) bool {
-			return src.ConfigMapRef.Name == obj.GetName()
-		})
-	})
 }

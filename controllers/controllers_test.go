@@ -11,11 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/controllers"
 )
 
 const timeout = 20 * time.Second
@@ -238,9 +240,14 @@ func TestKeyLifecycle(t *testing.T) {
 	})
 }
 
+// TestSecretConflict: an ApiKey never overwrites a Secret it does not own, says so, and issues
+// its key within seconds of the Secret's deletion (the watch of Secrets named by ApiKeys, not a
+// slow requeue). The Secret that is not the operator's is not in the operator's cache; the key
+// Secret it owns is.
 func TestSecretConflict(t *testing.T) {
 	ns := namespace(t)
 	onboard(t, ns)
+	ctx := context.Background()
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, StringData: map[string]string{"apiKey": "x"}})
 	k := apiKeyObj(ns, "clash", "sandbox", v1alpha1.ApiKeyTypeAPIKey)
 	k.Spec.SecretName = "theirs"
@@ -248,13 +255,243 @@ func TestSecretConflict(t *testing.T) {
 	eventually(t, timeout, "conflict reported", func() (bool, string) {
 		get(t, ns, "clash", k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict, fmt.Sprint(c)
+		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
 	})
 	var s corev1.Secret
 	get(t, ns, "theirs", &s)
 	if string(s.Data["apiKey"]) != "x" {
 		t.Fatal("someone else's Secret was overwritten")
 	}
+	if k.Status.ObservedGeneration != 0 {
+		t.Fatalf("observedGeneration %d advanced while the key could not be issued", k.Status.ObservedGeneration)
+	}
+
+	cached := func(name string) bool {
+		err := env.mgr.GetCache().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
+		if err != nil && client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if cached("theirs") {
+		t.Fatal("a Secret without the operator's label is in the operator's cache")
+	}
+	if !cached("acme-production-key") {
+		t.Fatal("the key Secret the operator owns is not in its cache")
+	}
+
+	if err := env.k8s.Delete(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	eventually(t, 5*time.Second, "key issued once the name is free", func() (bool, string) {
+		get(t, ns, "clash", k)
+		ok, detail := ready(k.Status.Conditions, k.Generation)
+		if !ok {
+			return false, detail
+		}
+		key = secretKey(t, ns, "theirs", "")
+		return true, ""
+	})
+	get(t, ns, "theirs", &s)
+	if !metav1.IsControlledBy(&s, k) || s.Labels[controllers.ManagedByLabel] != controllers.ManagedByValue {
+		t.Fatalf("issued Secret: owners %v labels %v", s.OwnerReferences, s.Labels)
+	}
+	eventually(t, timeout, "issued key works", func() (bool, string) { return ping(t, "sandbox", key) == 200, "" })
+}
+
+// TestFailedReconcileIsReported: a reconcile that fails in the database says so in Ready
+// (reason and message, for the generation it tried), and status.observedGeneration stays at the
+// last generation applied until the new one is.
+func TestFailedReconcileIsReported(t *testing.T) {
+	ns := namespace(t)
+	_, key := onboard(t, ns)
+	ctx := context.Background()
+	var k v1alpha1.ApiKey
+	eventually(t, timeout, "key ready", func() (bool, string) {
+		get(t, ns, "acme-production", &k)
+		ok, detail := ready(k.Status.Conditions, k.Generation)
+		return ok && k.Status.ObservedGeneration == k.Generation, detail
+	})
+	applied := k.Status.ObservedGeneration
+
+	// The database refuses this ApiKey's keys (a fault, not a state the operator manages).
+	fn := "refuse_" + strings.ReplaceAll(ns, "-", "_")
+	source := ns + "/acme-production"
+	for _, stmt := range []string{
+		`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$`,
+		`CREATE TRIGGER ` + fn + ` BEFORE INSERT ON api_keys FOR EACH ROW WHEN (NEW.source = '` + source + `') EXECUTE FUNCTION ` + fn + `()`,
+	} {
+		if err := env.db.Gorm.Exec(stmt).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropped := false
+	drop := func() {
+		if !dropped {
+			dropped = true
+			if err := env.db.Gorm.Exec(`DROP TRIGGER ` + fn + ` ON api_keys; DROP FUNCTION ` + fn + `()`).Error; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(drop)
+
+	get(t, ns, "acme-production", &k)
+	k.Spec.Rotation = 1
+	if err := env.k8s.Update(ctx, &k); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, timeout, "failure reported", func() (bool, string) {
+		get(t, ns, "acme-production", &k)
+		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDatabaseError &&
+			strings.Contains(c.Message, "injected fault") && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
+	})
+	if k.Status.ObservedGeneration != applied {
+		t.Fatalf("observedGeneration %d advanced past %d although generation %d failed", k.Status.ObservedGeneration, applied, k.Generation)
+	}
+	if ping(t, "production", key) != 200 {
+		t.Fatal("the previous key was revoked although its successor was not registered")
+	}
+
+	drop()
+	eventually(t, timeout, "recovered", func() (bool, string) {
+		get(t, ns, "acme-production", &k)
+		ok, detail := ready(k.Status.Conditions, k.Generation)
+		return ok && k.Status.ObservedGeneration == k.Generation && k.Status.Rotation == 1, detail
+	})
+	rotated := secretKey(t, ns, "acme-production-key", key)
+	eventually(t, time.Second, "rotated key in service", func() (bool, string) {
+		o, n := ping(t, "production", key), ping(t, "production", rotated)
+		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
+	})
+}
+
+// TestResyncWritesNothing: reconciles with nothing to change (here: metadata-only updates of
+// the resources) send no status write and no Secret write to the API server.
+func TestResyncWritesNothing(t *testing.T) {
+	ns := namespace(t)
+	onboard(t, ns)
+	ctx := context.Background()
+	var k v1alpha1.ApiKey
+	var p v1alpha1.Partner
+	eventually(t, timeout, "partner and key ready", func() (bool, string) {
+		get(t, ns, "acme-production", &k)
+		get(t, ns, "acme", &p)
+		okK, detailK := ready(k.Status.Conditions, k.Generation)
+		okP, detailP := ready(p.Status.Conditions, p.Generation)
+		return okK && okP, detailK + "; " + detailP
+	})
+	time.Sleep(time.Second) // the reconciles that onboarding queued are done
+	keyStatus := "/apis/codeport.dev/v1alpha1/namespaces/" + ns + "/apikeys/acme-production/status"
+	partnerStatus := "/apis/codeport.dev/v1alpha1/namespaces/" + ns + "/partners/acme/status"
+	secretPath := "/api/v1/namespaces/" + ns + "/secrets/acme-production-key"
+	before := [3]int{env.writes.count("PATCH", keyStatus), env.writes.count("PATCH", partnerStatus), env.writes.count("PUT", secretPath)}
+	reconciles := func() float64 {
+		families, err := crmetrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n float64
+		for _, f := range families {
+			if f.GetName() == "controller_runtime_reconcile_total" {
+				for _, m := range f.GetMetric() {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	reconciled := reconciles()
+	for i := range 5 {
+		get(t, ns, "acme-production", &k)
+		k.Annotations = map[string]string{"touched": fmt.Sprint(i)}
+		if err := env.k8s.Update(ctx, &k); err != nil {
+			t.Fatal(err)
+		}
+		get(t, ns, "acme", &p)
+		p.Annotations = map[string]string{"touched": fmt.Sprint(i)}
+		if err := env.k8s.Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if reconciles() < reconciled+10 {
+		t.Fatalf("the updates were not reconciled: %v reconciles before, %v after", reconciled, reconciles())
+	}
+	after := [3]int{env.writes.count("PATCH", keyStatus), env.writes.count("PATCH", partnerStatus), env.writes.count("PUT", secretPath)}
+	if after != before {
+		t.Fatalf("writes (ApiKey status, Partner status, key Secret) before %v, after reconciles with nothing to change %v", before, after)
+	}
+}
+
+// TestUnlabelledKeySecretKeepsItsKey: a key Secret the ApiKey owns but without the operator's
+// label (written by an older operator) is outside the cache, so the cached client says it is
+// missing; the operator checks with the API server instead of revoking the key, and labels it.
+func TestUnlabelledKeySecretKeepsItsKey(t *testing.T) {
+	ns := namespace(t)
+	_, key := onboard(t, ns)
+	ctx := context.Background()
+	reissued, revoked := keyEvents(t, "reissued"), keyEvents(t, "revoked")
+	var s corev1.Secret
+	get(t, ns, "acme-production-key", &s)
+	delete(s.Labels, controllers.ManagedByLabel)
+	if err := env.k8s.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	// The label's removal drops the Secret from the cache, which wakes its ApiKey.
+	eventually(t, timeout, "label restored", func() (bool, string) {
+		get(t, ns, "acme-production-key", &s)
+		return s.Labels[controllers.ManagedByLabel] == controllers.ManagedByValue, fmt.Sprint(s.Labels)
+	})
+	if now := string(s.Data["apiKey"]); now != key {
+		t.Fatalf("key replaced: %s, was %s", auth.DisplayPrefix(now), auth.DisplayPrefix(key))
+	}
+	if exists, active := keyState(t, key); !exists || !active {
+		t.Fatal("key revoked")
+	}
+	if keyEvents(t, "reissued") != reissued || keyEvents(t, "revoked") != revoked {
+		t.Fatal("key events counted a reissue or revocation")
+	}
+}
+
+// TestWebhookSecretChangeReachesDataPlane: the webhook Secret is the user's (no operator label,
+// read uncached), and a change of it still reaches the data plane within seconds.
+func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
+	ns := namespace(t)
+	onboard(t, ns)
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-webhook"},
+		StringData: map[string]string{"secret": "first-signing-secret-of-24-bytes"}}
+	create(t, secret)
+	var p v1alpha1.Partner
+	get(t, ns, "acme", &p)
+	p.Spec.Webhook = &v1alpha1.WebhookSpec{URL: "https://hooks.acme.example/codeport",
+		SecretRef: v1alpha1.SecretKeySelector{Name: "acme-webhook", Key: "secret"}}
+	if err := env.k8s.Update(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() string {
+		var out []byte
+		_ = env.db.Gorm.Raw(`SELECT w.secret FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id
+			WHERE p.namespace = ? AND p.name = ?`, ns, "acme").Row().Scan(&out)
+		return string(out)
+	}
+	eventually(t, timeout, "webhook applied", func() (bool, string) {
+		get(t, ns, "acme", &p)
+		ok, detail := ready(p.Status.Conditions, p.Generation)
+		return ok && stored() == "first-signing-secret-of-24-bytes", detail + " secret " + stored()
+	})
+	get(t, ns, "acme-webhook", secret)
+	secret.Data["secret"] = []byte("second-signing-secret-of-24-bytes")
+	if err := env.k8s.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "changed webhook secret applied", func() (bool, string) {
+		return stored() == "second-signing-secret-of-24-bytes", stored()
+	})
 }
 
 func TestCatalogKeepsLastGoodVersion(t *testing.T) {
@@ -364,10 +601,18 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wallet ordering off: the order needs no funds.
-	if err := env.db.Gorm.Exec(`UPDATE accounts SET wallet_enabled = false WHERE id = ?`, acct.ID).Error; err != nil {
+	// Wallet ordering off, through the Partner: the order needs no funds.
+	var p v1alpha1.Partner
+	get(t, ns, "acme", &p)
+	p.Spec.Ordering = &v1alpha1.OrderingSpec{WalletEnabled: ptr(false)}
+	if err := env.k8s.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, timeout, "wallet ordering off applied", func() (bool, string) {
+		get(t, ns, "acme", &p)
+		ok, detail := ready(p.Status.Conditions, p.Generation)
+		return ok && p.Status.ObservedGeneration == p.Generation, detail
+	})
 	eventually(t, timeout, "order placed", func() (bool, string) {
 		code := postOrder(t, "production", productionKey)
 		return code == 202, fmt.Sprint(code)

@@ -2,17 +2,20 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
@@ -24,6 +27,9 @@ import (
 // Deleting a Partner suspends its accounts and revokes its keys; orders and the ledger stay.
 type PartnerReconciler struct {
 	client.Client
+	// APIReader reads the webhook Secret: it is the user's, not the operator's, so it is not in
+	// the cache; its changes arrive through the metadata-only watch of referenced Secrets.
+	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
 	Options     Options
 }
@@ -41,14 +47,22 @@ func (r *PartnerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return withFinalizer(ctx, r.Client, &p,
-		func(ctx context.Context) error { return r.Provisioner.RetirePartner(ctx, p.Namespace, p.Name) },
+		func(ctx context.Context) error {
+			if err := r.Provisioner.RetirePartner(ctx, p.Namespace, p.Name); err != nil {
+				return fmt.Errorf("suspend accounts and revoke keys: %w", err)
+			}
+			return nil
+		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &p) },
 		func() { p.Status.ObservedGeneration = p.Generation })
 }
 
 func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctrl.Result, error) {
 	result := ctrl.Result{RequeueAfter: r.Options.Resync}
-	catalogID, catalogOK := r.resolveCatalog(ctx, p)
+	catalogID, catalogOK, err := r.resolveCatalog(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !catalogOK {
 		result.RequeueAfter = r.Options.NotReadyRetry
 	}
@@ -58,15 +72,14 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	}
 	res, err := r.Provisioner.ApplyPartner(ctx, p, catalogID, webhook)
 	if err != nil {
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("provision accounts: %w", err)
 	}
 	p.Status.Accounts = v1alpha1.PartnerAccounts{
 		Sandbox: res.Accounts[store.EnvironmentSandbox].String(), Production: res.Accounts[store.EnvironmentProduction].String(),
 	}
 	switch {
 	case webhookProblem != "":
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, webhookProblem)
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonWebhookSecretNotFound, webhookProblem)
 		result.RequeueAfter = r.Options.NotReadyRetry
 	case p.Spec.Suspended:
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonSuspended,
@@ -83,46 +96,60 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 
 // resolveCatalog finds the provisioned catalog of catalogRef and records CatalogResolved.
 // Without a usable catalog the partner is provisioned with an empty one (plus the sandbox test
-// products).
-func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Partner) (*uuid.UUID, bool) {
+// products). Unbinding is destructive, so it is decided only on what the API server and the
+// database say: a Catalog missing from the cache is looked up uncached, and a failed read
+// fails the reconcile instead of unbinding.
+func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Partner) (*uuid.UUID, bool, error) {
 	if p.Spec.CatalogRef == nil {
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonNoCatalog,
 			"No catalogRef: the partner's catalog is empty (sandbox keeps its test products)")
-		return nil, true
+		return nil, true, nil
 	}
 	name := p.Spec.CatalogRef.Name
+	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
 	var c v1alpha1.Catalog
-	if err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &c); err != nil {
+	err := r.Get(ctx, key, &c)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, &c)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotFound,
 			fmt.Sprintf("Catalog %q not found in namespace %s: create it or fix spec.catalogRef", name, p.Namespace))
-		return nil, false
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("read Catalog %s: %w", name, err)
 	}
 	id, err := r.Provisioner.CatalogID(ctx, p.Namespace, name)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog watch
 		// brings the partner back when it is.
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotReady,
 			fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name))
-		return nil, false
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("resolve Catalog %s: %w", name, err)
 	}
 	setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("Catalog %q bound", name))
-	return &id, true
+	return &id, true, nil
 }
 
-// webhook reads the webhook secret; a problem a human must fix is returned as text.
+// webhook reads the webhook secret (uncached: it is not the operator's); a problem a human must
+// fix is returned as text.
 func (r *PartnerReconciler) webhook(ctx context.Context, p *v1alpha1.Partner) (*provisioning.Webhook, string, error) {
 	w := p.Spec.Webhook
 	if w == nil {
 		return nil, "", nil
 	}
 	var s corev1.Secret
-	err := r.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: w.SecretRef.Name}, &s)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: w.SecretRef.Name}, &s)
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", w.SecretRef.Name), nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read webhook secret: %w", err)
+		return nil, "", failed(v1alpha1.ReasonSecretError, fmt.Errorf("read webhook Secret %s: %w", w.SecretRef.Name, err))
 	}
 	secret, ok := s.Data[w.SecretRef.Key]
 	if !ok || len(secret) == 0 {
@@ -135,19 +162,36 @@ func (r *PartnerReconciler) webhook(ctx context.Context, p *v1alpha1.Partner) (*
 	return &provisioning.Webhook{URL: w.URL, Secret: secret, Events: events}, "", nil
 }
 
-// SetupWithManager watches Partners and the Catalogs they bind.
-func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager watches Partners, the Catalogs they bind and the webhook Secrets they read.
+func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
+	ctx := context.Background()
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &v1alpha1.Partner{}, indexCatalogRef, func(o client.Object) []string {
+		if ref := o.(*v1alpha1.Partner).Spec.CatalogRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index Partners by catalogRef: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.Partner{}, indexWebhookSecret, func(o client.Object) []string {
+		if w := o.(*v1alpha1.Partner).Spec.Webhook; w != nil {
+			return []string{w.SecretRef.Name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index Partners by webhook Secret: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Partner{}).
-		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(r.partnersOfCatalog)).
+		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, c client.Object) []reconcile.Request {
+			return referrers(ctx, r.Client, &v1alpha1.PartnerList{}, indexCatalogRef, c)
+		})).
+		WatchesRawSource(source.Kind(refs, metadataOf("Secret"),
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.PartnerList{}, indexWebhookSecret, s)
+			}))).
 		Named("partner").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
-}
-
-func (r *PartnerReconciler) partnersOfCatalog(ctx context.Context, obj client.Object) []reconcile.Request {
-	return referring(ctx, r.Client, &v1alpha1.PartnerList{}, obj, func(o client.Object) bool {
-		ref := o.(*v1alpha1.Partner).Spec.CatalogRef
-		return ref != nil && ref.Name == obj.GetName()
-	})
 }

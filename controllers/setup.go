@@ -9,14 +9,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
@@ -40,6 +41,10 @@ type Options struct {
 	Resync time.Duration
 	// NotReadyRetry is how soon a resource waiting on another one is looked at again.
 	NotReadyRetry time.Duration
+	// ConflictRetry is how soon an ApiKey whose secretName is taken by a Secret it does not own
+	// is looked at again. It is a safety net: the Secret's deletion or hand-over wakes the ApiKey
+	// at once through the watch of referenced Secrets.
+	ConflictRetry time.Duration
 	// Concurrency is how many resources of one kind reconcile at once.
 	Concurrency int
 	// Metrics receives the operator's own instruments (keys issued, rotated, revoked); nil
@@ -66,24 +71,34 @@ func (o *Options) defaults() {
 	if o.NotReadyRetry == 0 {
 		o.NotReadyRetry = 10 * time.Second
 	}
+	if o.ConflictRetry == 0 {
+		o.ConflictRetry = time.Minute
+	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 4
 	}
 }
 
-// Setup registers the four reconcilers and the ledger listener with mgr.
+// Setup registers the four reconcilers and the ledger listener with mgr. The manager should be
+// built with CacheOptions, so that it caches only the Secrets and ConfigMaps the operator owns.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
 	prov := provisioning.New(opts.DB)
 	recorder := mgr.GetEventRecorder(eventRecorderName)
-	if err := (&CatalogReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr); err != nil {
+	refs, err := newReferenceCache(mgr)
+	if err != nil {
+		return err
+	}
+	reader := mgr.GetAPIReader()
+	if err := (&CatalogReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}).SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("catalog controller: %w", err)
 	}
-	if err := (&PartnerReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr); err != nil {
+	if err := (&PartnerReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}).SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("partner controller: %w", err)
 	}
-	keys := &ApiKeyReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts, keyEvents: newKeyEvents(opts.Metrics)}
-	if err := keys.SetupWithManager(mgr); err != nil {
+	keys := &ApiKeyReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,
+		keyEvents: newKeyEvents(opts.Metrics)}
+	if err := keys.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
 	ledger := make(chan event.GenericEvent, 256)
@@ -120,6 +135,70 @@ func partnerReady(p *v1alpha1.Partner, found bool) (ok bool, reason, message str
 	return true, "", ""
 }
 
+// reasonError is a reconcile error with the reason its Ready=False condition reports.
+type reasonError struct {
+	reason string
+	err    error
+}
+
+func (e *reasonError) Error() string { return e.err.Error() }
+func (e *reasonError) Unwrap() error { return e.err }
+
+// failed gives err the reason its Ready=False condition reports (a v1alpha1.Reason*).
+func failed(reason string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &reasonError{reason: reason, err: err}
+}
+
+// failureReason is the Ready reason of a failed reconcile: the one given with failed, else
+// DatabaseError for an error the database returned or a failed connection to it, else
+// ReconcileError.
+func failureReason(err error) string {
+	var re *reasonError
+	if errors.As(err, &re) {
+		return re.reason
+	}
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &pgErr) || errors.As(err, &connectErr) {
+		return v1alpha1.ReasonDatabaseError
+	}
+	return v1alpha1.ReasonReconcileError
+}
+
+// superseded reports whether err only says that the object read was not the latest (a write
+// conflict, or a create racing another): the reconcile is retried with the newer object and
+// nothing failed, so Ready is left as it is.
+func superseded(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+
+// maxMessage bounds a condition message that carries an error.
+const maxMessage = 1024
+
+func errorMessage(err error) string {
+	msg := err.Error()
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	return msg
+}
+
+// conditionsOf returns the conditions of one of the four kinds (nil for any other object).
+func conditionsOf(obj client.Object) *[]metav1.Condition {
+	switch o := obj.(type) {
+	case *v1alpha1.Partner:
+		return &o.Status.Conditions
+	case *v1alpha1.Catalog:
+		return &o.Status.Conditions
+	case *v1alpha1.ApiKey:
+		return &o.Status.Conditions
+	case *v1alpha1.Wallet:
+		return &o.Status.Conditions
+	}
+	return nil
+}
+
 // withFinalizer is the skeleton shared by the kinds that have a data-plane side to undo:
 // deletion runs finalize and releases the finalizer; otherwise the finalizer is ensured and
 // the resource applied with one status write.
@@ -127,7 +206,7 @@ func withFinalizer(ctx context.Context, c client.Client, obj client.Object, fina
 	apply func(context.Context) (ctrl.Result, error), observe func()) (ctrl.Result, error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		if err := finalize(ctx); err != nil {
-			return ctrl.Result{}, err
+			return reportFailure(ctx, c, obj, failed(v1alpha1.ReasonDeleting, fmt.Errorf("deletion waits until the data plane is updated: %w", err)))
 		}
 		if controllerutil.RemoveFinalizer(obj, Finalizer) {
 			return ctrl.Result{}, c.Update(ctx, obj)
@@ -136,14 +215,25 @@ func withFinalizer(ctx context.Context, c client.Client, obj client.Object, fina
 	}
 	if controllerutil.AddFinalizer(obj, Finalizer) {
 		if err := c.Update(ctx, obj); err != nil {
-			return ctrl.Result{}, err
+			return reportFailure(ctx, c, obj, fmt.Errorf("add finalizer: %w", err))
 		}
 	}
 	return applyWithStatus(ctx, c, obj, apply, observe)
 }
 
-// applyWithStatus runs apply and writes the status it computed once, as a patch, whatever the
-// outcome: conditions explain failures too.
+// reportFailure records a failure outside apply (finalizer, finalize) in the status.
+func reportFailure(ctx context.Context, c client.Client, obj client.Object, err error) (ctrl.Result, error) {
+	return applyWithStatus(ctx, c, obj, func(context.Context) (ctrl.Result, error) { return ctrl.Result{}, err }, func() {})
+}
+
+// applyWithStatus runs apply and writes the status it computed, once, as a patch, and only when
+// something in it changed: a reconcile with nothing to change writes nothing.
+//
+// The status tells the truth: when apply fails, Ready is False for the current generation, with
+// the failure's reason (see failed) and its error as the message; observe (which advances
+// status.observedGeneration) runs only when apply succeeded and left Ready True for the current
+// generation, so observedGeneration is the last generation applied in full. Each condition
+// carries the generation it speaks of.
 func applyWithStatus(ctx context.Context, c client.Client, obj client.Object,
 	apply func(context.Context) (ctrl.Result, error), observe func()) (ctrl.Result, error) {
 	before, ok := obj.DeepCopyObject().(client.Object)
@@ -151,29 +241,37 @@ func applyWithStatus(ctx context.Context, c client.Client, obj client.Object,
 		return ctrl.Result{}, fmt.Errorf("%T does not copy into a client.Object", obj)
 	}
 	result, reconcileErr := apply(ctx)
-	observe()
-	if err := c.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
-		return ctrl.Result{}, errors.Join(reconcileErr, fmt.Errorf("update status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err))
+	conditions, generation := conditionsOf(obj), obj.GetGeneration()
+	switch {
+	case reconcileErr != nil && superseded(reconcileErr):
+	case reconcileErr != nil:
+		if conditions != nil {
+			setCondition(conditions, generation, v1alpha1.ConditionReady, false, failureReason(reconcileErr), errorMessage(reconcileErr))
+		}
+	case conditions != nil:
+		if ready := meta.FindStatusCondition(*conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue &&
+			ready.ObservedGeneration == generation {
+			observe()
+		}
+	}
+	if err := patchStatus(ctx, c, before, obj); err != nil {
+		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
 	return result, reconcileErr
 }
 
-// referring turns a change of obj into reconcile requests for the resources of list's kind in its
-// namespace that refer to it (refers says which): how a Partner change reaches its ApiKeys and
-// Wallets, a Catalog change its Partners, a ConfigMap change its Catalogs.
-func referring(ctx context.Context, c client.Client, list client.ObjectList, obj client.Object, refers func(client.Object) bool) []reconcile.Request {
-	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
-		return nil
-	}
-	items, err := meta.ExtractList(list)
+// patchStatus writes obj's status as a merge patch against before, unless nothing changed.
+func patchStatus(ctx context.Context, c client.Client, before, obj client.Object) error {
+	patch := client.MergeFrom(before)
+	data, err := patch.Data(obj)
 	if err != nil {
+		return fmt.Errorf("status patch of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	if string(data) == "{}" {
 		return nil
 	}
-	var out []reconcile.Request
-	for _, item := range items {
-		if o, ok := item.(client.Object); ok && refers(o) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
+	if err := c.Status().Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("update status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
-	return out
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +46,43 @@ type suite struct {
 	k8s     client.Client
 	db      *store.DB
 	apiURL  map[string]string
+	// mgr is the first operator's manager (its cache is what the operator holds in memory).
+	mgr ctrl.Manager
+	// writes counts the operators' write requests to the API server, by method and path.
+	writes requestCounter
 }
+
+// requestCounter counts the write requests (anything but GET, LIST and WATCH) that the operators
+// send to the API server, by "METHOD path".
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.Method != http.MethodGet {
+			c.mu.Lock()
+			if c.counts == nil {
+				c.counts = map[string]int{}
+			}
+			c.counts[req.Method+" "+req.URL.Path]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// count returns how many METHOD requests were sent to path.
+func (c *requestCounter) count(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[method+" "+path]
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 var env suite
 
@@ -114,11 +151,17 @@ func run(m *testing.M) int {
 
 // startManager runs an operator (manager with every reconciler) until ctx ends. Tests start a
 // second one to play a concurrent replica or a restart.
+// The operators' requests are counted in env.writes; the first manager is env.mgr.
 func startManager(ctx context.Context, reg prometheus.Registerer) error {
-	mgr, err := ctrl.NewManager(env.cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr(true)}})
+	cfg := rest.CopyConfig(env.cfg)
+	cfg.WrapTransport = env.writes.wrap
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: controllers.CacheOptions(false), Controller: config.Controller{SkipNameValidation: ptr(true)}})
 	if err != nil {
 		return err
+	}
+	if env.mgr == nil {
+		env.mgr = mgr
 	}
 	err = controllers.Setup(mgr, controllers.Options{DB: env.db, Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
 		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})

@@ -52,5 +52,15 @@ const (
 	ReasonTopUpRemoved      = "TopUpRemoved"
 	ReasonInvalidTopUp      = "InvalidTopUp"
 	ReasonSuspended         = "Suspended"
-	ReasonDeleting          = "Deleting"
+	// ReasonDeleting: the resource is being deleted and its data-plane side could not be undone
+	// yet (the message says why); the finalizer holds the deletion until it can.
+	ReasonDeleting = "Deleting"
+	// ReasonDatabaseError: the data plane's database failed or refused a read or write; the
+	// reconcile is retried with backoff and the message carries the database's error.
+	ReasonDatabaseError = "DatabaseError"
+	// ReasonSecretError: reading or writing an ApiKey's Secret through the Kubernetes API failed.
+	ReasonSecretError = "SecretError"
+	// ReasonWebhookSecretNotFound: a Partner's webhook secretRef names a Secret or key that does
+	// not exist; no events are sent until it does.
+	ReasonWebhookSecretNotFound = "WebhookSecretNotFound"
 )

@@ -11,7 +11,9 @@
 // counts each request in Redis, -baseline-redis); B3 order placement against
 // pgbench running the same writes; B4 placement-to-completed latency of sandbox orders; B5 peak
 // RSS of each serve process; B6 the B1 throughput across catalog sizes and partner counts.
-// B1-B3 are the medians of -rounds rounds, ours and the baseline taking turns.
+// B1-B3 are the medians of -rounds rounds, ours and the baseline taking turns. O1-O3 (-figures
+// operator, not in the default set: it starts envtest's kube-apiserver) are the operator's cold
+// start, memory and failover; see operator.go.
 package main
 
 import (
@@ -39,10 +41,16 @@ type config struct {
 	cpuProfile                 string
 	// rounds of each B1-B3 figure, ours and its baseline taking turns; the tables show medians.
 	rounds int
+	// operatorPartners, noiseSecrets and noiseBytes size the operator figures' cluster.
+	operatorPartners, noiseSecrets, noiseBytes int
 }
 
-// figureGroups are the parts of a run that -figures selects, in the order they run.
-const figureGroups = "reads,redis,orders,completion,scale"
+// figureGroups are the parts of a run that -figures selects, in the order they run;
+// defaultFigures are those a run without -figures measures.
+const (
+	figureGroups   = "reads,redis,orders,completion,scale,operator"
+	defaultFigures = "reads,redis,orders,completion,scale"
+)
 
 // wants reports whether the run measures the figure group.
 func (cfg config) wants(group string) bool { return cfg.figures[group] }
@@ -62,7 +70,10 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of each B1-B3 measurement, ours and the baseline taking turns; the medians are reported")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
-	figures := flag.String("figures", figureGroups, "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads")
+	figures := flag.String("figures", defaultFigures, "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. operator (O1-O3: the operator's cold start, memory and failover against envtest) runs only when named")
+	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000, "operator figures: partners, each with a catalog ref, two ApiKeys and a Wallet")
+	flag.IntVar(&cfg.noiseSecrets, "operator-unrelated-secrets", 10000, "operator figures: Secrets in the cluster that have nothing to do with codeport")
+	flag.IntVar(&cfg.noiseBytes, "operator-unrelated-secret-bytes", 4096, "operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, -b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
 	baselineAddr := flag.String("serve-baseline", "", "serve the Fiber baseline at this address, GET path answering file for each path=file argument (the bench starts it so)")
 	baselineRedis := flag.String("baseline-redis", "", "with -serve-baseline: count every request in this Redis first, one MULTI/EXEC of INCR and EXPIREAT per request")
@@ -120,7 +131,7 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.funded > cfg.partners {
 		return errors.New("-funded must not exceed -partners")
 	}
-	if _, err := exec.LookPath("pgbench"); err != nil {
+	if _, err := exec.LookPath("pgbench"); err != nil && cfg.wants("orders") {
 		return errors.New("B3's baseline needs pgbench (Debian: apt-get install postgresql)")
 	}
 	dir, err := os.MkdirTemp("", "codeport-bench-")
@@ -133,14 +144,16 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("build: %w\n%s", err, out)
 	}
 
-	progress("provisioning %d partners and %d products", cfg.partners, cfg.products)
-	started := time.Now()
-	t, err := newTenants(ctx, cfg.partners, cfg.products, cfg.funded)
-	if err != nil {
-		return err
+	var t *tenants
+	if cfg.wants("reads") || cfg.wants("redis") || cfg.wants("orders") || cfg.wants("completion") {
+		progress("provisioning %d partners and %d products", cfg.partners, cfg.products)
+		started := time.Now()
+		if t, err = newTenants(ctx, cfg.partners, cfg.products, cfg.funded); err != nil {
+			return err
+		}
+		defer t.close()
+		progress("provisioned in %s", time.Since(started).Round(time.Millisecond))
 	}
-	defer t.close()
-	progress("provisioned in %s", time.Since(started).Round(time.Millisecond))
 	var rows []row
 	var peaks []peak
 	var listBaseline float64
@@ -185,6 +198,13 @@ func run(ctx context.Context, cfg config) error {
 		if curve, err = scaleCurve(ctx, cfg, binary, listBaseline); err != nil {
 			return err
 		}
+	}
+	if cfg.wants("operator") {
+		operatorRows, err := operatorFigures(ctx, cfg, binary)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, operatorRows...)
 	}
 	printTables(cfg, rows, curve)
 	return nil
