@@ -22,6 +22,11 @@ import (
 
 const timeout = 20 * time.Second
 
+// watchBound is how soon a change of a referenced object must reach the object referring to it:
+// well within the one-minute SecretConflict requeue and the five-minute resync, so that only a
+// watch meets it, with room for a loaded machine.
+const watchBound = 10 * time.Second
+
 func catalogObj(ns string, products ...v1alpha1.CatalogProduct) *v1alpha1.Catalog {
 	return &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
 		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5", Products: products}}
@@ -284,7 +289,7 @@ func TestSecretConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	var key string
-	eventually(t, 5*time.Second, "key issued once the name is free", func() (bool, string) {
+	eventually(t, watchBound, "key issued once the name is free", func() (bool, string) {
 		get(t, ns, "clash", k)
 		ok, detail := ready(k.Status.Conditions, k.Generation)
 		if !ok {
@@ -489,7 +494,7 @@ func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 	if err := env.k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "changed webhook secret applied", func() (bool, string) {
+	eventually(t, watchBound, "changed webhook secret applied", func() (bool, string) {
 		return stored() == "second-signing-secret-of-24-bytes", stored()
 	})
 }
