@@ -37,8 +37,8 @@ const (
 
 // CacheOptions are the manager's cache options: Secrets and ConfigMaps only with the operator's
 // label, managedFields stripped. operator.go and the controller tests build their manager with
-// them. everything (a benchmark's baseline only) caches every Secret and ConfigMap in full, as
-// the operator did before.
+// them. everything caches every Secret and ConfigMap of the cluster in full: it exists only as
+// the memory benchmark's baseline.
 func CacheOptions(everything bool) cache.Options {
 	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if everything {
