@@ -235,7 +235,7 @@ func (s *Service) recordRetrying(ctx context.Context, acct *auth.Account, order 
 			return res, err
 		}
 		s.log.WarnContext(ctx, "placement rolled back by the database, retrying", slog.Int("attempt", attempt), slog.Any("err", err))
-		pause := time.Duration(attempt) * (5*time.Millisecond + rand.N(20*time.Millisecond))
+		pause := time.Duration(attempt) * (5*time.Millisecond + rand.N(20*time.Millisecond)) //nolint:gosec // jitter, not a secret
 		select {
 		case <-ctx.Done():
 			return res, err
