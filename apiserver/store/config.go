@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,31 +12,125 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// UpsertCatalog creates or updates the catalog (namespace, name) and replaces its products,
-// in tx, returning its id.
+// UpsertCatalog creates or updates the catalog (namespace, name) and brings its products to
+// products, in tx, returning its id. Only what differs is written: an unchanged catalog writes no
+// row, a changed price one.
 func UpsertCatalog(tx *gorm.DB, c *Catalog, products []CatalogProduct) (uuid.UUID, error) {
-	err := tx.Raw(`INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id, default_discount_percentage)
+	same, err := unchangedRow(tx, &c.ID, `SELECT id FROM catalogs WHERE namespace = ? AND name = ?
+		AND (description, valid_from, valid_to, catalog_type_id, default_discount_percentage, deleted_at)
+		    IS NOT DISTINCT FROM (?, ?::timestamptz, ?::timestamptz, ?, ?::numeric, NULL::timestamptz)`,
+		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("read catalog %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	if !same {
+		if err := upsertCatalogRow(tx, c); err != nil {
+			return uuid.Nil, err
+		}
+	}
+	if err := syncProducts(tx, c.ID, products); err != nil {
+		return uuid.Nil, fmt.Errorf("products of %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	return c.ID, nil
+}
+
+func upsertCatalogRow(tx *gorm.DB, c *Catalog) error {
+	err := tx.Raw(`WITH up AS (
+		INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id, default_discount_percentage)
 		VALUES (?, ?, ?, ?, ?, ?, ?::numeric)
 		ON CONFLICT (namespace, name) DO UPDATE SET description = EXCLUDED.description, valid_from = EXCLUDED.valid_from,
 			valid_to = EXCLUDED.valid_to, catalog_type_id = EXCLUDED.catalog_type_id,
 			default_discount_percentage = EXCLUDED.default_discount_percentage, updated_at = now(), deleted_at = NULL
-		RETURNING id`, c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage).
-		Row().Scan(&c.ID)
+		WHERE (catalogs.description, catalogs.valid_from, catalogs.valid_to, catalogs.catalog_type_id,
+		       catalogs.default_discount_percentage, catalogs.deleted_at)
+		      IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.valid_from, EXCLUDED.valid_to, EXCLUDED.catalog_type_id,
+		       EXCLUDED.default_discount_percentage, NULL::timestamptz)
+		RETURNING id)
+		SELECT id FROM up UNION ALL SELECT id FROM catalogs WHERE namespace = ? AND name = ? LIMIT 1`,
+		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage,
+		c.Namespace, c.Name).Row().Scan(&c.ID)
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("upsert catalog %s/%s: %w", c.Namespace, c.Name, err)
+		return fmt.Errorf("upsert catalog %s/%s: %w", c.Namespace, c.Name, err)
 	}
-	if err := tx.Where("catalog_id = ?", c.ID).Delete(&CatalogProduct{}).Error; err != nil {
-		return uuid.Nil, fmt.Errorf("replace products of %s/%s: %w", c.Namespace, c.Name, err)
+	return nil
+}
+
+// unchangedRow runs query, which selects the id of a row only when it already holds the values
+// to be written, into id. Upserts ask first, because even an INSERT … ON CONFLICT DO UPDATE
+// whose WHERE skips the update locks the row it conflicts with.
+func unchangedRow(tx *gorm.DB, id *uuid.UUID, query string, args ...any) (bool, error) {
+	var ids []uuid.UUID
+	if err := tx.Raw(query, args...).Scan(&ids).Error; err != nil {
+		return false, err
 	}
+	if len(ids) == 0 {
+		return false, nil
+	}
+	*id = ids[0]
+	return true, nil
+}
+
+// syncProducts makes a catalog's products equal to products through a staging table: removed
+// products are deleted, changed ones updated, new ones inserted, and identical ones untouched.
+func syncProducts(tx *gorm.DB, catalogID uuid.UUID, products []CatalogProduct) error {
 	for i := range products {
-		products[i].CatalogID = c.ID
+		products[i].CatalogID = catalogID
+	}
+	if err := tx.Exec(`CREATE TEMP TABLE staged_products (LIKE catalog_products INCLUDING DEFAULTS) ON COMMIT DROP`).Error; err != nil {
+		return fmt.Errorf("stage products: %w", err)
 	}
 	if len(products) > 0 {
-		if err := tx.CreateInBatches(&products, 500).Error; err != nil {
-			return uuid.Nil, fmt.Errorf("insert products of %s/%s: %w", c.Namespace, c.Name, err)
+		if err := tx.Table("staged_products").CreateInBatches(&products, 500).Error; err != nil {
+			return fmt.Errorf("stage products: %w", err)
 		}
 	}
-	return c.ID, nil
+	cols, err := productDataColumns(tx)
+	if err != nil {
+		return err
+	}
+	list := strings.Join(cols, ", ")
+	staged := "s." + strings.Join(cols, ", s.")
+	current := "c." + strings.Join(cols, ", c.")
+	statements := []string{
+		`DELETE FROM catalog_products c WHERE c.catalog_id = ? AND NOT EXISTS
+			(SELECT 1 FROM staged_products s WHERE s.product_code = c.product_code)`,
+		`UPDATE catalog_products c SET (` + list + `, updated_at) = (` + staged + `, now())
+			FROM staged_products s WHERE c.catalog_id = ? AND s.product_code = c.product_code
+			AND (` + current + `) IS DISTINCT FROM (` + staged + `)`,
+		`INSERT INTO catalog_products (catalog_id, product_code, ` + list + `)
+			SELECT s.catalog_id, s.product_code, ` + staged + ` FROM staged_products s
+			WHERE s.catalog_id = ? AND NOT EXISTS
+			(SELECT 1 FROM catalog_products c WHERE c.catalog_id = s.catalog_id AND c.product_code = s.product_code)`,
+		`DROP TABLE staged_products`,
+	}
+	for _, q := range statements {
+		var args []any
+		if strings.Contains(q, "?") {
+			args = []any{catalogID}
+		}
+		if err := tx.Exec(q, args...).Error; err != nil {
+			return fmt.Errorf("sync products: %w", err)
+		}
+	}
+	return nil
+}
+
+// productDataColumns are the columns of catalog_products that describe a product: all but its
+// key and timestamps.
+func productDataColumns(tx *gorm.DB) ([]string, error) {
+	stmt := &gorm.Statement{DB: tx}
+	if err := stmt.Parse(&CatalogProduct{}); err != nil {
+		return nil, fmt.Errorf("product columns: %w", err)
+	}
+	var cols []string
+	for _, f := range stmt.Schema.Fields {
+		switch f.DBName {
+		case "", "catalog_id", "product_code", "created_at", "updated_at":
+		default:
+			cols = append(cols, f.DBName)
+		}
+	}
+	return cols, nil
 }
 
 // DeleteCatalog retires a catalog; partners bound to it then see an empty catalog.
@@ -61,32 +156,68 @@ func CatalogID(ctx context.Context, db *gorm.DB, namespace, name string) (uuid.U
 	return c.ID, nil
 }
 
-// UpsertPartner creates or updates a partner by (namespace, name), reviving a deleted one.
+// UpsertPartner creates or updates a partner by (namespace, name), reviving a deleted one. A
+// partner already as given is not written.
 func UpsertPartner(tx *gorm.DB, p *Partner) error {
-	err := tx.Raw(`INSERT INTO partners (namespace, name, display_name, contact_email, catalog_id, suspended)
+	same, err := unchangedRow(tx, &p.ID, `SELECT id FROM partners WHERE namespace = ? AND name = ?
+		AND (display_name, contact_email, catalog_id, suspended, deleted_at)
+		    IS NOT DISTINCT FROM (?, ?, ?::uuid, ?, NULL::timestamptz)`,
+		p.Namespace, p.Name, p.DisplayName, p.ContactEmail, p.CatalogID, p.Suspended)
+	if err != nil {
+		return fmt.Errorf("read partner %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if same {
+		return nil
+	}
+	err = tx.Raw(`WITH up AS (
+		INSERT INTO partners (namespace, name, display_name, contact_email, catalog_id, suspended)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (namespace, name) DO UPDATE SET display_name = EXCLUDED.display_name,
 			contact_email = EXCLUDED.contact_email, catalog_id = EXCLUDED.catalog_id, suspended = EXCLUDED.suspended,
 			updated_at = now(), deleted_at = NULL
-		RETURNING id`, p.Namespace, p.Name, p.DisplayName, p.ContactEmail, p.CatalogID, p.Suspended).Row().Scan(&p.ID)
+		WHERE (partners.display_name, partners.contact_email, partners.catalog_id, partners.suspended, partners.deleted_at)
+		      IS DISTINCT FROM (EXCLUDED.display_name, EXCLUDED.contact_email, EXCLUDED.catalog_id, EXCLUDED.suspended,
+		       NULL::timestamptz)
+		RETURNING id)
+		SELECT id FROM up UNION ALL SELECT id FROM partners WHERE namespace = ? AND name = ? LIMIT 1`,
+		p.Namespace, p.Name, p.DisplayName, p.ContactEmail, p.CatalogID, p.Suspended, p.Namespace, p.Name).Row().Scan(&p.ID)
 	if err != nil {
 		return fmt.Errorf("upsert partner %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	return nil
 }
 
-// UpsertAccount creates or updates the account of a partner's environment. The wallet threshold
-// is owned by the Wallet resource and left alone here.
+// UpsertAccount creates or updates the account of a partner's environment; an account already
+// as given is not written. The wallet threshold is owned by the Wallet resource and left alone.
 func UpsertAccount(tx *gorm.DB, a *Account) error {
-	err := tx.Raw(`INSERT INTO accounts (partner_id, environment, ip_whitelist, rate_limit_per_minute, ordering_enabled,
+	same, err := unchangedRow(tx, &a.ID, `SELECT id FROM accounts WHERE partner_id = ? AND environment = ?
+		AND (ip_whitelist, rate_limit_per_minute, ordering_enabled, wallet_enabled, max_quantity_per_order,
+		     daily_spend_limits, suspended)
+		    IS NOT DISTINCT FROM (?::cidr[], ?, ?, ?, ?::integer, ?::jsonb, ?)`,
+		a.PartnerID, a.Environment, a.IPWhitelist, a.RateLimitPerMinute, a.OrderingEnabled, a.WalletEnabled,
+		a.MaxQuantityPerOrder, a.DailySpendLimits, a.Suspended)
+	if err != nil {
+		return fmt.Errorf("read %s account: %w", a.Environment, err)
+	}
+	if same {
+		return nil
+	}
+	err = tx.Raw(`WITH up AS (
+		INSERT INTO accounts (partner_id, environment, ip_whitelist, rate_limit_per_minute, ordering_enabled,
 			wallet_enabled, max_quantity_per_order, daily_spend_limits, suspended)
 		VALUES (?, ?, ?::cidr[], ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (partner_id, environment) DO UPDATE SET ip_whitelist = EXCLUDED.ip_whitelist,
 			rate_limit_per_minute = EXCLUDED.rate_limit_per_minute, ordering_enabled = EXCLUDED.ordering_enabled,
 			wallet_enabled = EXCLUDED.wallet_enabled, max_quantity_per_order = EXCLUDED.max_quantity_per_order,
 			daily_spend_limits = EXCLUDED.daily_spend_limits, suspended = EXCLUDED.suspended, updated_at = now()
-		RETURNING id`, a.PartnerID, a.Environment, a.IPWhitelist, a.RateLimitPerMinute, a.OrderingEnabled,
-		a.WalletEnabled, a.MaxQuantityPerOrder, a.DailySpendLimits, a.Suspended).Row().Scan(&a.ID)
+		WHERE (accounts.ip_whitelist, accounts.rate_limit_per_minute, accounts.ordering_enabled, accounts.wallet_enabled,
+		       accounts.max_quantity_per_order, accounts.daily_spend_limits, accounts.suspended)
+		      IS DISTINCT FROM (EXCLUDED.ip_whitelist, EXCLUDED.rate_limit_per_minute, EXCLUDED.ordering_enabled,
+		       EXCLUDED.wallet_enabled, EXCLUDED.max_quantity_per_order, EXCLUDED.daily_spend_limits, EXCLUDED.suspended)
+		RETURNING id)
+		SELECT id FROM up UNION ALL SELECT id FROM accounts WHERE partner_id = ? AND environment = ? LIMIT 1`,
+		a.PartnerID, a.Environment, a.IPWhitelist, a.RateLimitPerMinute, a.OrderingEnabled,
+		a.WalletEnabled, a.MaxQuantityPerOrder, a.DailySpendLimits, a.Suspended, a.PartnerID, a.Environment).Row().Scan(&a.ID)
 	if err != nil {
 		return fmt.Errorf("upsert %s account: %w", a.Environment, err)
 	}
@@ -134,7 +265,8 @@ func AccountOf(ctx context.Context, db *gorm.DB, namespace, name, environment st
 	return a, nil
 }
 
-// UpsertWebhook stores where a partner's events go; a nil endpoint removes it.
+// UpsertWebhook stores where a partner's events go; a nil endpoint removes it. An endpoint
+// already as given is not written.
 func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, w *WebhookEndpoint) error {
 	if w == nil {
 		if err := tx.Where("partner_id = ?", partnerID).Delete(&WebhookEndpoint{}).Error; err != nil {
@@ -143,8 +275,22 @@ func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, w *WebhookEndpoint) error {
 		return nil
 	}
 	w.PartnerID = partnerID
-	w.UpdatedAt = time.Now()
-	err := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "partner_id"}}, UpdateAll: true}).Create(w).Error
+	var same bool
+	err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE partner_id = ?
+		AND (url, secret, event_types, enabled) IS NOT DISTINCT FROM (?, ?::bytea, ?::text[], ?))`,
+		partnerID, w.URL, w.Secret, w.EventTypes, w.Enabled).Row().Scan(&same)
+	if err != nil {
+		return fmt.Errorf("read webhook: %w", err)
+	}
+	if same {
+		return nil
+	}
+	err = tx.Exec(`INSERT INTO webhook_endpoints (partner_id, url, secret, event_types, enabled) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (partner_id) DO UPDATE SET url = EXCLUDED.url, secret = EXCLUDED.secret,
+			event_types = EXCLUDED.event_types, enabled = EXCLUDED.enabled, updated_at = now()
+		WHERE (webhook_endpoints.url, webhook_endpoints.secret, webhook_endpoints.event_types, webhook_endpoints.enabled)
+		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.secret, EXCLUDED.event_types, EXCLUDED.enabled)`,
+		partnerID, w.URL, w.Secret, w.EventTypes, w.Enabled).Error
 	if err != nil {
 		return fmt.Errorf("upsert webhook: %w", err)
 	}
