@@ -198,7 +198,7 @@ func (s *Server) ready(c *fiber.Ctx) error {
 
 // Run keeps the caches fresh from the database's configuration notifications until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	return s.keys.Run(ctx, s.catalogs.Invalidate)
+	return s.keys.Run(ctx, s.catalogs)
 }
 
 // App exposes the Fiber application, e.g. for Listener or Test.

@@ -2,13 +2,17 @@ package auth
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/apiserver/store"
@@ -18,9 +22,10 @@ import (
 // revoked, of another environment or kind, or of a deleted partner. Callers must not say which.
 var ErrInvalidKey = errors.New("invalid key")
 
-// Directory resolves keys to principals from memory. The whole cache is dropped on every
-// configuration notification (and on listener reconnects), so a revocation or a changed
-// allowlist is seen within the notification latency, well under a second.
+// Directory resolves keys to principals from memory. A configuration notification drops the
+// entries of what it names (a key, an account, a partner); one it cannot read, and every
+// listener (re)connect, drops them all. A revocation or a changed allowlist is seen within the
+// notification latency, well under a second, and an unrelated change costs no lookups.
 type Directory struct {
 	db          *store.DB
 	environment string
@@ -32,6 +37,8 @@ type Directory struct {
 	// generation increments on every invalidation, so a lookup that raced with one does not
 	// store a stale result.
 	generation uint64
+	// invalidations counts what notifications dropped: single targets and everything.
+	targeted, flushes atomic.Uint64
 }
 
 // maxCachedKeys bounds memory whatever keys clients send.
@@ -48,6 +55,33 @@ func (d *Directory) Invalidate() {
 	d.entries = map[[32]byte]*Principal{}
 	d.generation++
 	d.mu.Unlock()
+	d.flushes.Add(1)
+}
+
+// Invalidations reports how many notifications dropped one target's entries and how many
+// dropped everything.
+func (d *Directory) Invalidations() (targeted, flushes uint64) {
+	return d.targeted.Load(), d.flushes.Load()
+}
+
+// Len reports how many lookups (hits and misses) are cached.
+func (d *Directory) Len() int {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return len(d.entries)
+}
+
+// forget drops the entries drop selects (a cached miss has no principal and is passed nil).
+func (d *Directory) forget(drop func(digest [32]byte, p *Principal) bool) {
+	d.mu.Lock()
+	for digest, p := range d.entries {
+		if drop(digest, p) {
+			delete(d.entries, digest)
+		}
+	}
+	d.generation++
+	d.mu.Unlock()
+	d.targeted.Add(1)
 }
 
 // Lookup returns the principal of a key of the given kind ("apiKey" or "bearerToken").
@@ -144,15 +178,57 @@ func parseSpendLimits(raw []byte) (map[string]int64, error) {
 	return out, nil
 }
 
-// Run keeps the directory fresh until ctx ends. Extra callbacks (other caches of the process)
-// are invalidated by the same notifications.
-func (d *Directory) Run(ctx context.Context, alsoInvalidate ...func()) error {
-	invalidate := func() {
+// Dependent is a cache that follows the same notifications as the directory.
+type Dependent interface {
+	// Invalidate forgets everything.
+	Invalidate()
+	// InvalidateCatalog forgets what was built from one catalog.
+	InvalidateCatalog(id uuid.UUID)
+}
+
+// Run keeps the directory, and the dependents, fresh until ctx ends.
+func (d *Directory) Run(ctx context.Context, dependents ...Dependent) error {
+	flush := func() {
 		d.Invalidate()
-		for _, f := range alsoInvalidate {
-			f()
+		for _, dep := range dependents {
+			dep.Invalidate()
 		}
 	}
 	return store.Listen(ctx, d.db.Pool, []string{store.ChannelConfig},
-		func(string, string) { invalidate() }, invalidate)
+		func(_, payload string) { d.apply(payload, dependents, flush) }, flush)
+}
+
+// apply drops what a notification's payload ("<kind>:<id>", see the change triggers) names.
+func (d *Directory) apply(payload string, dependents []Dependent, flush func()) {
+	kind, id, _ := strings.Cut(payload, ":")
+	switch kind {
+	case "key":
+		raw, err := hex.DecodeString(id)
+		if err != nil || len(raw) != 32 {
+			break
+		}
+		digest := [32]byte(raw)
+		d.forget(func(k [32]byte, _ *Principal) bool { return k == digest })
+		return
+	case "account", "partner", "catalog":
+		uid, err := uuid.Parse(id)
+		if err != nil {
+			break
+		}
+		switch kind {
+		case "account":
+			d.forget(func(_ [32]byte, p *Principal) bool { return p != nil && p.Account.ID == uid })
+		case "partner":
+			d.forget(func(_ [32]byte, p *Principal) bool { return p != nil && p.Account.PartnerID == uid })
+		default:
+			for _, dep := range dependents {
+				dep.InvalidateCatalog(uid)
+			}
+		}
+		return
+	case "webhook":
+		// Webhook endpoints are read when an event is delivered; nothing here holds them.
+		return
+	}
+	flush()
 }

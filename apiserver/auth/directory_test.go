@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -125,7 +127,7 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	defer cancel()
 	notified := make(chan struct{})
 	var once sync.Once
-	go func() { _ = dir.Run(ctx, func() { once.Do(func() { close(notified) }) }) }()
+	go func() { _ = dir.Run(ctx, dependent(func() { once.Do(func() { close(notified) }) })) }()
 	key := f.keys["production/apiKey"]
 	if _, err := dir.Lookup(ctx, key, "apiKey"); err != nil {
 		t.Fatal(err)
@@ -160,6 +162,12 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	})
 }
 
+// dependent is an auth.Dependent that reports every invalidation to f.
+type dependent func()
+
+func (f dependent) Invalidate()                 { f() }
+func (f dependent) InvalidateCatalog(uuid.UUID) { f() }
+
 func TestConcurrentLookups(t *testing.T) {
 	f := newFixture(t, "concurrent")
 	dir := auth.NewDirectory(f.db, "sandbox")
@@ -177,4 +185,53 @@ func TestConcurrentLookups(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestNotificationsDropOnlyWhatTheyName: a new key whose digest was cached as a miss works once
+// registered; a change of one account leaves the other accounts' entries cached; a payload the
+// directory cannot read drops everything.
+func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
+	f := newFixture(t, "targeted")
+	dir := auth.NewDirectory(f.db, "production")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = dir.Run(ctx) }()
+	eventually(t, "subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
+
+	fresh, err := auth.GenerateKey("production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dir.Lookup(ctx, fresh, "apiKey"); !errors.Is(err, auth.ErrInvalidKey) {
+		t.Fatalf("unregistered key: %v", err)
+	}
+	if _, err := dir.Lookup(ctx, f.keys["production/apiKey"], "apiKey"); err != nil {
+		t.Fatal(err)
+	}
+	digest := auth.Digest(fresh)
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO api_keys (account_id, kind, digest, key_prefix) VALUES ($1, 'apiKey', $2, 'x')`,
+		f.accountID, digest[:]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered key accepted", func() bool {
+		_, err := dir.Lookup(ctx, fresh, "apiKey")
+		return err == nil
+	})
+	if n := dir.Len(); n != 2 {
+		t.Fatalf("%d cached lookups, want the two keys", n)
+	}
+
+	// A change of another account keeps this account's entries.
+	targeted, _ := dir.Invalidations()
+	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_notify('codeport_config', 'account:' || gen_random_uuid())`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "notification handled", func() bool { tg, _ := dir.Invalidations(); return tg > targeted })
+	if n := dir.Len(); n != 2 {
+		t.Fatalf("a change of another account dropped entries: %d cached", n)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_notify('codeport_config', 'something new')`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "unreadable payload flushes", func() bool { return dir.Len() == 0 })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +26,8 @@ type Cache struct {
 	mu         sync.Mutex
 	entries    map[uuid.UUID]*cacheEntry
 	generation uint64
+	// targeted and flushes count invalidations of one catalog and of everything.
+	targeted, flushes atomic.Uint64
 }
 
 type cacheEntry struct {
@@ -45,6 +48,21 @@ func (c *Cache) Invalidate() {
 	c.entries = map[uuid.UUID]*cacheEntry{}
 	c.generation++
 	c.mu.Unlock()
+	c.flushes.Add(1)
+}
+
+// InvalidateCatalog drops the snapshot of one catalog; the others stay.
+func (c *Cache) InvalidateCatalog(id uuid.UUID) {
+	c.mu.Lock()
+	delete(c.entries, id)
+	c.generation++
+	c.mu.Unlock()
+	c.targeted.Add(1)
+}
+
+// Invalidations reports how many single snapshots and how many whole caches were dropped.
+func (c *Cache) Invalidations() (targeted, flushes uint64) {
+	return c.targeted.Load(), c.flushes.Load()
 }
 
 // ForAccount returns the snapshot of the account's catalog: its products while the catalog is

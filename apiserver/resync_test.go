@@ -1,0 +1,280 @@
+package apiserver_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// configTables are the tables provisioning writes.
+var configTables = []string{"partners", "accounts", "api_keys", "catalogs", "catalog_products", "webhook_endpoints",
+	"wallet_balances", "wallet_entries"}
+
+// rowsTouchedSince counts, per table, the rows written or locked by a transaction newer than
+// xid (a fresh test server's xids do not wrap), and the rows there are.
+func rowsTouchedSince(t *testing.T, db *store.DB, xid int64) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, table := range configTables {
+		var touched, total int64
+		err := db.Pool.QueryRow(context.Background(), `SELECT
+			count(*) FILTER (WHERE xmin::text::bigint > $1 OR xmax::text::bigint > $1), count(*) FROM `+table, xid).Scan(&touched, &total)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[table] = fmt.Sprintf("%d touched of %d", touched, total)
+	}
+	return out
+}
+
+func currentXID(t *testing.T, db *store.DB) int64 {
+	t.Helper()
+	var xid int64
+	if err := db.Pool.QueryRow(context.Background(), `SELECT (pg_current_xact_id()::text::bigint) % 4294967296`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	return xid
+}
+
+// configNotifications listens to the configuration channel on a connection of its own.
+type configNotifications struct {
+	conn *pgx.Conn
+}
+
+func listenConfig(t *testing.T, url string) *configNotifications {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(context.Background(), "LISTEN "+store.ChannelConfig); err != nil {
+		t.Fatal(err)
+	}
+	return &configNotifications{conn: conn}
+}
+
+// until returns the payloads received before the marker, which it sends itself: everything
+// committed before the marker was sent arrives before it.
+func (n *configNotifications) until(t *testing.T, db *store.DB) []string {
+	t.Helper()
+	marker := fmt.Sprintf("webhook:marker-%d", time.Now().UnixNano())
+	if _, err := db.Pool.Exec(context.Background(), `SELECT pg_notify($1, $2)`, store.ChannelConfig, marker); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		note, err := n.conn.WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for the marker: %v (received %d before)", err, len(got))
+		}
+		if note.Payload == marker {
+			return got
+		}
+		got = append(got, note.Payload)
+	}
+}
+
+// TestIdleResyncWritesAndNotifiesNothing provisions 1,000 partners as the four reconcilers do
+// (catalogs, partners with webhooks on some, two keys each, funded wallets) and applies the same
+// resources again, as a resync does: no row is written or locked, no notification is sent, and a
+// running key directory and catalog cache drop nothing. A change of one partner and of one
+// product then writes one row each and drops only what they name.
+func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
+	ctx := context.Background()
+	database := storetest.New(t)
+	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	prov := provisioning.New(db)
+	dir := auth.NewDirectory(db, store.EnvironmentProduction)
+	catalogs := catalog.NewCache(db, store.EnvironmentProduction)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = dir.Run(runCtx, catalogs) }()
+	within(t, 10*time.Second, "directory subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
+
+	const partners, perCatalog = 1000, 10
+	type resources struct {
+		catalog  *v1alpha1.Catalog
+		products []v1alpha1.CatalogProduct
+		partner  *v1alpha1.Partner
+		webhook  *provisioning.Webhook
+		keys     []provisioning.Key
+		wallet   *v1alpha1.Wallet
+	}
+	all := make([]resources, partners)
+	for i := range all {
+		ns := fmt.Sprintf("team-%d", i/perCatalog)
+		c, products := testCatalog(ns)
+		name := fmt.Sprintf("p%04d", i)
+		r := resources{catalog: c, products: products,
+			partner: &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: name + "@example.com",
+					CatalogRef:   &v1alpha1.LocalObjectReference{Name: c.Name},
+					AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "10.0.0.0/8"}}}},
+			wallet: &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: "production",
+					LowBalanceThreshold: "10.00", TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "100.00"}}}}}
+		if i%10 == 0 {
+			r.webhook = &provisioning.Webhook{URL: "https://hooks.example/" + name, Secret: []byte("s3cret-" + name)}
+		}
+		for _, env := range provisioning.Environments() {
+			plain, err := auth.GenerateKey(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.keys = append(r.keys, provisioning.Key{Namespace: ns, Partner: name, Environment: env, Kind: store.KeyKindAPIKey,
+				Source: ns + "/" + name + "-" + env, Plaintext: plain})
+		}
+		all[i] = r
+	}
+	apply := func() {
+		t.Helper()
+		for i := 0; i < partners; i += perCatalog {
+			if res, err := prov.ApplyCatalog(ctx, all[i].catalog, all[i].products); err != nil || len(res.Invalid) > 0 {
+				t.Fatalf("catalog %s: %v %v", all[i].catalog.Namespace, err, res.Invalid)
+			}
+		}
+		var wg sync.WaitGroup
+		var failed atomic.Value
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < partners; i += 8 {
+					if err := applyResources(ctx, prov, all[i].partner, all[i].webhook, all[i].keys, all[i].wallet); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if err, ok := failed.Load().(error); ok {
+			t.Fatal(err)
+		}
+	}
+	apply()
+	for i := 0; i < partners; i += 100 {
+		if _, err := dir.Lookup(ctx, all[i].keys[1].Plaintext, store.KeyKindAPIKey); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes := listenConfig(t, database.URL)
+	targeted, flushes := dir.Invalidations()
+	before := currentXID(t, db)
+	began := time.Now()
+	apply()
+	resync := time.Since(began)
+	payloads := notes.until(t, db)
+	for table, rows := range rowsTouchedSince(t, db, before) {
+		if !strings.HasPrefix(rows, "0 touched") {
+			t.Errorf("idle resync of %d partners: %s %s", partners, table, rows)
+		}
+	}
+	if len(payloads) > 0 {
+		t.Errorf("idle resync notified %d times, e.g. %q", len(payloads), payloads[0])
+	}
+	time.Sleep(100 * time.Millisecond) // the directory's listener reads the same stream
+	if tg, fl := dir.Invalidations(); tg != targeted || fl != flushes {
+		t.Errorf("idle resync invalidated keys: %d targeted, %d flushes", tg-targeted, fl-flushes)
+	}
+	t.Logf("idle resync of %d partners in %s: 0 rows written, 0 notifications, 0 invalidations", partners, resync.Round(time.Millisecond))
+
+	// One partner's rate limit: one account row, one notification naming it.
+	cached := dir.Len()
+	p := all[500].partner.DeepCopy()
+	p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 60}
+	before = currentXID(t, db)
+	if err := applyResources(ctx, prov, p, all[500].webhook, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	payloads = notes.until(t, db)
+	touched := rowsTouchedSince(t, db, before)
+	if touched["accounts"] != "2 touched of 2000" && touched["accounts"] != "1 touched of 2000" || len(payloads) == 0 ||
+		!allHavePrefix(payloads, "account:") {
+		t.Fatalf("rate-limit change: %v, notifications %q", touched, payloads)
+	}
+	within(t, 10*time.Second, "directory dropped the account's entry only", func() bool { return dir.Len() == cached-1 })
+
+	// One product's price: one row, one catalog snapshot.
+	catalogID, err := prov.CatalogID(ctx, "team-0", all[0].catalog.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := catalogs.ForAccount(ctx, &auth.Account{CatalogID: &catalogID}); err != nil {
+		t.Fatal(err)
+	}
+	catTargeted, catFlushes := catalogs.Invalidations()
+	c := all[0].catalog
+	products := append([]v1alpha1.CatalogProduct(nil), all[0].products...)
+	products[0].Price = ptr(int64(2100))
+	before = currentXID(t, db)
+	if _, err := prov.ApplyCatalog(ctx, c, products); err != nil {
+		t.Fatal(err)
+	}
+	payloads = notes.until(t, db)
+	if touched := rowsTouchedSince(t, db, before); touched["catalog_products"] != fmt.Sprintf("1 touched of %d", 5*partners/perCatalog) ||
+		touched["catalogs"] != fmt.Sprintf("0 touched of %d", partners/perCatalog) || len(payloads) != 1 {
+		t.Fatalf("price change: %v, notifications %q", touched, payloads)
+	}
+	within(t, 10*time.Second, "one catalog snapshot dropped", func() bool {
+		tg, fl := catalogs.Invalidations()
+		return tg == catTargeted+1 && fl == catFlushes
+	})
+}
+
+// applyResources provisions what the Partner, ApiKey and Wallet reconcilers would for one
+// partner whose catalog is provisioned; a nil wallet is skipped.
+func applyResources(ctx context.Context, prov *provisioning.Provisioner, p *v1alpha1.Partner, webhook *provisioning.Webhook,
+	keys []provisioning.Key, w *v1alpha1.Wallet) error {
+	var catalogID *uuid.UUID
+	if p.Spec.CatalogRef != nil {
+		id, err := prov.CatalogID(ctx, p.Namespace, p.Spec.CatalogRef.Name)
+		if err != nil {
+			return fmt.Errorf("catalog of %s: %w", p.Name, err)
+		}
+		catalogID = &id
+	}
+	if _, err := prov.ApplyPartner(ctx, p, catalogID, webhook); err != nil {
+		return fmt.Errorf("partner %s: %w", p.Name, err)
+	}
+	for _, k := range keys {
+		if _, err := prov.RegisterKey(ctx, k); err != nil {
+			return fmt.Errorf("key %s: %w", k.Source, err)
+		}
+	}
+	if w != nil {
+		if _, err := prov.ApplyWallet(ctx, w); err != nil {
+			return fmt.Errorf("wallet %s: %w", w.Name, err)
+		}
+	}
+	return nil
+}
+
+func allHavePrefix(payloads []string, prefix string) bool {
+	for _, p := range payloads {
+		if !strings.HasPrefix(p, prefix) {
+			return false
+		}
+	}
+	return true
+}
