@@ -86,9 +86,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		defer func() { _ = metricsServer.Close() }()
 		d.metricsAddr = ln.Addr().String()
 	}
-	if err := d.Deps.DB.Warm(ctx); err != nil {
-		return err
-	}
+	d.Deps.DB.Warm(ctx)
 	var (
 		wg      sync.WaitGroup
 		servers []*Server

@@ -5,7 +5,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -97,42 +96,24 @@ func (db *DB) Close() {
 	db.Pool.Close()
 }
 
-// Warm opens the pool's minimum of idle connections (Options.MinIdleConns) and waits until they
-// are established, so that a process that reports ready does not make its first requests wait for
-// connections.
-func (db *DB) Warm(ctx context.Context) error {
-	n := int(db.Pool.Config().MinIdleConns)
-	conns := make([]*pgxpool.Conn, 0, n)
-	defer func() {
-		for _, c := range conns {
-			c.Release()
+// Warm waits, at most warmLimit, until the pool holds its minimum of idle connections
+// (Options.MinIdleConns), which the pool opens in the background from its creation on, so that
+// a process that starts listening does not make its first requests wait for connections. It
+// gives up quietly: a cold pool is slower, not broken.
+func (db *DB) Warm(ctx context.Context) {
+	want := db.Pool.Config().MinIdleConns
+	deadline := time.Now().Add(warmLimit)
+	for db.Pool.Stat().IdleConns() < want && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
 		}
-	}()
-	type acquired struct {
-		conn *pgxpool.Conn
-		err  error
 	}
-	results := make(chan acquired, n)
-	for range n {
-		go func() {
-			c, err := db.Pool.Acquire(ctx)
-			results <- acquired{c, err}
-		}()
-	}
-	var errs []error
-	for range n {
-		r := <-results
-		if r.err != nil {
-			errs = append(errs, r.err)
-			continue
-		}
-		conns = append(conns, r.conn)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("open %d database connections: %w", n, err)
-	}
-	return nil
 }
+
+// warmLimit bounds how long Warm waits for connections.
+const warmLimit = 5 * time.Second
 
 // Ping reports whether the database answers, for readiness probes.
 func (db *DB) Ping(ctx context.Context) error {
