@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/codeport/codeport/apiserver/devenv"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -135,5 +138,33 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	// Top-ups are applied once: the restart did not credit the wallet again.
 	if w := get(again.Partners["partners/acme"]["sandbox"].BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
 		t.Fatalf("wallet after restart: %v", w)
+	}
+}
+
+// TestFlagUsageNamesTheValueType: a backquoted word in a flag's usage becomes the name of its
+// argument in --help (`--codes-key openssl rand -base64 32`), so no usage may hold one; the help
+// shows each flag with its value's type.
+func TestFlagUsageNamesTheValueType(t *testing.T) {
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: usage %q names its argument with backquotes", cmd.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	root := newRootCommand()
+	walk(root)
+	var help bytes.Buffer
+	root.SetOut(&help)
+	root.SetArgs([]string{"serve", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "--codes-key string ") {
+		t.Fatalf("serve --help does not show --codes-key string:\n%s", help.String())
 	}
 }

@@ -136,7 +136,7 @@ func codesKeyFlag(f interface {
 	StringVar(p *string, name, value, usage string)
 }, target *string) {
 	f.StringVar(target, "codes-key", os.Getenv("CODEPORT_CODES_KEY"),
-		"32-byte key (base64 or hex) encrypting codes at rest (default $CODEPORT_CODES_KEY; generate with `openssl rand -base64 32`)")
+		"32-byte key (base64 or hex) encrypting codes at rest (default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
 }
 
 // smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
