@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -81,3 +82,23 @@ func waitForWaiter(ctx context.Context, db *store.DB) error {
 	}
 	return errors.New("no session waited for a lock")
 }
+
+// TestEstimatedReadyAtReadsTheSame: the 202 and a later read of the same order give one string
+// for estimatedReadyAt, in the API's date-time format.
+func TestEstimatedReadyAtReadsTheSame(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	placed := s.call(t, "production", "POST", "/v2/orders", tn.keys["production"],
+		order("eta", line{"productCode": "10000000000001", "quantity": 1}))
+	if placed.status != 202 {
+		t.Fatalf("order: %d %s", placed.status, placed.raw)
+	}
+	read := s.call(t, "production", "GET", "/v2/orders/eta", tn.keys["production"], nil)
+	eta := placed.str("estimatedReadyAt")
+	if !etaFormat.MatchString(eta) || read.str("estimatedReadyAt") != eta {
+		t.Fatalf("estimatedReadyAt %q on placement, %q on read", eta, read.str("estimatedReadyAt"))
+	}
+}
+
+var etaFormat = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)

@@ -18,6 +18,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"gorm.io/gorm"
 
+	"github.com/codeport/codeport/apiserver/apitime"
 	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
@@ -36,10 +37,10 @@ func QueueName(environment string) string { return "notify_" + environment }
 
 // Event is the webhook body: the spec's draft payload.
 type Event struct {
-	ID        string    `json:"id"`
-	Type      string    `json:"type"`
-	CreatedAt time.Time `json:"createdAt"`
-	Data      any       `json:"data"`
+	ID        string       `json:"id"`
+	Type      string       `json:"type"`
+	CreatedAt apitime.Time `json:"createdAt"`
+	Data      any          `json:"data"`
 }
 
 // OrderData is the data of order.* events.
@@ -94,13 +95,13 @@ func (n *Notifier) raise(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, 
 	if len(target.EventTypes) > 0 && !slices.Contains(target.EventTypes, eventType) {
 		return nil
 	}
-	ev := Event{ID: "evt_" + uuid.Must(uuid.NewV7()).String(), Type: eventType, CreatedAt: time.Now().UTC(), Data: data}
+	ev := Event{ID: "evt_" + uuid.Must(uuid.NewV7()).String(), Type: eventType, CreatedAt: apitime.Of(time.Now()), Data: data}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
 	if err := store.InsertWebhookEvent(tx, &store.WebhookEvent{ID: ev.ID, AccountID: accountID, Type: eventType,
-		Payload: payload, CreatedAt: ev.CreatedAt}); err != nil {
+		Payload: payload, CreatedAt: ev.CreatedAt.Time}); err != nil {
 		return err
 	}
 	stx, err := sqlTx(tx)

@@ -1,10 +1,9 @@
 package orders
 
 import (
-	"time"
-
 	"github.com/google/uuid"
 
+	"github.com/codeport/codeport/apiserver/apitime"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
 )
@@ -17,7 +16,7 @@ type View struct {
 	OrderID           uuid.UUID       `json:"orderId"`
 	ExternalOrderCode string          `json:"externalOrderCode"`
 	Status            string          `json:"status"`
-	EstimatedReadyAt  *time.Time      `json:"estimatedReadyAt,omitempty"`
+	EstimatedReadyAt  *apitime.Time   `json:"estimatedReadyAt,omitempty"`
 	Message           string          `json:"message,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
 	Delivered         *int            `json:"delivered,omitempty"`
@@ -44,7 +43,7 @@ func render(o *store.Order, codes map[int][]string, w wallet.Snapshot) View {
 	v := View{OrderID: o.ID, ExternalOrderCode: o.ExternalOrderCode, Status: o.Status, Wallet: w}
 	switch o.Status {
 	case store.OrderProcessing:
-		eta := o.EstimatedReadyAt.UTC()
+		eta := apitime.Of(o.EstimatedReadyAt)
 		v.EstimatedReadyAt = &eta
 		v.Message = MessageProcessing
 	case store.OrderFailed:
