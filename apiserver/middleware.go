@@ -112,6 +112,10 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 }
 
 func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
+	// fasthttp would write X-Ratelimit-Limit; the contract spells X-RateLimit-Limit, and clients
+	// with case-sensitive header maps look for exactly that. Every other header of the response
+	// is set with its canonical spelling.
+	c.Response().Header.DisableNormalizing()
 	var digits [20]byte
 	for _, h := range d.Headers() {
 		// The header keeps its own copy of the value.

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,3 +105,28 @@ func TestEstimatedReadyAtReadsTheSame(t *testing.T) {
 }
 
 var etaFormat = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$`)
+
+// TestRateLimitHeaderNamesAsWritten: on the wire, the rate-limit headers are spelled as the
+// contract writes them (Go's client would canonicalise them, so the bytes are read directly).
+func TestRateLimitHeaderNamesAsWritten(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	for _, key := range []string{tn.keys["production"], "cp_live_unknown"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(s.baseURL["production"], "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /v2/ping HTTP/1.1\r\nHost: x\r\nx-api-key: %s\r\nConnection: close\r\n\r\n", key)
+		raw, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _, _ := strings.Cut(string(raw), "\r\n\r\n")
+		for _, name := range []string{"X-RateLimit-Limit: ", "X-RateLimit-Remaining: ", "X-RateLimit-Reset: ", "Content-Type: ", "X-Request-Id: "} {
+			if !strings.Contains(head, "\r\n"+name) {
+				t.Errorf("no %q header in:\n%s", name, head)
+			}
+		}
+	}
+}
