@@ -2,13 +2,12 @@ package apiserver_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
 // TestPlacementRetriesDeadlock: a writer that takes the account row before the balances (the
@@ -40,7 +39,7 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 				return err
 			}
 			close(locked)
-			if err := waitForWaiter(ctx, s.db); err != nil {
+			if err := storetest.WaitForLockWaiter(ctx, s.db); err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `UPDATE wallet_balances SET updated_at = now() WHERE account_id = $1`, account); err != nil {
@@ -65,19 +64,4 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 	if err != nil || sums["EUR"] != 8000 {
 		t.Fatalf("ledger sum %v, %v; want 8000", sums, err)
 	}
-}
-
-// waitForWaiter returns once a session of the database waits for a lock.
-func waitForWaiter(ctx context.Context, db *store.DB) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var waiting bool
-		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
-		if err != nil || waiting {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return errors.New("no session waited for a lock")
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
 // TestThresholdChangesDoNotDeadlockPlacements runs placements with debits against threshold
@@ -116,7 +116,16 @@ func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
 			return err
 		})
 	}()
-	waitForLockWaiter(t, w.db, changed)
+	waiting := make(chan error, 1)
+	go func() { waiting <- storetest.WaitForLockWaiter(ctx, w.db) }()
+	select {
+	case err := <-waiting:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case err := <-changed:
+		t.Fatalf("finished without waiting for the locked balances: %v", err)
+	}
 	if _, err := placement.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 		t.Fatal(err)
 	}
@@ -129,30 +138,6 @@ func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
 	if err := <-changed; err != nil {
 		t.Fatalf("threshold change: %v", err)
 	}
-}
-
-// waitForLockWaiter returns once some session of the database waits for a row lock; done is
-// the result of the session expected to wait, which must not finish first.
-func waitForLockWaiter(t *testing.T, db *store.DB, done <-chan error) {
-	t.Helper()
-	for range 500 {
-		select {
-		case err := <-done:
-			t.Fatalf("finished without waiting for the locked balances: %v", err)
-		default:
-		}
-		var waiting bool
-		err := db.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the threshold change never waited for the balances")
 }
 
 // TestThresholdFinerThanTheCurrency: a threshold of 0.5 applied to JPY (no minor digits) makes

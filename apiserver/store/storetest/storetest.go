@@ -198,3 +198,22 @@ func Redis(tb testing.TB) *redis.Client {
 	}
 	return c
 }
+
+// WaitForLockWaiter returns once a session of db's database waits for a lock, for tests that
+// replay an interleaving of transactions step by step; it gives up after ten seconds.
+func WaitForLockWaiter(ctx context.Context, db *store.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil {
+			return fmt.Errorf("look for a lock waiter: %w", err)
+		}
+		if waiting {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("no session waited for a lock within 10s")
+}
