@@ -507,11 +507,9 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "feed"},
 		Data: map[string]string{"products.json": `[{"productCode":"10000000000003","name":"Feed product","countryCode":"DE","currencyCode":"EUR","price":700}]`}})
 	var c v1alpha1.Catalog
-	get(t, ns, "eu", &c)
-	c.Spec.ProductsFrom = []v1alpha1.ProductsSource{{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}}}
-	if err := env.k8s.Update(ctx, &c); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "eu", &c, func() {
+		c.Spec.ProductsFrom = []v1alpha1.ProductsSource{{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}}}
+	})
 	eventually(t, timeout, "feed applied", func() (bool, string) {
 		get(t, ns, "eu", &c)
 		return c.Status.ProductCount == 3, fmt.Sprint(c.Status.ProductCount)

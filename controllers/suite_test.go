@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -211,6 +212,22 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() (boo
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
+}
+
+// update changes a resource the operator also writes: it reads it afresh, applies change and
+// writes it, again when the operator wrote in between.
+func update(t *testing.T, ns, name string, obj client.Object, change func()) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			return err
+		}
+		change()
+		return env.k8s.Update(context.Background(), obj)
+	})
+	if err != nil {
+		t.Fatalf("update %T %s: %v", obj, name, err)
+	}
 }
 
 func get(t *testing.T, ns, name string, obj client.Object) bool {
