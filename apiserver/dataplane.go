@@ -56,9 +56,12 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var metricsServer *http.Server
+	var (
+		metricsServer *http.Server
+		reg           *prometheus.Registry
+	)
 	if d.MetricsAddr != "" {
-		reg := prometheus.NewRegistry()
+		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			NewStateCollector(d.Deps.DB, log))
 		d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
@@ -116,6 +119,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 				errs <- fmt.Errorf("%s caches: %w", l.Config.Environment, err)
 			}
 		}()
+	}
+	if reg != nil {
+		reg.MustRegister(newCacheCollector(servers))
 	}
 	var workers *fulfilment.Workers
 	if d.Workers != nil {
