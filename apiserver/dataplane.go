@@ -63,7 +63,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	if d.MetricsAddr != "" {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-			NewStateCollector(d.Deps.DB, log))
+			NewStateCollector(d.Deps.DB, log), newPoolCollector(d.Deps.DB.Pool))
 		d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
 		if fb, ok := d.Deps.Limiter.(interface{ FallbackCount() int64 }); ok {
 			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
