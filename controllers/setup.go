@@ -257,8 +257,16 @@ func applyWithStatus(ctx context.Context, c client.Client, obj client.Object,
 	if err := patchStatus(ctx, c, before, obj); err != nil {
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
+	if reconcileErr != nil && superseded(reconcileErr) {
+		// Not a failure: the newer object's watch event queues the next reconcile, and the
+		// requeue is the backstop. Returning the error would log a stale read as an error.
+		return ctrl.Result{RequeueAfter: supersededRetry}, nil
+	}
 	return result, reconcileErr
 }
+
+// supersededRetry is how soon a reconcile that read a stale object runs again.
+const supersededRetry = 200 * time.Millisecond
 
 // patchStatus writes obj's status as a merge patch against before, unless nothing changed.
 func patchStatus(ctx context.Context, c client.Client, before, obj client.Object) error {
