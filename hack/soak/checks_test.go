@@ -60,6 +60,8 @@ type phaseStats struct {
 	latencies    []time.Duration
 	fiveXX       int
 	killAffected int
+	// cpu is the CPU time the codeport processes used in the phase, by command.
+	cpu map[string]time.Duration
 }
 
 func (s *phaseStats) perSecond() float64 { return float64(s.accepted) / s.duration.Seconds() }

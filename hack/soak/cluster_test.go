@@ -4,6 +4,7 @@ package soak
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,12 +60,14 @@ type cluster struct {
 
 	mu        sync.Mutex
 	operators []*process
+	// processes are every codeport process started, for their CPU time.
+	processes []*process
 	// serial numbers the processes' log files.
 	serial int
 }
 
 // newCluster starts everything but the codeport processes. Cleanup stops all of it; the
-// directory of logs is kept, and named, when the test failed.
+// directory of logs is kept, and named, when the test failed or SOAK_KEEP is set.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "codeport-soak-")
@@ -72,7 +76,7 @@ func newCluster(t *testing.T) *cluster {
 	}
 	c := &cluster{t: t, dir: dir}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SOAK_KEEP") != "" {
 			t.Logf("process logs and files kept in %s", dir)
 			return
 		}
@@ -225,6 +229,8 @@ type process struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// spent is the CPU time of the runs that have exited.
+	spent time.Duration
 }
 
 func (p *process) start() error {
@@ -247,6 +253,9 @@ func (p *process) start() error {
 	go func() {
 		_ = cmd.Wait()
 		_ = f.Close()
+		p.mu.Lock()
+		p.spent += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		p.mu.Unlock()
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
@@ -296,8 +305,53 @@ func (c *cluster) newProcess(name string, args ...string) *process {
 	n := c.serial
 	c.mu.Unlock()
 	p := &process{name: name, binary: c.binary, args: args, log: filepath.Join(c.dir, fmt.Sprintf("%02d-%s.log", n, name))}
+	c.mu.Lock()
+	c.processes = append(c.processes, p)
+	c.mu.Unlock()
 	c.t.Cleanup(func() { p.stop(5 * time.Second) })
 	return p
+}
+
+// cpu is the CPU time (user and system) the process has used over all its runs so far.
+func (p *process) cpu() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	spent := p.spent
+	if p.cmd == nil || p.exited == nil {
+		return spent
+	}
+	select {
+	case <-p.exited:
+		return spent // the exit added this run
+	default:
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return spent
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces: utime and
+	// stime are the 12th and 13th, in clock ticks of 1/100 s on Linux.
+	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(fields) < 13 {
+		return spent
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return spent + time.Duration(utime+stime)*10*time.Millisecond
+}
+
+// cpuByRole sums the CPU time of the codeport processes by command: "operator" and "serve".
+func (c *cluster) cpuByRole() map[string]time.Duration {
+	c.mu.Lock()
+	procs := slices.Clone(c.processes)
+	c.mu.Unlock()
+	out := map[string]time.Duration{}
+	for _, p := range procs {
+		if len(p.args) > 0 {
+			out[p.args[0]] += p.cpu()
+		}
+	}
+	return out
 }
 
 // replica is one API process of an environment on a fixed address, so that a restart comes back

@@ -6,8 +6,10 @@
 // PostgreSQL database, under partner traffic while platform engineers change things. It asserts
 // that the whole holds: no 5xx, no answer slower than a second outside the killed replica,
 // every accepted order finished and paid exactly once, ledgers equal to balances, key rotations
-// and suspensions seen at once, Wallet status following the ledger. Run it with `make test-soak`; SOAK_DURATION (default 60s)
-// is the length of the phase with churn, SOAK_WORKERS (default 12) the concurrent requests.
+// and suspensions seen at once, Wallet status following the ledger. Run it with
+// `make test-soak`; SOAK_DURATION (default 60s) is the length of the phase with churn,
+// SOAK_WORKERS (default 12) the concurrent requests, and SOAK_KEEP=1 keeps the processes' logs
+// of a passing run.
 package soak
 
 import (
@@ -83,7 +85,17 @@ func TestSoak(t *testing.T) {
 		op.stop(10 * time.Second)
 	}
 	phase1 := duration / 4
+	cpu := map[int]map[string]time.Duration{}
+	before := c.cpuByRole()
+	starts := map[int]time.Time{1: time.Now()}
 	durations[1] = l.runFor(ctx, 1, phase1, nil)
+	// The second phase starts with an empty queue too, so that its orders/s and CPU are not
+	// paying for the first phase's fulfilment.
+	drained, err := c.waitTerminal(ctx, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu[1] = since(before, c.cpuByRole())
 
 	// Phase 2: two operators again, and the churn.
 	for range 2 {
@@ -95,11 +107,17 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := &churn{c: c, l: l, start: startOperator, duration: duration, machine: machine, churned: map[string]bool{}}
+	before = c.cpuByRole()
+	starts[2] = time.Now()
 	durations[2] = l.runFor(ctx, 2, duration, ch.run)
+	cpu[2] = since(before, c.cpuByRole())
 	stopped := time.Now()
 	for _, e := range ch.events {
 		t.Log("churn " + e)
 	}
+	results, orders := l.merged()
+	results = append(results, ch.probes...)
+	logSlowest(t, results, starts, 5)
 
 	f := newFindings()
 	for _, msg := range ch.failures {
@@ -120,9 +138,10 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
-	results, orders := l.merged()
-	results = append(results, ch.probes...)
 	stats, reasons := ch.checkResults(results, orders, durations, f)
+	for phase, s := range stats {
+		s.cpu = cpu[phase]
+	}
 	byStatus, err := c.checkOrders(ctx, partners, orders, f)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +153,7 @@ func TestSoak(t *testing.T) {
 	summary(t, stats, machine, reasons, byStatus, map[string]string{
 		"Wallet status converged (slowest, from load stop)": convergence.Round(time.Millisecond).String(),
 		"orders terminal after load stop":                   drain.Round(time.Millisecond).String(),
+		"first phase's orders terminal after its load stop": drained.Round(time.Millisecond).String(),
 		"wall time of the test":                             time.Since(began).Round(time.Second).String(),
 	})
 	logCounts(t, c)
@@ -195,6 +215,19 @@ func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reas
 	row("p50 latency", func(s *phaseStats) string { return s.percentile(0.50).Round(100 * time.Microsecond).String() })
 	row("p99 latency", func(s *phaseStats) string { return s.percentile(0.99).Round(100 * time.Microsecond).String() })
 	row("max latency", func(s *phaseStats) string { return s.percentile(1).Round(time.Millisecond).String() })
+	for _, role := range []string{"operator", "serve"} {
+		row("CPU of "+role+" processes (cores)", func(s *phaseStats) string {
+			return fmt.Sprintf("%.2f", s.cpu[role].Seconds()/s.duration.Seconds())
+		})
+	}
+	// CPU per order is the data plane's own cost, which a busy machine does not change the way
+	// it changes orders/s: the operators' effect on the API shows here.
+	row("serve CPU per accepted order", func(s *phaseStats) string {
+		if s.accepted == 0 {
+			return "-"
+		}
+		return (s.cpu["serve"] / time.Duration(s.accepted)).Round(10 * time.Microsecond).String()
+	})
 	row("5xx", func(s *phaseStats) string { return strconv.Itoa(s.fiveXX) })
 	row("during the replica kill", func(s *phaseStats) string { return strconv.Itoa(s.killAffected) })
 	row("machine load average (max)", func(s *phaseStats) string { return fmt.Sprintf("%.1f", machine.max(s.from, s.to)) })
@@ -285,6 +318,28 @@ func scanLog(file string, each func(string)) {
 	for sc.Scan() {
 		each(sc.Text())
 	}
+}
+
+// logSlowest logs the n slowest answers, with where and when they were served.
+func logSlowest(t *testing.T, results []result, starts map[int]time.Time, n int) {
+	sorted := slices.Clone(results)
+	slices.SortFunc(sorted, func(a, b result) int { return int(b.dur - a.dur) })
+	var lines []string
+	for _, r := range sorted[:min(n, len(sorted))] {
+		lines = append(lines, fmt.Sprintf("  %s %s %s phase %d on %s at %s (%s into the phase): %d",
+			r.dur.Round(time.Millisecond), r.op, r.env, r.phase, r.replica.name, r.start.Format("15:04:05.000"),
+			r.start.Sub(starts[r.phase]).Round(100*time.Millisecond), r.status))
+	}
+	t.Logf("slowest answers:\n%s", strings.Join(lines, "\n"))
+}
+
+// since is the CPU time each role used between two readings of cpuByRole.
+func since(before, after map[string]time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for role, t := range after {
+		out[role] = t - before[role]
+	}
+	return out
 }
 
 func envDuration(t *testing.T, name string, fallback time.Duration) time.Duration {
