@@ -30,8 +30,6 @@ type Finished struct {
 	Environment string
 	Order       *store.Order
 	Status      string
-	// Refund is the ledger result of the refund, when there was one.
-	Refund *store.LedgerResult
 }
 
 // Hook is called in the finishing transaction; an error rolls the finish back and retries it.
@@ -204,18 +202,9 @@ func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, environment string,
 	case len(units) < o.TotalQuantity:
 		status = store.OrderPartiallyCompleted
 	}
-	var refund *store.LedgerResult
-	var refunded int64
 	// Only what was debited is refunded; undelivered value is exact because validation bounded
 	// every line total.
-	if amount := min(undelivered, o.DebitedAmount); amount > 0 {
-		res, err := wallet.Credit(tx, o.AccountID, o.Currency, store.EntryRefund, amount, o.ID.String(),
-			"undelivered units of order "+o.ExternalOrderCode)
-		if err != nil {
-			return err
-		}
-		refund, refunded = &res, amount
-	}
+	refunded := min(undelivered, o.DebitedAmount)
 	var reasonPtr *string
 	if status == store.OrderFailed {
 		if reason == "" {
@@ -228,7 +217,15 @@ func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, environment string,
 	}
 	o.Status, o.Delivered, o.RefundedAmount, o.Reason = status, len(units), refunded, reasonPtr
 	for _, h := range f.hooks {
-		if err := h(ctx, tx, Finished{Environment: environment, Order: o, Status: status, Refund: refund}); err != nil {
+		if err := h(ctx, tx, Finished{Environment: environment, Order: o, Status: status}); err != nil {
+			return err
+		}
+	}
+	// The refund is the last statement: the wallet's balance row, which every placement of the
+	// account locks, is then held only for the credit and the commit.
+	if refunded > 0 {
+		if _, err := wallet.Credit(tx, o.AccountID, o.Currency, store.EntryRefund, refunded, o.ID.String(),
+			"undelivered units of order "+o.ExternalOrderCode); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,9 @@ import (
 //     threshold, provisioning) UPDATE it without changing its key, i.e. FOR NO KEY UPDATE,
 //     which KEY SHARE does not wait for. Nothing takes FOR UPDATE or FOR SHARE on accounts.
 //
+// Every placement of an account queues on its balance rows, so a transaction takes them as late
+// as it can: fulfilment's refund is its last statement before the commit.
+//
 // Reads of balances for status and responses take no locks at all.
 
 // ErrInsufficientBalance is returned when an entry would take a balance below zero.
