@@ -325,22 +325,35 @@ func (p *process) cpu() time.Duration {
 		return spent // the exit added this run
 	default:
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return spent
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces: utime and
-	// stime are the 12th and 13th, in clock ticks of 1/100 s on Linux.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(fields) < 13 {
-		return spent
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return spent + time.Duration(utime+stime)*10*time.Millisecond
+	_, _, used := procStat(p.cmd.Process.Pid)
+	return spent + used
 }
 
-// cpuByRole sums the CPU time of the codeport processes by command: "operator" and "serve".
+// procStat reads a live process's command name, parent and CPU time (user and system) from
+// /proc; a process that is gone reads as zero.
+func procStat(pid int) (comm string, ppid int, cpu time.Duration) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, 0
+	}
+	// The command name is in parentheses and may hold spaces; after it come the state, the
+	// parent, ..., utime and stime (the 12th and 13th fields, in ticks of 1/100 s on Linux).
+	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
+	if open < 0 || closing < open {
+		return "", 0, 0
+	}
+	fields := strings.Fields(string(data[closing+1:]))
+	if len(fields) < 13 {
+		return "", 0, 0
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return string(data[open+1 : closing]), ppid, time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// cpuByRole sums the CPU time of the codeport processes by command ("operator", "serve") and
+// of the test's Kubernetes API server.
 func (c *cluster) cpuByRole() map[string]time.Duration {
 	c.mu.Lock()
 	procs := slices.Clone(c.processes)
@@ -349,6 +362,18 @@ func (c *cluster) cpuByRole() map[string]time.Duration {
 	for _, p := range procs {
 		if len(p.args) > 0 {
 			out[p.args[0]] += p.cpu()
+		}
+	}
+	// envtest's kube-apiserver and etcd are this test's children: on one machine they share the
+	// CPUs with the data plane, as they would not in a cluster.
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if comm, ppid, cpu := procStat(pid); ppid == os.Getpid() && (comm == "kube-apiserver" || comm == "etcd") {
+			out["kube-apiserver and etcd"] += cpu
 		}
 	}
 	return out
