@@ -102,8 +102,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
 	ledger := make(chan event.GenericEvent, 256)
-	if err := mgr.Add(newLedgerListener(opts.DB, mgr.GetClient(), ledger)); err != nil {
-		return fmt.Errorf("ledger listener: %w", err)
+	if err := mgr.Add(newLedgerFollower(opts.DB, mgr.GetClient(), ledger)); err != nil {
+		return fmt.Errorf("ledger follower: %w", err)
 	}
 	if err := (&WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr, ledger); err != nil {
 		return fmt.Errorf("wallet controller: %w", err)

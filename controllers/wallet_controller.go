@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,75 +126,87 @@ func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Obje
 	return out
 }
 
-// walletRefreshInterval is how often at most the ledger wakes a Wallet's reconcile: entries of
-// one interval are coalesced, so the control plane's cost does not grow with order traffic.
+// walletRefreshInterval is how often the ledger is read for new entries: entries of one interval
+// are coalesced into one refresh per Wallet, so the control plane's cost does not grow with
+// order traffic.
 const walletRefreshInterval = time.Second
 
-// ledgerListener turns ledger notifications (payload: account id) into reconciles of the
-// Wallets of those accounts, so balances in status follow orders within seconds.
-type ledgerListener struct {
+// ledgerCommitLag is how many intervals back each read starts. Entry ids are taken at insert and
+// transactions commit out of order, so an entry can become visible after a higher id was read;
+// reading again from the head of ledgerCommitLag intervals ago sees every entry committed within
+// that time of its insert. Placements commit within milliseconds of their insert.
+const ledgerCommitLag = 2
+
+// ledgerFollower turns new ledger entries into reconciles of the Wallets of their accounts, so
+// balances in status follow orders within seconds. It reads wallet_entries by id rather than
+// listening for a NOTIFY per entry: a notifying commit takes a database-wide lock, which would
+// serialise the commits of every placement.
+type ledgerFollower struct {
 	db     *store.DB
 	client client.Client
 	events chan<- event.GenericEvent
 
-	mu sync.Mutex
-	// pending are the accounts with entries since the last flush; everything is set when
-	// notifications may have been missed (a new subscription).
-	pending    map[string]struct{}
-	everything bool
+	// heads are the ledger heads read by the last reads, oldest first; the next read starts
+	// after heads[0].
+	heads []int64
 	// owners caches who owns an account: an account never changes owner.
 	owners map[string]store.Owner
 }
 
-func newLedgerListener(db *store.DB, c client.Client, events chan<- event.GenericEvent) *ledgerListener {
-	return &ledgerListener{db: db, client: c, events: events, pending: map[string]struct{}{}, owners: map[string]store.Owner{}}
+func newLedgerFollower(db *store.DB, c client.Client, events chan<- event.GenericEvent) *ledgerFollower {
+	return &ledgerFollower{db: db, client: c, events: events, owners: map[string]store.Owner{}}
 }
 
 // NeedLeaderElection: only the leader reconciles, so only the leader needs the events.
-func (l *ledgerListener) NeedLeaderElection() bool { return true }
+func (l *ledgerFollower) NeedLeaderElection() bool { return true }
 
-func (l *ledgerListener) Start(ctx context.Context) error {
-	go func() {
-		tick := time.NewTicker(walletRefreshInterval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				l.flush(ctx)
-			}
+// Start refreshes every Wallet once (entries before it are not known to be reflected), then the
+// Wallets of the accounts with new entries at every interval.
+func (l *ledgerFollower) Start(ctx context.Context) error {
+	tick := time.NewTicker(walletRefreshInterval)
+	defer tick.Stop()
+	for {
+		if err := l.read(ctx); err != nil {
+			slog.WarnContext(ctx, "ledger refresh", slog.Any("err", err))
 		}
-	}()
-	return store.Listen(ctx, l.db.Pool, []string{store.ChannelLedger},
-		func(_, account string) {
-			l.mu.Lock()
-			l.pending[account] = struct{}{}
-			l.mu.Unlock()
-		},
-		func() {
-			l.mu.Lock()
-			l.everything = true
-			l.mu.Unlock()
-		})
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
-// flush enqueues the Wallets of every account with entries since the last flush, once each.
-func (l *ledgerListener) flush(ctx context.Context) {
-	l.mu.Lock()
-	accounts, everything := l.pending, l.everything
-	l.pending, l.everything = map[string]struct{}{}, false
-	l.mu.Unlock()
-	if everything {
+// read enqueues the Wallets of every account with entries after the oldest remembered head.
+func (l *ledgerFollower) read(ctx context.Context) error {
+	if len(l.heads) == 0 {
+		head, err := store.LedgerHead(ctx, l.db.Gorm)
+		if err != nil {
+			return err
+		}
 		var list v1alpha1.WalletList
 		if err := l.client.List(ctx, &list); err != nil {
-			slog.WarnContext(ctx, "ledger refresh: list wallets", slog.Any("err", err))
-			return
+			return fmt.Errorf("list wallets: %w", err)
 		}
 		l.send(ctx, list.Items, func(*v1alpha1.Wallet) bool { return true })
-		return
+		l.heads = []int64{head}
+		return nil
 	}
-	for account := range accounts {
+	accounts, last, err := store.LedgerAccountsAfter(ctx, l.db.Gorm, l.heads[0])
+	if err != nil {
+		return err
+	}
+	l.heads = append(l.heads, max(last, l.heads[len(l.heads)-1]))
+	if len(l.heads) > ledgerCommitLag {
+		l.heads = l.heads[len(l.heads)-ledgerCommitLag:]
+	}
+	l.refresh(ctx, accounts)
+	return nil
+}
+
+// refresh enqueues the Wallets of accounts, once each.
+func (l *ledgerFollower) refresh(ctx context.Context, accounts []string) {
+	for _, account := range accounts {
 		owner, err := l.owner(ctx, account)
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
@@ -213,7 +224,7 @@ func (l *ledgerListener) flush(ctx context.Context) {
 	}
 }
 
-func (l *ledgerListener) send(ctx context.Context, wallets []v1alpha1.Wallet, match func(*v1alpha1.Wallet) bool) {
+func (l *ledgerFollower) send(ctx context.Context, wallets []v1alpha1.Wallet, match func(*v1alpha1.Wallet) bool) {
 	for i := range wallets {
 		if !match(&wallets[i]) {
 			continue
@@ -226,19 +237,14 @@ func (l *ledgerListener) send(ctx context.Context, wallets []v1alpha1.Wallet, ma
 	}
 }
 
-func (l *ledgerListener) owner(ctx context.Context, account string) (store.Owner, error) {
-	l.mu.Lock()
-	owner, ok := l.owners[account]
-	l.mu.Unlock()
-	if ok {
+func (l *ledgerFollower) owner(ctx context.Context, account string) (store.Owner, error) {
+	if owner, ok := l.owners[account]; ok {
 		return owner, nil
 	}
 	owner, err := store.AccountOwner(ctx, l.db.Gorm, account)
 	if err != nil {
 		return store.Owner{}, err
 	}
-	l.mu.Lock()
 	l.owners[account] = owner
-	l.mu.Unlock()
 	return owner, nil
 }

@@ -37,11 +37,8 @@ const (
 	EntryAdjustment = "adjustment"
 )
 
-// NOTIFY channels raised by the schema's triggers.
-const (
-	ChannelConfig = "codeport_config"
-	ChannelLedger = "codeport_ledger"
-)
+// ChannelConfig is the NOTIFY channel raised by the schema's triggers on configuration changes.
+const ChannelConfig = "codeport_config"
 
 type Partner struct {
 	ID           uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`

@@ -72,3 +72,32 @@ func AccountOwner(ctx context.Context, db *gorm.DB, accountID string) (Owner, er
 	}
 	return o, nil
 }
+
+// LedgerHead is the id of the newest ledger entry (0 when there is none).
+func LedgerHead(ctx context.Context, db *gorm.DB) (int64, error) {
+	var head int64
+	if err := db.WithContext(ctx).Raw(`SELECT coalesce(max(id), 0) FROM wallet_entries`).Scan(&head).Error; err != nil {
+		return 0, fmt.Errorf("read ledger head: %w", err)
+	}
+	return head, nil
+}
+
+// LedgerAccountsAfter returns the accounts with ledger entries whose id is above after, and the
+// highest such id (after, when there is none). It reads the primary key's index from after on.
+func LedgerAccountsAfter(ctx context.Context, db *gorm.DB, after int64) (accounts []string, last int64, err error) {
+	var rows []struct {
+		AccountID string
+		Last      int64
+	}
+	err = db.WithContext(ctx).Raw(`SELECT account_id::text AS account_id, max(id) AS last FROM wallet_entries
+		WHERE id > ? GROUP BY account_id`, after).Scan(&rows).Error
+	if err != nil {
+		return nil, after, fmt.Errorf("read ledger after entry %d: %w", after, err)
+	}
+	last = after
+	for _, r := range rows {
+		accounts = append(accounts, r.AccountID)
+		last = max(last, r.Last)
+	}
+	return accounts, last, nil
+}

@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+)
+
+// TestLedgerFollowerSeesLateCommits: ledger entry ids are taken at insert, so an entry can commit
+// after one with a higher id was read. The follower still refreshes its Wallet, and stops
+// refreshing an account once its entries are older than the commit lag.
+func TestLedgerFollowerSeesLateCommits(t *testing.T) {
+	ctx := context.Background()
+	database, err := storetest.Create(ctx, "controllers_ledger", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = database.Drop(context.Background()) })
+	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	prov := provisioning.New(db)
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+
+	const ns = "ledger"
+	var wallets []client.Object
+	accounts := map[string]string{}
+	for _, name := range []string{"acme", "globex"} {
+		p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: "ops@" + name + ".example"}}
+		if _, err := prov.ApplyPartner(ctx, p, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-sandbox"},
+			Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: v1alpha1.EnvironmentSandbox,
+				TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "10.00"}}}}
+		if _, err := prov.ApplyWallet(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		wallets = append(wallets, w)
+		var id string
+		if err := db.Gorm.Raw(`SELECT a.id::text FROM accounts a JOIN partners p ON p.id = a.partner_id
+			WHERE p.namespace = ? AND p.name = ? AND a.environment = 'sandbox'`, ns, name).Scan(&id).Error; err != nil || id == "" {
+			t.Fatalf("account of %s: %q %v", name, id, err)
+		}
+		accounts[name] = id
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(wallets...).
+		WithIndex(&v1alpha1.Wallet{}, walletPartnerIndex, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.Wallet).Spec.PartnerRef.Name}
+		}).Build()
+	events := make(chan event.GenericEvent, 16)
+	f := newLedgerFollower(db, c, events)
+	refreshed := func() []string {
+		t.Helper()
+		if err := f.read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for len(events) > 0 {
+			names = append(names, (<-events).Object.GetName())
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := refreshed(); !slices.Equal(got, []string{"acme-sandbox", "globex-sandbox"}) {
+		t.Fatalf("first read refreshed %v, want every Wallet", got)
+	}
+
+	entry := `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
+		VALUES (?, 'EUR', 'adjustment', ?, 1, 1)`
+	late := db.Gorm.Begin()
+	defer late.Rollback()
+	if err := late.Exec(entry, accounts["acme"], "late").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Gorm.Exec(entry, accounts["globex"], "early").Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := refreshed(); !slices.Equal(got, []string{"globex-sandbox"}) {
+		t.Fatalf("refreshed %v, want the committed entry's Wallet", got)
+	}
+	if err := late.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if got := refreshed(); !slices.Contains(got, "acme-sandbox") {
+		t.Fatalf("refreshed %v: the entry committed after a higher id was read is missed", got)
+	}
+	for range ledgerCommitLag {
+		refreshed()
+	}
+	if got := refreshed(); len(got) != 0 {
+		t.Errorf("with no new entries, %v are still refreshed after the commit lag", got)
+	}
+}
