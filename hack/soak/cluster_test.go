@@ -352,8 +352,9 @@ func procStat(pid int) (comm string, ppid int, cpu time.Duration) {
 	return string(data[open+1 : closing]), ppid, time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// cpuByRole sums the CPU time of the codeport processes by command ("operator", "serve") and
-// of the test's Kubernetes API server.
+// cpuByRole sums the CPU time of the codeport processes by command ("operator", "serve"), of
+// the test's Kubernetes API server, of PostgreSQL and of the test itself. A backend that has
+// exited takes its CPU time with it, so the postgres figure is a lower bound.
 func (c *cluster) cpuByRole() map[string]time.Duration {
 	c.mu.Lock()
 	procs := slices.Clone(c.processes)
@@ -372,8 +373,15 @@ func (c *cluster) cpuByRole() map[string]time.Duration {
 		if err != nil {
 			continue
 		}
-		if comm, ppid, cpu := procStat(pid); ppid == os.Getpid() && (comm == "kube-apiserver" || comm == "etcd") {
+		switch comm, ppid, cpu := procStat(pid); {
+		case ppid == os.Getpid() && (comm == "kube-apiserver" || comm == "etcd"):
 			out["kube-apiserver and etcd"] += cpu
+		case comm == "postgres":
+			// The server's processes, its connections' backends included (the run's database is
+			// the only busy one).
+			out["postgres"] += cpu
+		case pid == os.Getpid():
+			out["the load generator"] += cpu
 		}
 	}
 	return out

@@ -215,7 +215,7 @@ func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reas
 	row("p50 latency", func(s *phaseStats) string { return s.percentile(0.50).Round(100 * time.Microsecond).String() })
 	row("p99 latency", func(s *phaseStats) string { return s.percentile(0.99).Round(100 * time.Microsecond).String() })
 	row("max latency", func(s *phaseStats) string { return s.percentile(1).Round(time.Millisecond).String() })
-	for _, role := range []string{"operator", "kube-apiserver and etcd", "serve"} {
+	for _, role := range []string{"operator", "kube-apiserver and etcd", "serve", "postgres", "the load generator"} {
 		row("CPU of "+role+" (cores)", func(s *phaseStats) string {
 			return fmt.Sprintf("%.2f", s.cpu[role].Seconds()/s.duration.Seconds())
 		})
