@@ -36,16 +36,7 @@ func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...cl
 // the key costs no uncached read.
 func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	database, err := storetest.Create(ctx, "controllers_plan", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = database.Drop(context.Background()) })
-	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openTestStore(t, "controllers_plan", 2)
 	prov := provisioning.New(db)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
@@ -120,4 +111,21 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openTestStore creates a database of the test's own, migrated, and opens it; both go at cleanup.
+func openTestStore(t *testing.T, name string, maxConns int32) *store.DB {
+	t.Helper()
+	ctx := context.Background()
+	database, err := storetest.Create(ctx, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = database.Drop(context.Background()) })
+	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: maxConns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
 }

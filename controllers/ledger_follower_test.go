@@ -13,8 +13,6 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
 // TestLedgerFollowerSeesLateCommits: ledger entry ids are taken at insert, so an entry can commit
@@ -22,16 +20,7 @@ import (
 // refreshing an account once its entries are older than the commit lag.
 func TestLedgerFollowerSeesLateCommits(t *testing.T) {
 	ctx := context.Background()
-	database, err := storetest.Create(ctx, "controllers_ledger", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = database.Drop(context.Background()) })
-	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := openTestStore(t, "controllers_ledger", 4)
 	prov := provisioning.New(db)
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
