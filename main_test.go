@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -167,4 +168,86 @@ func TestFlagUsageNamesTheValueType(t *testing.T) {
 	if !strings.Contains(help.String(), "--codes-key string ") {
 		t.Fatalf("serve --help does not show --codes-key string:\n%s", help.String())
 	}
+}
+
+// TestServeLogLinesNameEachAttributeOnce runs `codeport serve` and reads its log: every line is
+// JSON with each attribute once (the request line's environment included), and the request line
+// names the environment served.
+func TestServeLogLinesNameEachAttributeOnce(t *testing.T) {
+	db := storetest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	root := newRootCommand()
+	root.SetErr(logs)
+	root.SetArgs([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
+		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32), "--redis-url", ""})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var addr string
+	for deadline := time.Now().Add(30 * time.Second); addr == ""; {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct {
+				Msg, Addr string
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving partner API" {
+				addr = rec.Addr
+			}
+		}
+		if addr == "" && time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + addr + "/v2/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	requestLines := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		keys, err := topLevelKeys(line)
+		if err != nil {
+			t.Fatalf("log line is not a JSON object: %v\n%s", err, line)
+		}
+		for key, n := range keys {
+			if n > 1 {
+				t.Errorf("attribute %q written %d times: %s", key, n, line)
+			}
+		}
+		if strings.Contains(line, `"msg":"request"`) {
+			requestLines++
+			if !strings.Contains(line, `"environment":"sandbox"`) {
+				t.Errorf("request line without its environment: %s", line)
+			}
+		}
+	}
+	if requestLines == 0 {
+		t.Fatalf("no request line logged:\n%s", logs.String())
+	}
+}
+
+// topLevelKeys counts the keys of the JSON object line, duplicates included (a map would keep one).
+func topLevelKeys(line string) (map[string]int, error) {
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("want an object, got %v (%w)", tok, err)
+	}
+	keys := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		keys[tok.(string)]++
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }

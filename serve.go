@@ -44,7 +44,10 @@ requests and running fulfilment jobs finish, then exits.`,
 			if databaseURL == "" {
 				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
 			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With(slog.String("environment", environment))
+			// The API's request lines name their environment themselves; the process's other lines
+			// (limiter, workers) get it here.
+			processLog := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			log := processLog.With(slog.String("environment", environment))
 			cfg := apiserver.DefaultConfig(environment)
 			proxies, err := auth.ParseTrustedProxies(trustedProxies)
 			if err != nil {
@@ -85,7 +88,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			plane := &apiserver.DataPlane{
-				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
+				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: processLog},
 				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
 				SMTP:        mail,
 				Retry:       notify.DefaultRetry(),
@@ -95,6 +98,7 @@ requests and running fulfilment jobs finish, then exits.`,
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
 				wcfg.Concurrency = concurrency
+				wcfg.Logger = log
 				if rescueAfter > 0 {
 					wcfg.RescueAfter = rescueAfter
 					wcfg.JobTimeout = min(wcfg.JobTimeout, rescueAfter)

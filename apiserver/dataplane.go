@@ -126,7 +126,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	var workers *fulfilment.Workers
 	if d.Workers != nil {
 		cfg := *d.Workers
-		cfg.Logger = log
+		if cfg.Logger == nil {
+			cfg.Logger = log
+		}
 		var hooks []fulfilment.Hook
 		if d.Deps.OrderMetrics != nil {
 			hooks = append(hooks, d.Deps.OrderMetrics.Finished)
@@ -138,7 +140,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 				cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
 			}
 		}
-		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, log, hooks...).WithTracing(d.Deps.Tracing)
+		f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, cfg.Logger, hooks...).WithTracing(d.Deps.Tracing)
 		var err error
 		if workers, err = fulfilment.StartWorkers(runCtx, d.Deps.DB, f, cfg); err != nil {
 			cancel()
