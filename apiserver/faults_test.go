@@ -98,10 +98,12 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	only := func(p *v1alpha1.Partner) { p.Spec.IPWhitelist = []string{"198.51.100.7"} }
 	direct := newStack(t, stackOptions{noWorker: true})
 	tn := direct.onboard(t, "acme", only)
-	ping := func(s *stack, xff string) int {
+	ping := func(s *stack, xff ...string) int {
 		req, _ := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/v2/ping", nil)
 		req.Header.Set("x-api-key", tn.keys["production"])
-		req.Header.Set("X-Forwarded-For", xff)
+		for _, line := range xff {
+			req.Header.Add("X-Forwarded-For", line)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -118,6 +120,14 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	}
 	if got := ping(proxied, "198.51.100.7, 203.0.113.9"); got != 403 {
 		t.Fatalf("rightmost untrusted hop must be the client: %d", got)
+	}
+	// A proxy that adds its own line (HAProxy's option forwardfor, several CDNs) leaves the
+	// client's forged line first: the client is still the last line's hop.
+	if got := ping(proxied, "198.51.100.7", "203.0.113.9"); got != 403 {
+		t.Fatalf("a forged first X-Forwarded-For line passed the allowlist: %d", got)
+	}
+	if got := ping(proxied, "203.0.113.9", "198.51.100.7"); got != 200 {
+		t.Fatalf("the client named in the proxy's own line refused: %d", got)
 	}
 }
 

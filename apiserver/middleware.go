@@ -127,11 +127,11 @@ func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
 // The access pipeline and the request log each work it out: that costs less than keeping it in
 // the request's locals, which would box it on the heap.
 func (s *Server) clientIP(c *fiber.Ctx) netip.Addr {
-	return s.clientIPOf(c.Context().RemoteIP(), c.Get(fiber.HeaderXForwardedFor))
+	return s.clientIPOf(c.Context().RemoteIP(), c.Request().Header.PeekAll(fiber.HeaderXForwardedFor))
 }
 
-// clientIPOf is the client of a request from peer with the X-Forwarded-For header forwardedFor.
-func (s *Server) clientIPOf(peer net.IP, forwardedFor string) netip.Addr {
+// clientIPOf is the client of a request from peer whose X-Forwarded-For lines are forwardedFor.
+func (s *Server) clientIPOf(peer net.IP, forwardedFor [][]byte) netip.Addr {
 	addr, _ := netip.AddrFromSlice(peer)
 	return auth.ClientIP(addr.Unmap(), forwardedFor, s.cfg.TrustedProxies)
 }
