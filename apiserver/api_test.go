@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
@@ -53,22 +54,31 @@ func TestAuthentication(t *testing.T) {
 }
 
 // TestUnroutedRequests: requests no route takes still get the contract's error body, whatever
-// their method or path.
+// their method or path, with an X-Request-Id (and, in the API, the rate-limit headers); a path served for other
+// methods answers 405 with an Allow header that lists them.
 func TestUnroutedRequests(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "acme", nil)
-	key := tn.keys["production"]
+	key, bearer := tn.keys["production"], "Bearer "+tn.keys["bearer:production"]
 	cases := []struct {
 		name, method, path, key string
 		status                  int
-		message                 string
+		message, allow          string
 	}{
-		{"unknown path", "GET", "/v2/nothing-here", key, 404, "Cannot GET /v2/nothing-here"},
-		{"method the route does not take", "DELETE", "/v2/ping", key, 404, "Cannot DELETE /v2/ping"},
-		{"unknown path of v1", "GET", "/v1/nothing-here", "Bearer " + tn.keys["bearer:production"], 404, "Cannot GET /v1/nothing-here"},
-		{"method the router does not know", "PURGE", "/v2/ping", key, 405, "Method not allowed"},
-		{"unknown method without a key", "BREW", "/v2/catalog/products", "", 405, "Method not allowed"},
-		{"unknown method outside the API", "BREW", "/healthz", "", 405, "Method not allowed"},
+		{"unknown path", "GET", "/v2/nothing-here", key, 404, "Cannot GET /v2/nothing-here", ""},
+		{"unknown path of v1", "GET", "/v1/nothing-here", bearer, 404, "Cannot GET /v1/nothing-here", ""},
+		{"unknown path below a route", "GET", "/v2/orders/x/y", key, 404, "Cannot GET /v2/orders/x/y", ""},
+		{"method the route does not take", "DELETE", "/v2/ping", key, 405, "Method not allowed", "GET, HEAD"},
+		{"read of the order route", "GET", "/v2/orders", key, 405, "Method not allowed", "POST"},
+		{"deletion of an order", "DELETE", "/v2/orders/x", key, 405, "Method not allowed", "GET, HEAD"},
+		{"route matched as the router matches", "PUT", "/V2/Orders/", key, 405, "Method not allowed", "POST"},
+		{"method the v1 route does not take", "POST", "/v1/catalog", bearer, 405, "Method not allowed", "GET, HEAD"},
+		{"wrong method without a key is refused for the key first", "DELETE", "/v2/orders/x", "", 401, "Missing API key", ""},
+		{"method the route does not take outside the API", "DELETE", "/healthz", "", 405, "Method not allowed", "GET, HEAD"},
+		{"method the router does not know", "PURGE", "/v2/ping", key, 405, "Method not allowed", "GET, HEAD"},
+		{"unknown method without a key", "BREW", "/v2/catalog/products", "", 405, "Method not allowed", "GET, HEAD"},
+		{"unknown method on an unknown path", "BREW", "/v2/teapot", "", 405, "Method not allowed", ""},
+		{"unknown method outside the API", "BREW", "/healthz", "", 405, "Method not allowed", "GET, HEAD"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,7 +87,50 @@ func TestUnroutedRequests(t *testing.T) {
 			if ct := r.header.Get("Content-Type"); ct != "application/json" {
 				t.Fatalf("Content-Type %q", ct)
 			}
+			if got := r.header.Get("Allow"); got != tc.allow {
+				t.Fatalf("Allow %q, want %q", got, tc.allow)
+			}
+			if r.header.Get("X-Request-Id") == "" {
+				t.Fatalf("answer without X-Request-Id: %v", r.header)
+			}
+			// The health probes stand outside the rate-limited API.
+			limited := tc.path != "/healthz"
+			if limited && (r.header.Get("X-RateLimit-Limit") == "" || r.header.Get("X-RateLimit-Reset") == "") {
+				t.Fatalf("API answer without rate-limit headers: %v", r.header)
+			}
 		})
+	}
+}
+
+// TestRefusalsBeforeRoutingCountPerIP: requests refused before any key is read (a method the
+// router does not know) count against the client IP's bucket, as failed authentications do, and
+// are answered 429 once it is spent.
+func TestRefusalsBeforeRoutingCountPerIP(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	awayFromMinuteEnd()
+	limit := 0
+	for i := 0; ; i++ {
+		r := s.call(t, "production", "BREW", "/v2/ping", "", nil)
+		if i == 0 {
+			limit, _ = strconv.Atoi(r.header.Get("X-RateLimit-Limit"))
+			if limit < 1 {
+				t.Fatalf("X-RateLimit-Limit %q", r.header.Get("X-RateLimit-Limit"))
+			}
+		}
+		if i < limit {
+			expectError(t, r, 405, "Method not allowed")
+			if r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(limit-1-i) {
+				t.Fatalf("request %d: remaining %q", i, r.header.Get("X-RateLimit-Remaining"))
+			}
+			continue
+		}
+		retry := r.header.Get("Retry-After")
+		expectError(t, r, http.StatusTooManyRequests, "Rate limit exceeded. Retry after "+retry+"s.")
+		break
+	}
+	// The IP's budget is spent for requests without a key as well.
+	if r := s.call(t, "production", "GET", "/v2/ping", "", nil); r.status != http.StatusTooManyRequests {
+		t.Fatalf("a request without a key after the IP's budget: %d %s", r.status, r.raw)
 	}
 }
 

@@ -89,6 +89,7 @@ type Server struct {
 	// routePaths are the paths of the route table, each once: a request's route names outlive it
 	// without a copy.
 	routePaths map[string]string
+	methods    methodTable
 	// accountLogs are the request logs of accounts (by account id), partner and account
 	// pre-encoded: see accountLog.
 	accountLogs sync.Map
@@ -136,9 +137,10 @@ func New(cfg Config, deps Deps) *Server {
 	for _, r := range s.app.GetRoutes() {
 		s.routePaths[r.Path] = r.Path
 	}
-	// Fiber answers a method it does not know with a plain-text 400 before any middleware runs;
-	// clients get the contract's error body instead.
+	s.methods = newMethodTable(s.app.GetRoutes(true), s.app.Config().RequestMethods)
+	// Requests the router never sees get the same answer as any other.
 	s.app.Server().Handler = s.refuseUnknownMethods(s.app.Server().Handler)
+	s.app.Server().ErrorHandler = s.refuseUnreadable
 	return s
 }
 
@@ -177,14 +179,24 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 	api.Get("/orders/:reference", h.GetOrder)
 	api.Get("/wallet", h.Wallet)
 	api.Get("/sandbox/scenarios", h.SandboxScenarios)
-	// Unknown paths under /v2 still answer in the contract's error shape, with rate-limit headers.
-	api.Use(func(c *fiber.Ctx) error { return apierror.RouteNotFound(c.Method(), c.Path()) })
+	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
+	api.Use(s.unrouted)
 
 	old := app.Group("/v1", s.access(bearerCredential))
 	old.Get("/catalog", legacy.Catalog)
 	old.Get("/catalog/products", legacy.Products)
 	old.Get("/catalog/product", legacy.Product)
-	old.Use(func(c *fiber.Ctx) error { return apierror.RouteNotFound(c.Method(), c.Path()) })
+	old.Use(s.unrouted)
+}
+
+// unrouted answers a request no route took: 405 with an Allow header when the path is served
+// for other methods, else 404.
+func (s *Server) unrouted(c *fiber.Ctx) error {
+	if allow := s.methods.allow(c.Path()); allow != "" {
+		c.Set(fiber.HeaderAllow, allow)
+		return apierror.MethodNotAllowed()
+	}
+	return apierror.RouteNotFound(c.Method(), c.Path())
 }
 
 func (s *Server) ready(c *fiber.Ctx) error {

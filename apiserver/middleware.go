@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -101,7 +102,7 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 		s.log.WarnContext(c.UserContext(), "rate limiter unavailable", slog.Any("err", err))
 		return nil
 	}
-	setRateLimitHeaders(c, d)
+	setRateLimitHeaders(&c.Response().Header, d)
 	if !d.Allowed {
 		s.countRateLimited(kind)
 		retry := d.RetryAfter(now)
@@ -111,15 +112,15 @@ func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now tim
 	return nil
 }
 
-func setRateLimitHeaders(c *fiber.Ctx, d ratelimit.Decision) {
+func setRateLimitHeaders(h *fasthttp.ResponseHeader, d ratelimit.Decision) {
 	// fasthttp would write X-Ratelimit-Limit; the contract spells X-RateLimit-Limit, and clients
 	// with case-sensitive header maps look for exactly that. Every other header of the response
 	// is set with its canonical spelling.
-	c.Response().Header.DisableNormalizing()
+	h.DisableNormalizing()
 	var digits [20]byte
-	for _, h := range d.Headers() {
+	for _, header := range d.Headers() {
 		// The header keeps its own copy of the value.
-		c.Response().Header.SetBytesV(h.Name, strconv.AppendInt(digits[:0], h.Value, 10))
+		h.SetBytesV(header.Name, strconv.AppendInt(digits[:0], header.Value, 10))
 	}
 }
 
@@ -148,6 +149,9 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		case errors.As(err, &fe) && fe.Code == fiber.StatusNotFound:
 			apiErr = apierror.RouteNotFound(c.Method(), c.Path())
 		case errors.As(err, &fe) && fe.Code == fiber.StatusMethodNotAllowed:
+			if allow := s.methods.allow(c.Path()); allow != "" {
+				c.Set(fiber.HeaderAllow, allow)
+			}
 			apiErr = apierror.MethodNotAllowed()
 		case errors.As(err, &fe) && fe.Code < 500:
 			apiErr = apierror.New(fe.Code, fe.Message)

@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -172,35 +175,78 @@ func (s *Server) finished(ctx context.Context, log *slog.Logger, id, method, rou
 	}
 }
 
-// refuseUnknownMethods passes to next the requests whose method the router knows and answers
-// the others with the contract's 405, counted and logged as observe counts and logs every other
-// request. They count under route unmatchedRoute and method "other": the method is the client's
-// free text, and a label value per text would let clients grow the metrics without bound.
+// refuseUnknownMethods passes to next the requests whose method the router knows and refuses the
+// others with the contract's 405 (Fiber would answer them with a plain-text 400 before any
+// middleware). They count under method "other": the method is the client's free text, and a label
+// value per text would let clients grow the metrics without bound.
 func (s *Server) refuseUnknownMethods(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	known := map[string]bool{}
 	for _, m := range s.app.Config().RequestMethods {
 		known[m] = true
 	}
-	// Three plain fields: encoding cannot fail.
-	body, _ := json.Marshal(apierror.MethodNotAllowed())
-	const method, status = "other", fasthttp.StatusMethodNotAllowed
 	return func(ctx *fasthttp.RequestCtx) {
 		if known[string(ctx.Method())] {
 			next(ctx)
 			return
 		}
-		start := time.Now()
-		id := string(ctx.Request.Header.Peek(HeaderRequestID))
-		if !requestIDPattern.MatchString(id) {
-			id = s.requestIDs.next()
+		if allow := s.methods.allow(string(ctx.Path())); allow != "" {
+			ctx.Response.Header.Set(fiber.HeaderAllow, allow)
 		}
-		ctx.Response.Header.Set(HeaderRequestID, id)
-		ctx.SetStatusCode(status)
-		ctx.SetContentType(fiber.MIMEApplicationJSON)
-		ctx.SetBody(body)
-		s.finished(ctx, s.log, id, method, unmatchedRoute, status, time.Since(start),
-			s.clientIPOf(ctx.RemoteIP(), string(ctx.Request.Header.Peek(fiber.HeaderXForwardedFor))))
+		s.refuseBeforeRouting(ctx, "other", apierror.MethodNotAllowed())
 	}
+}
+
+// refuseUnreadable answers a request fasthttp could not read: a body over the limit, headers too
+// large, a read timeout, or malformed HTTP.
+func (s *Server) refuseUnreadable(ctx *fasthttp.RequestCtx, err error) {
+	var e *apierror.Error
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = apierror.BodyTooLarge(s.cfg.BodyLimit)
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		e = apierror.New(fasthttp.StatusRequestHeaderFieldsTooLarge, "Request header fields too large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		e = apierror.New(fasthttp.StatusRequestTimeout, "Request timeout")
+	default:
+		e = apierror.New(fasthttp.StatusBadRequest, "Malformed HTTP request")
+	}
+	method := "other"
+	if m := string(ctx.Method()); slices.Contains(s.app.Config().RequestMethods, m) {
+		method = methodName(m)
+	}
+	s.refuseBeforeRouting(ctx, method, e)
+}
+
+// refuseBeforeRouting answers a request that never reaches the route table as every other
+// answer goes out: the contract's error body, an X-Request-Id, and the X-RateLimit-* headers.
+// Like requests refused before a key is established, it counts against its client IP's bucket,
+// which answers 429 once exhausted. It is counted and logged under route unmatchedRoute.
+func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e *apierror.Error) {
+	start := time.Now()
+	id := string(ctx.Request.Header.Peek(HeaderRequestID))
+	if !requestIDPattern.MatchString(id) {
+		id = s.requestIDs.next()
+	}
+	ctx.Response.Header.Set(HeaderRequestID, id)
+	ip := s.clientIPOf(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fiber.HeaderXForwardedFor))
+	if d, err := s.limiter.Allow(ctx, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, start); err != nil {
+		s.log.WarnContext(ctx, "rate limiter unavailable", slog.Any("err", err))
+	} else {
+		setRateLimitHeaders(&ctx.Response.Header, d)
+		if !d.Allowed {
+			s.countRateLimited("ip")
+			retry := d.RetryAfter(start)
+			ctx.Response.Header.Set(fiber.HeaderRetryAfter, strconv.FormatInt(retry, 10))
+			e = apierror.RateLimited(retry)
+		}
+	}
+	// The error's fields are plain strings and an integer: encoding cannot fail.
+	body, _ := json.Marshal(e)
+	ctx.SetStatusCode(e.Status)
+	ctx.SetContentType(fiber.MIMEApplicationJSON)
+	ctx.SetBody(body)
+	s.finished(ctx, s.log, id, method, unmatchedRoute, e.Status, time.Since(start), ip)
 }
 
 // accountLog is the request log of p's account: its partner and id are encoded once, by the

@@ -462,6 +462,9 @@ func TestRequestShapeErrors(t *testing.T) {
 	if resp.StatusCode != 413 || !strings.Contains(string(raw), `"statusCode":413`) {
 		t.Fatalf("oversized body: %d %s", resp.StatusCode, raw)
 	}
+	if resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-RateLimit-Limit") == "" || resp.Header.Get("X-RateLimit-Reset") == "" {
+		t.Fatalf("413 without X-Request-Id or rate-limit headers: %v", resp.Header)
+	}
 	if r := s.call(t, "production", "GET", "/v2/nope", key, nil); r.status != 404 || r.header.Get("X-RateLimit-Limit") == "" {
 		t.Fatalf("unknown route: %d %s", r.status, r.raw)
 	}
