@@ -123,8 +123,8 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
 		Listeners: listeners,
 		Workers:   &workers,
-		SMTP:      mail,
-		Retry:     notify.DefaultRetry(),
+		// A developer's webhook receiver runs on this machine or their network.
+		Delivery: notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: true},
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

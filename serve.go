@@ -24,7 +24,7 @@ import (
 func newServeCommand() *cobra.Command {
 	var (
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
-		workers, profiling                                                                                               bool
+		workers, profiling, webhooksToPrivate                                                                            bool
 		concurrency                                                                                                      int
 		maxConns, minIdleConns                                                                                           int32
 		rescueAfter                                                                                                      time.Duration
@@ -90,8 +90,7 @@ requests and running fulfilment jobs finish, then exits.`,
 			plane := &apiserver.DataPlane{
 				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: processLog},
 				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
-				SMTP:        mail,
-				Retry:       notify.DefaultRetry(),
+				Delivery:    notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: webhooksToPrivate},
 				MetricsAddr: metricsAddr,
 				Profiling:   profiling,
 			}
@@ -128,6 +127,8 @@ requests and running fulfilment jobs finish, then exits.`,
 		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
 	codesKeyFlag(f, &codesKey)
 	smtpFlags(f, &smtpURL, &smtpFrom)
+	f.BoolVar(&webhooksToPrivate, "webhook-allow-private-networks", false,
+		"deliver webhooks to loopback, link-local and private (cluster-internal) addresses too; off, a partner's webhook URL cannot reach the service's own network")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,

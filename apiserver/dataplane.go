@@ -32,9 +32,8 @@ type DataPlane struct {
 	Listeners []Listener
 	// Workers, when non-nil, runs fulfilment in this process.
 	Workers *fulfilment.WorkerConfig
-	// SMTP, when set, sends low-balance e-mails; Retry schedules notification retries.
-	SMTP  *notify.SMTP
-	Retry notify.Retry
+	// Delivery configures webhooks and low-balance e-mails.
+	Delivery notify.Delivery
 	// MetricsAddr, when set, serves Prometheus metrics (/metrics) on its own port.
 	MetricsAddr string
 	// Profiling adds Go's pprof endpoints (/debug/pprof/) to the metrics port. They reveal
@@ -135,7 +134,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		}
 		if d.Deps.Notifier != nil {
 			hooks = append(hooks, d.Deps.Notifier.OrderFinished)
-			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.SMTP, d.Retry))
+			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.Delivery))
 			for _, env := range cfg.Environments {
 				cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
 			}

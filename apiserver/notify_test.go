@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,6 +184,77 @@ func TestWebhookEventFilter(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if d := rcv.deliveries(); len(d) != 1 || !strings.Contains(string(d[0].body), `"order.failed"`) {
 		t.Fatalf("deliveries: %v", d)
+	}
+}
+
+// TestWebhookRedirectIsAFailedAttempt: a receiver answering 3xx has not taken the event. The
+// redirect is not followed (following would turn the POST into a GET elsewhere whose 2xx marks
+// the event delivered); the attempt fails and is retried until the receiver answers 2xx itself.
+func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	var elsewhereHits atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhereHits.Add(1) }))
+	t.Cleanup(elsewhere.Close)
+	const redirects = 2
+	var mu sync.Mutex
+	var answered []int
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		status := http.StatusOK
+		if len(answered) < redirects {
+			status = []int{http.StatusFound, http.StatusTemporaryRedirect}[len(answered)]
+			w.Header().Set("Location", elsewhere.URL)
+		}
+		answered = append(answered, status)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(rcv.Close)
+	s.setWebhook(t, tn, rcv.URL)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
+	if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("wh-redirect", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	within(t, 30*time.Second, "the event delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(answered) > 0 && answered[len(answered)-1] == http.StatusOK
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusOK}; fmt.Sprint(answered) != fmt.Sprint(want) {
+		t.Fatalf("receiver answered %v, want %v: each redirect a failed attempt, then delivered", answered, want)
+	}
+	if n := elsewhereHits.Load(); n != 0 {
+		t.Fatalf("the redirect target was called %d times", n)
+	}
+}
+
+// TestWebhooksGoToPublicAddressesOnly: as deployed, a webhook URL that reaches the service's own
+// network (here loopback) is never called; the attempt fails as refused and is retried, so a
+// partner that fixes its URL still gets the event.
+func TestWebhooksGoToPublicAddressesOnly(t *testing.T) {
+	s := newStack(t, stackOptions{publicWebhooksOnly: true})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 0)
+	s.setWebhook(t, tn, rcv.server.URL)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
+	if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("wh-private", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	var attempts int
+	var errs string
+	within(t, 30*time.Second, "two refused attempts", func() bool {
+		err := s.db.Pool.QueryRow(t.Context(), `
+			SELECT j.attempt, coalesce(array_to_string(j.errors::text[], ' '), '')
+			FROM river_job j JOIN webhook_events e ON e.id = j.args->>'eventId'
+			WHERE j.kind = 'codeport.deliver_webhook' AND e.payload->'data'->>'externalOrderCode' = 'wh-private'`).Scan(&attempts, &errs)
+		return err == nil && attempts >= 2 && strings.Count(errs, notify.ErrNonPublicAddress.Error()) >= 2
+	})
+	if d := rcv.deliveries(); len(d) != 0 {
+		t.Fatalf("the loopback receiver was called: %v", d)
 	}
 }
 

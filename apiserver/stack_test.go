@@ -61,6 +61,8 @@ type stackOptions struct {
 	noWorker    bool
 	// smtp, when set, turns low-balance e-mails on.
 	smtp *notify.SMTP
+	// publicWebhooksOnly delivers webhooks as production does: to public addresses only.
+	publicWebhooksOnly bool
 	// logs receives the JSON logs (default: warnings to stderr); metrics serves /metrics.
 	logs    io.Writer
 	metrics bool
@@ -112,8 +114,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	plane := &apiserver.DataPlane{
 		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger,
 			Tracing: opts.tracing},
-		SMTP:  opts.smtp,
-		Retry: retry,
+		// The tests' receivers listen on loopback.
+		Delivery: notify.Delivery{SMTP: opts.smtp, Retry: retry, AllowPrivateNetworks: !opts.publicWebhooksOnly},
 	}
 	for _, env := range provisioning.Environments() {
 		cfg := apiserver.DefaultConfig(env)

@@ -130,6 +130,31 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
+// TestWebhooksStayOffPrivateNetworks: the API replicas refuse webhook URLs that reach the
+// cluster's own network unless the install asks otherwise.
+func TestWebhooksStayOffPrivateNetworks(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		out, err := helm(t, nil, "template", "codeport", chart, "--set", fmt.Sprintf("webhooks.allowPrivateNetworks=%t", allow))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		apis := 0
+		for _, o := range objects(t, out) {
+			if o.GetKind() != "Deployment" || o.GetName() == "codeport-operator" {
+				continue
+			}
+			apis++
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if got := strings.Contains(fmt.Sprint(containers), "--webhook-allow-private-networks"); got != allow {
+				t.Errorf("allowPrivateNetworks=%t: %s passes --webhook-allow-private-networks: %t", allow, o.GetName(), got)
+			}
+		}
+		if apis != 2 {
+			t.Fatalf("%d API deployments rendered, want 2", apis)
+		}
+	}
+}
+
 func checkPodHardening(t *testing.T, o *unstructured.Unstructured) {
 	t.Helper()
 	path := []string{"spec", "template", "spec"}

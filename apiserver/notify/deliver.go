@@ -132,7 +132,11 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
+		return fmt.Errorf("deliver %s: receiver answered %d (redirects are not followed; the endpoint must answer 2xx itself)",
+			ev.ID, resp.StatusCode)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("deliver %s: receiver answered %d", ev.ID, resp.StatusCode)
 	}
 	return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Gorm, ev.ID)

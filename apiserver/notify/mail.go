@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/smtp"
 	"net/url"
 	"strings"
@@ -163,14 +162,29 @@ This message is sent once each time the balance crosses below the threshold.
 	return w.smtp.Send(ctx, contact.ContactEmail, subject, body)
 }
 
+// Delivery configures the notification workers.
+type Delivery struct {
+	// SMTP, when set, sends low-balance e-mails.
+	SMTP *SMTP
+	// Retry schedules the retries of webhooks and e-mails.
+	Retry Retry
+	// AllowPrivateNetworks lets webhooks go to loopback, link-local and private addresses. Off in
+	// production: a partner's URL must not reach the service's own network.
+	AllowPrivateNetworks bool
+}
+
+// webhookTimeout bounds one delivery attempt, connection included.
+const webhookTimeout = 10 * time.Second
+
 // Workers registers the notification workers on a River worker set.
-func Workers(db *store.DB, smtpCfg *SMTP, retry Retry) func(*river.Workers) error {
+func Workers(db *store.DB, d Delivery) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
-		if err := river.AddWorkerSafely(workers, &deliverWorker{db: db, client: &http.Client{}, retry: retry, timeout: 10 * time.Second}); err != nil {
+		w := &deliverWorker{db: db, client: newWebhookClient(webhookTimeout, d.AllowPrivateNetworks), retry: d.Retry, timeout: webhookTimeout}
+		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return fmt.Errorf("register webhook worker: %w", err)
 		}
-		if smtpCfg != nil {
-			if err := river.AddWorkerSafely(workers, &emailWorker{db: db, smtp: smtpCfg, retry: retry}); err != nil {
+		if d.SMTP != nil {
+			if err := river.AddWorkerSafely(workers, &emailWorker{db: db, smtp: d.SMTP, retry: d.Retry}); err != nil {
 				return fmt.Errorf("register e-mail worker: %w", err)
 			}
 		}
