@@ -134,7 +134,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		for env, addr := range addrs {
 			baseURLs[env] = "http://" + dialable(addr)
 		}
-		creds, warnings, err := devenv.Provision(runCtx, provisioning.New(db), m, stateDir, baseURLs)
+		creds, warnings, err := devenv.Provision(runCtx, provisioning.New(db, cipher), m, stateDir, baseURLs)
 		if err != nil {
 			provisionErr = err
 			cancel()

@@ -25,9 +25,9 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		databaseURL, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
-		leaderElect, secureMetrics, cacheAllSecrets                                                                 bool
-		leaseDuration, renewDeadline, retryPeriod                                                                   time.Duration
+		databaseURL, codesKey, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
+		leaderElect, secureMetrics, cacheAllSecrets                                                                           bool
+		leaseDuration, renewDeadline, retryPeriod                                                                             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -40,6 +40,10 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if databaseURL == "" {
 				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+			}
+			cipher, err := loadCipher(codesKey)
+			if err != nil {
+				return err
 			}
 			if kubeconfig != "" {
 				if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
@@ -85,7 +89,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				return err
 			}
 			defer db.Close()
-			err = controllers.Setup(mgr, controllers.Options{DB: db, Metrics: crmetrics.Registry, BaseURLs: map[string]string{
+			err = controllers.Setup(mgr, controllers.Options{DB: db, Secrets: cipher, Metrics: crmetrics.Registry, BaseURLs: map[string]string{
 				store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
 			}})
 			if err != nil {
@@ -102,6 +106,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	}
 	f := cmd.Flags()
 	databaseURLFlag(cmd, &databaseURL)
+	codesKeyFlag(f, &codesKey)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
 	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,

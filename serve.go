@@ -141,7 +141,7 @@ func codesKeyFlag(f interface {
 	StringVar(p *string, name, value, usage string)
 }, target *string) {
 	f.StringVar(target, "codes-key", os.Getenv("CODEPORT_CODES_KEY"),
-		"32-byte key (base64 or hex) encrypting codes at rest (default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
+		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest (default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
 }
 
 // smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
@@ -162,7 +162,7 @@ func envOr(key, fallback string) string {
 
 func loadCipher(key string) (*codes.Cipher, error) {
 	if strings.TrimSpace(key) == "" {
-		return nil, errors.New("--codes-key (or CODEPORT_CODES_KEY) is required: codes are stored encrypted with it")
+		return nil, errors.New("--codes-key (or CODEPORT_CODES_KEY) is required: codes and webhook secrets are stored encrypted with it")
 	}
 	raw, err := codes.ParseKey(key)
 	if err != nil {

@@ -134,7 +134,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 		}
 		if d.Deps.Notifier != nil {
 			hooks = append(hooks, d.Deps.Notifier.OrderFinished)
-			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.Delivery))
+			cfg.Register = append(cfg.Register, notify.Workers(d.Deps.DB, d.Deps.Cipher, d.Delivery))
 			for _, env := range cfg.Environments {
 				cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
 			}

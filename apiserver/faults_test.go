@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -131,15 +132,19 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	}
 }
 
-// TestNoPlaintextKeysOrCodesInDatabase (F6): after a full order flow, a dump of the database
-// holds no API key and no delivered code in plaintext.
+// TestNoPlaintextKeysOrCodesInDatabase (F6): after a full order flow with a webhook, a dump of
+// the database holds no API key, no delivered code and no webhook signing secret, as text or as
+// the hex of a bytea column.
 func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 0)
+	s.setWebhook(t, tn, rcv.server.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("dump-1", line{"productCode": "99000000000001", "quantity": 3}))
 	done := s.waitOrder(t, "sandbox", tn.keys["sandbox"], placed.str("orderId"))
-	var secrets []string
+	within(t, 10*time.Second, "the webhook delivered", func() bool { return len(rcv.deliveries()) == 1 })
+	secrets := []string{webhookSecret}
 	for _, k := range tn.keys {
 		secrets = append(secrets, k)
 	}
@@ -158,7 +163,7 @@ func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 		t.Fatalf("dump suspiciously small: %d bytes", len(dump))
 	}
 	for _, secret := range secrets {
-		if strings.Contains(string(dump), secret) {
+		if strings.Contains(string(dump), secret) || strings.Contains(string(dump), hex.EncodeToString([]byte(secret))) {
 			t.Fatalf("the database holds a secret in plaintext (%.12s…)", secret)
 		}
 	}

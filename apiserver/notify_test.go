@@ -89,6 +89,13 @@ const webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 func (s *stack) setWebhook(t *testing.T, tn *tenant, url string, events ...string) {
 	t.Helper()
+	w := &provisioning.Webhook{URL: url, Secret: []byte(webhookSecret), Events: events}
+	s.setWebhooks(t, tn, provisioning.Webhooks{"sandbox": w, "production": w})
+}
+
+// setWebhooks gives each environment of the tenant its own endpoint.
+func (s *stack) setWebhooks(t *testing.T, tn *tenant, webhooks provisioning.Webhooks) {
+	t.Helper()
 	c, _ := testCatalog(tn.namespace)
 	id, err := s.prov.CatalogID(t.Context(), c.Namespace, c.Name)
 	if err != nil {
@@ -98,7 +105,7 @@ func (s *stack) setWebhook(t *testing.T, tn *tenant, url string, events ...strin
 	p.Namespace, p.Name = tn.namespace, tn.name
 	p.Spec = v1alpha1.PartnerSpec{DisplayName: tn.name, ContactEmail: tn.name + "@example.com",
 		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}
-	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, &provisioning.Webhook{URL: url, Secret: []byte(webhookSecret), Events: events}); err != nil {
+	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, webhooks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -150,9 +157,9 @@ func TestWebhooks(t *testing.T) {
 			t.Fatalf("event %s: %d attempts, want 3 failures then one success", id, len(attempts))
 		}
 		var ev struct {
-			ID, Type  string
-			CreatedAt time.Time
-			Data      struct{ OrderID, ExternalOrderCode, Status string }
+			ID, Type, Environment string
+			CreatedAt             time.Time
+			Data                  struct{ OrderID, ExternalOrderCode, Status string }
 		}
 		if err := json.Unmarshal(attempts[3].body, &ev); err != nil {
 			t.Fatal(err)
@@ -162,7 +169,8 @@ func TestWebhooks(t *testing.T) {
 				t.Fatal("retries carried different bodies")
 			}
 		}
-		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type || ev.Data.ExternalOrderCode == "" {
+		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type || ev.Data.ExternalOrderCode == "" ||
+			ev.Environment != "sandbox" {
 			t.Fatalf("event %s: %s", id, attempts[3].body)
 		}
 	}
@@ -184,6 +192,52 @@ func TestWebhookEventFilter(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if d := rcv.deliveries(); len(d) != 1 || !strings.Contains(string(d[0].body), `"order.failed"`) {
 		t.Fatalf("deliveries: %v", d)
+	}
+}
+
+// TestWebhooksPerEnvironment: each environment's events go to its own endpoint, signed with its
+// own secret, and say which environment they are from, so an externalOrderCode used in both
+// cannot be mistaken.
+func TestWebhooksPerEnvironment(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	const liveSecret = "whsec_bGl2ZS1zaWduaW5nLXNlY3JldC1vZi0zMg=="
+	sandboxRcv, liveRcv := newReceiver(t, 0), newReceiver(t, 0)
+	s.setWebhooks(t, tn, provisioning.Webhooks{
+		"sandbox":    {URL: sandboxRcv.server.URL, Secret: []byte(webhookSecret)},
+		"production": {URL: liveRcv.server.URL, Secret: []byte(liveSecret)},
+	})
+	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t", strings.NewReader("ENV-"+tn.namespace+"\n"), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	for env, product := range map[string]string{"sandbox": "99000000000001", "production": "10000000000001"} {
+		if r := s.call(t, env, "POST", "/v2/orders", tn.keys[env], order("same-code", line{"productCode": product, "quantity": 1})); r.status != 202 {
+			t.Fatalf("%s: %d %s", env, r.status, r.raw)
+		}
+	}
+	within(t, 30*time.Second, "one event at each endpoint", func() bool {
+		return len(sandboxRcv.deliveries()) == 1 && len(liveRcv.deliveries()) == 1
+	})
+	for env, c := range map[string]struct {
+		rcv    *receiver
+		secret string
+	}{"sandbox": {sandboxRcv, webhookSecret}, "production": {liveRcv, liveSecret}} {
+		d := c.rcv.deliveries()[0]
+		if !verify(c.secret, d) {
+			t.Errorf("%s event not signed with the %s endpoint's secret", env, env)
+		}
+		var ev struct {
+			Environment string
+			Data        struct{ ExternalOrderCode string }
+		}
+		if err := json.Unmarshal(d.body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Environment != env || ev.Data.ExternalOrderCode != "same-code" {
+			t.Errorf("%s endpoint got %s", env, d.body)
+		}
 	}
 }
 

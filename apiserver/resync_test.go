@@ -105,7 +105,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	prov := provisioning.New(db)
+	prov := provisioning.New(db, sharedCipher(t))
 	dir := auth.NewDirectory(db, store.EnvironmentProduction)
 	catalogs := catalog.NewCache(db, store.EnvironmentProduction)
 	runCtx, stop := context.WithCancel(ctx)
@@ -118,7 +118,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		catalog  *v1alpha1.Catalog
 		products []v1alpha1.CatalogProduct
 		partner  *v1alpha1.Partner
-		webhook  *provisioning.Webhook
+		webhooks provisioning.Webhooks
 		keys     []provisioning.Key
 		wallet   *v1alpha1.Wallet
 	}
@@ -136,7 +136,13 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 				Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: "production",
 					LowBalanceThreshold: "10.00", TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "100.00"}}}}}
 		if i%10 == 0 {
-			r.webhook = &provisioning.Webhook{URL: "https://hooks.example/" + name, Secret: []byte("s3cret-" + name)}
+			// One endpoint for both environments, or (every other one) production's own.
+			w := &provisioning.Webhook{URL: "https://hooks.example/" + name, Secret: []byte("s3cret-" + name)}
+			r.webhooks = provisioning.Webhooks{"sandbox": w, "production": w}
+			if i%20 == 0 {
+				r.webhooks["production"] = &provisioning.Webhook{URL: "https://hooks.example/live/" + name, Secret: []byte("live-" + name),
+					Events: []string{"order.failed"}}
+			}
 		}
 		for _, env := range provisioning.Environments() {
 			plain, err := auth.GenerateKey(env)
@@ -160,7 +166,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		for w := range 8 {
 			wg.Go(func() {
 				for i := w; i < partners; i += 8 {
-					if err := applyResources(ctx, prov, all[i].partner, all[i].webhook, all[i].keys, all[i].wallet); err != nil {
+					if err := applyResources(ctx, prov, all[i].partner, all[i].webhooks, all[i].keys, all[i].wallet); err != nil {
 						failed.Store(err)
 						return
 					}
@@ -204,7 +210,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	p := all[500].partner.DeepCopy()
 	p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 60}
 	before = currentXID(t, db)
-	if err := applyResources(ctx, prov, p, all[500].webhook, nil, nil); err != nil {
+	if err := applyResources(ctx, prov, p, all[500].webhooks, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	payloads = notes.until(t, db)
@@ -244,7 +250,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 
 // applyResources provisions what the Partner, ApiKey and Wallet reconcilers would for one
 // partner whose catalog is provisioned; a nil wallet is skipped.
-func applyResources(ctx context.Context, prov *provisioning.Provisioner, p *v1alpha1.Partner, webhook *provisioning.Webhook,
+func applyResources(ctx context.Context, prov *provisioning.Provisioner, p *v1alpha1.Partner, webhooks provisioning.Webhooks,
 	keys []provisioning.Key, w *v1alpha1.Wallet) error {
 	var catalogID *uuid.UUID
 	if p.Spec.CatalogRef != nil {
@@ -254,7 +260,7 @@ func applyResources(ctx context.Context, prov *provisioning.Provisioner, p *v1al
 		}
 		catalogID = &id
 	}
-	if _, err := prov.ApplyPartner(ctx, p, catalogID, webhook); err != nil {
+	if _, err := prov.ApplyPartner(ctx, p, catalogID, webhooks); err != nil {
 		return fmt.Errorf("partner %s: %w", p.Name, err)
 	}
 	for _, k := range keys {

@@ -72,6 +72,21 @@ type stackOptions struct {
 	trustedProxies []netip.Prefix
 }
 
+// sharedCipher is the package's codes key: every stack must read codes sealed by the others'
+// workers.
+func sharedCipher(t *testing.T) *codes.Cipher {
+	t.Helper()
+	raw, err := codes.ParseKey(sharedCodesKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cipher, err := codes.NewCipher(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cipher
+}
+
 func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -83,15 +98,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every stack of the package must read codes sealed by the others' workers: share one key.
-	raw, err := codes.ParseKey(sharedCodesKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cipher, err := codes.NewCipher(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cipher := sharedCipher(t)
 	queue := fulfilment.NewQueue()
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
@@ -101,7 +108,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{db: db, prov: provisioning.New(db), cipher: cipher, baseURL: map[string]string{}}
+	s := &stack{db: db, prov: provisioning.New(db, cipher), cipher: cipher, baseURL: map[string]string{}}
 	limiter := opts.limiter
 	if limiter == nil {
 		limiter = ratelimit.NewMemory()

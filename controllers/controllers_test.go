@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,7 +159,7 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	exists, active, err := provisioning.New(env.db).KeyState(context.Background(), key)
+	exists, active, err := provisioning.New(env.db, nil).KeyState(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,15 +463,43 @@ func TestUnlabelledKeySecretKeepsItsKey(t *testing.T) {
 	}
 }
 
-// TestWebhookSecretChangeReachesDataPlane: the webhook Secret is the user's (no operator label,
-// read uncached), and a change of it still reaches the data plane within seconds.
+// storedWebhook is the endpoint of a partner's environment as the data plane holds it: its URL
+// and its signing secret, opened with the codes key ("" when there is none).
+func storedWebhook(t *testing.T, ns, partner, environment string) (url, secret string) {
+	t.Helper()
+	var row struct {
+		PartnerID    uuid.UUID
+		URL          string
+		SealedSecret []byte
+	}
+	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id
+		WHERE p.namespace = ? AND p.name = ? AND w.environment = ?`, ns, partner, environment).Scan(&row).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.URL == "" {
+		return "", ""
+	}
+	plain, err := env.cipher.OpenSecret(row.SealedSecret, store.WebhookSecretOwner(row.PartnerID, environment))
+	if err != nil {
+		t.Fatalf("%s webhook secret of %s/%s does not open: %v", environment, ns, partner, err)
+	}
+	return row.URL, string(plain)
+}
+
+// TestWebhookSecretChangeReachesDataPlane: the webhook Secrets are the user's (no operator label,
+// read uncached), and a change of one still reaches the data plane within seconds. The
+// partner-wide endpoint serves both environments until one sets its own.
 func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 	ns := namespace(t)
 	onboard(t, ns)
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-webhook"},
 		StringData: map[string]string{"secret": "first-signing-secret-of-24-bytes"}}
+	live := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-live-webhook"},
+		StringData: map[string]string{"secret": "live-signing-secret-of-24-bytes"}}
 	create(t, secret)
+	create(t, live)
 	var p v1alpha1.Partner
 	get(t, ns, "acme", &p)
 	p.Spec.Webhook = &v1alpha1.WebhookSpec{URL: "https://hooks.acme.example/codeport",
@@ -478,25 +507,45 @@ func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 	if err := env.k8s.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
-	stored := func() string {
-		var out []byte
-		_ = env.db.Gorm.Raw(`SELECT w.secret FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id
-			WHERE p.namespace = ? AND p.name = ?`, ns, "acme").Row().Scan(&out)
-		return string(out)
+	both := func(url, secret string) func() (bool, string) {
+		return func() (bool, string) {
+			get(t, ns, "acme", &p)
+			ok, detail := ready(p.Status.Conditions, p.Generation)
+			sbURL, sbSecret := storedWebhook(t, ns, "acme", "sandbox")
+			prURL, prSecret := storedWebhook(t, ns, "acme", "production")
+			return ok && sbURL == url && sbSecret == secret && prURL == url && prSecret == secret,
+				fmt.Sprintf("%s; sandbox %s %q, production %s %q", detail, sbURL, sbSecret, prURL, prSecret)
+		}
 	}
-	eventually(t, timeout, "webhook applied", func() (bool, string) {
-		get(t, ns, "acme", &p)
-		ok, detail := ready(p.Status.Conditions, p.Generation)
-		return ok && stored() == "first-signing-secret-of-24-bytes", detail + " secret " + stored()
-	})
+	eventually(t, timeout, "webhook applied to both environments", both("https://hooks.acme.example/codeport", "first-signing-secret-of-24-bytes"))
 	get(t, ns, "acme-webhook", secret)
 	secret.Data["secret"] = []byte("second-signing-secret-of-24-bytes")
 	if err := env.k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, watchBound, "changed webhook secret applied", func() (bool, string) {
-		return stored() == "second-signing-secret-of-24-bytes", stored()
+	eventually(t, watchBound, "changed webhook secret applied", both("https://hooks.acme.example/codeport", "second-signing-secret-of-24-bytes"))
+
+	// Production's own endpoint, with its own Secret, leaves sandbox on the partner-wide one.
+	update(t, ns, "acme", &p, func() {
+		p.Spec.Environments = &v1alpha1.EnvironmentOverrides{Production: &v1alpha1.AccessPolicy{Webhook: &v1alpha1.WebhookSpec{
+			URL: "https://live.acme.example/codeport", SecretRef: v1alpha1.SecretKeySelector{Name: "acme-live-webhook", Key: "secret"}}}}
 	})
+	split := func(prodSecret string) func() (bool, string) {
+		return func() (bool, string) {
+			sbURL, sbSecret := storedWebhook(t, ns, "acme", "sandbox")
+			prURL, prSecret := storedWebhook(t, ns, "acme", "production")
+			return sbURL == "https://hooks.acme.example/codeport" && sbSecret == "second-signing-secret-of-24-bytes" &&
+					prURL == "https://live.acme.example/codeport" && prSecret == prodSecret,
+				fmt.Sprintf("sandbox %s %q, production %s %q", sbURL, sbSecret, prURL, prSecret)
+		}
+	}
+	eventually(t, timeout, "production's own endpoint applied", split("live-signing-secret-of-24-bytes"))
+	get(t, ns, "acme-live-webhook", live)
+	live.Data["secret"] = []byte("rotated-live-secret-of-24-bytes")
+	if err := env.k8s.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, watchBound, "production's changed secret applied", split("rotated-live-secret-of-24-bytes"))
 }
 
 func TestCatalogKeepsLastGoodVersion(t *testing.T) {

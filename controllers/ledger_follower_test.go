@@ -21,7 +21,7 @@ import (
 func TestLedgerFollowerSeesLateCommits(t *testing.T) {
 	ctx := context.Background()
 	db := openTestStore(t, "controllers_ledger", 4)
-	prov := provisioning.New(db)
+	prov := provisioning.New(db, nil)
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 

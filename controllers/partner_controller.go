@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
@@ -66,11 +68,11 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	if !catalogOK {
 		result.RequeueAfter = r.Options.NotReadyRetry
 	}
-	webhook, webhookProblem, err := r.webhook(ctx, p)
+	webhooks, webhookProblem, err := r.webhooks(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.Provisioner.ApplyPartner(ctx, p, catalogID, webhook)
+	res, err := r.Provisioner.ApplyPartner(ctx, p, catalogID, webhooks)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("provision accounts: %w", err)
 	}
@@ -136,30 +138,28 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 	return &id, true, nil
 }
 
-// webhook reads the webhook secret (uncached: it is not the operator's); a problem a human must
-// fix is returned as text.
-func (r *PartnerReconciler) webhook(ctx context.Context, p *v1alpha1.Partner) (*provisioning.Webhook, string, error) {
-	w := p.Spec.Webhook
-	if w == nil {
-		return nil, "", nil
-	}
-	var s corev1.Secret
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: w.SecretRef.Name}, &s)
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", w.SecretRef.Name), nil
-	}
-	if err != nil {
-		return nil, "", failed(v1alpha1.ReasonSecretError, fmt.Errorf("read webhook Secret %s: %w", w.SecretRef.Name, err))
-	}
-	secret, ok := s.Data[w.SecretRef.Key]
-	if !ok || len(secret) == 0 {
-		return nil, fmt.Sprintf("webhook Secret %q has no key %q", w.SecretRef.Name, w.SecretRef.Key), nil
-	}
-	events := make([]string, len(w.Events))
-	for i, e := range w.Events {
-		events[i] = string(e)
-	}
-	return &provisioning.Webhook{URL: w.URL, Secret: secret, Events: events}, "", nil
+// webhooks resolves the partner's endpoint of each environment, reading the webhook Secrets
+// uncached (they are not the operator's); a problem a human must fix is returned as text.
+func (r *PartnerReconciler) webhooks(ctx context.Context, p *v1alpha1.Partner) (provisioning.Webhooks, string, error) {
+	var problems []string
+	webhooks, err := provisioning.ResolveWebhooks(&p.Spec, func(ref v1alpha1.SecretKeySelector) ([]byte, bool, error) {
+		var s corev1.Secret
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, &s)
+		if apierrors.IsNotFound(err) {
+			problems = append(problems, fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", ref.Name))
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, failed(v1alpha1.ReasonSecretError, fmt.Errorf("read webhook Secret %s: %w", ref.Name, err))
+		}
+		secret, ok := s.Data[ref.Key]
+		if !ok || len(secret) == 0 {
+			problems = append(problems, fmt.Sprintf("webhook Secret %q has no key %q", ref.Name, ref.Key))
+			return nil, false, nil
+		}
+		return secret, true, nil
+	})
+	return webhooks, strings.Join(problems, "; "), err
 }
 
 // SetupWithManager watches Partners, the Catalogs they bind and the webhook Secrets they read.
@@ -175,10 +175,14 @@ func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCac
 		return fmt.Errorf("index Partners by catalogRef: %w", err)
 	}
 	if err := indexer.IndexField(ctx, &v1alpha1.Partner{}, indexWebhookSecret, func(o client.Object) []string {
-		if w := o.(*v1alpha1.Partner).Spec.Webhook; w != nil {
-			return []string{w.SecretRef.Name}
+		spec := &o.(*v1alpha1.Partner).Spec
+		var names []string
+		for _, env := range provisioning.Environments() {
+			if w := provisioning.EffectivePolicy(spec, env).Webhook; w != nil && !slices.Contains(names, w.SecretRef.Name) {
+				names = append(names, w.SecretRef.Name)
+			}
 		}
-		return nil
+		return names
 	}); err != nil {
 		return fmt.Errorf("index Partners by webhook Secret: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -34,6 +35,8 @@ const eventRecorderName = "codeport-operator"
 // Options configure the reconcilers.
 type Options struct {
 	DB *store.DB
+	// Secrets (the codes key) seals partners' webhook signing secrets before they are stored.
+	Secrets *codes.Cipher
 	// BaseURLs maps environment to the API base URL written into key Secrets (baseUrl).
 	BaseURLs map[string]string
 	// Resync is how often every resource is reconciled even without changes (wallet balances,
@@ -83,7 +86,7 @@ func (o *Options) defaults() {
 // built with CacheOptions, so that it caches only the Secrets and ConfigMaps the operator owns.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
-	prov := provisioning.New(opts.DB)
+	prov := provisioning.New(opts.DB, opts.Secrets)
 	recorder := mgr.GetEventRecorder(eventRecorderName)
 	refs, err := newReferenceCache(mgr)
 	if err != nil {

@@ -46,7 +46,9 @@ type suite struct {
 	scheme  *runtime.Scheme
 	k8s     client.Client
 	db      *store.DB
-	apiURL  map[string]string
+	// cipher is the codes key the operators and the data plane share.
+	cipher *codes.Cipher
+	apiURL map[string]string
 	// mgr is the first operator's manager (its cache is what the operator holds in memory).
 	mgr ctrl.Manager
 	// writes counts the operators' write requests to the API server, by method and path.
@@ -125,18 +127,18 @@ func run(m *testing.M) int {
 	defer env.db.Close()
 
 	env.metrics = prometheus.NewRegistry()
+	key, _ := codes.NewKey()
+	raw, _ := codes.ParseKey(key)
+	env.cipher, _ = codes.NewCipher(raw)
 	if err := startManager(ctx, env.metrics); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 
 	env.apiURL = map[string]string{}
-	key, _ := codes.NewKey()
-	raw, _ := codes.ParseKey(key)
-	cipher, _ := codes.NewCipher(raw)
 	queue := fulfilment.NewQueue()
 	for _, e := range []string{"sandbox", "production"} {
-		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue})
+		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher, Queue: queue})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -164,7 +166,7 @@ func startManager(ctx context.Context, reg prometheus.Registerer) error {
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
-	err = controllers.Setup(mgr, controllers.Options{DB: env.db, Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
+	err = controllers.Setup(mgr, controllers.Options{DB: env.db, Secrets: env.cipher, Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
 		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 
 // PartnerSpec is a partner's access to the partner API: who they are, which catalog they buy
 // from, where they may call from, how fast, and how they may order.
-// +kubebuilder:validation:XValidation:rule="!has(self.webhook) || self.webhook.url.startsWith('https://') || self.webhook.url.startsWith('http://')",message="webhook.url must be an http(s) URL"
 type PartnerSpec struct {
 	// DisplayName is the partner's legal or trading name, shown in notifications.
 	// +kubebuilder:validation:MinLength=1
@@ -29,11 +28,6 @@ type PartnerSpec struct {
 	// Fields left out inherit the partner-wide value.
 	// +optional
 	Environments *EnvironmentOverrides `json:"environments,omitempty"`
-
-	// Webhook is where signed event notifications (order.completed, order.failed,
-	// order.partially_completed, balance.low) are delivered. Omit to poll only.
-	// +optional
-	Webhook *WebhookSpec `json:"webhook,omitempty"`
 
 	// Suspended blocks every API request of the partner (403) without revoking its keys.
 	// +optional
@@ -58,6 +52,13 @@ type AccessPolicy struct {
 	// Ordering controls whether and how much the partner may order through the API.
 	// +optional
 	Ordering *OrderingSpec `json:"ordering,omitempty"`
+
+	// Webhook is where signed event notifications (order.completed, order.failed,
+	// order.partially_completed, balance.low) are delivered. Every event names its environment.
+	// Set partner-wide, one endpoint serves both environments; set under environments, that
+	// environment's events go to its own endpoint. Omit to poll only.
+	// +optional
+	Webhook *WebhookSpec `json:"webhook,omitempty"`
 }
 
 // EnvironmentOverrides holds per-environment overrides of a Partner's access policy.
@@ -114,6 +115,7 @@ type OrderLimits struct {
 }
 
 // WebhookSpec is a partner's event endpoint.
+// +kubebuilder:validation:XValidation:rule="self.url.startsWith('https://') || self.url.startsWith('http://')",message="webhook.url must be an http(s) URL"
 type WebhookSpec struct {
 	// URL receives a POST per event, signed per the Standard Webhooks scheme.
 	// +kubebuilder:validation:MaxLength=2048

@@ -18,10 +18,12 @@ import (
 // KeySize is the length of the master key: 32 bytes (AES-256).
 const KeySize = 32
 
-// Cipher seals and opens codes with one master key. Encryption and digest use separate
-// subkeys derived from it, so the digest reveals nothing about the encryption key.
+// Cipher seals and opens codes, and the credentials the service must use in plaintext later
+// (webhook signing secrets), with one master key. Each use has its own subkey derived from it,
+// so the digest reveals nothing about the encryption keys, and a sealed secret is no code.
 type Cipher struct {
 	aead      cipher.AEAD
+	secrets   cipher.AEAD
 	digestKey []byte
 }
 
@@ -59,7 +61,19 @@ func NewCipher(master []byte) (*Cipher, error) {
 	if len(master) != KeySize {
 		return nil, fmt.Errorf("codes key must be %d bytes, got %d", KeySize, len(master))
 	}
-	block, err := aes.NewCipher(subkey(master, "encrypt"))
+	aead, err := newAEAD(subkey(master, "encrypt"))
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := newAEAD(subkey(master, "secret"))
+	if err != nil {
+		return nil, err
+	}
+	return &Cipher{aead: aead, secrets: secrets, digestKey: subkey(master, "digest")}, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
 	if err != nil {
 		return nil, fmt.Errorf("codes cipher: %w", err)
 	}
@@ -67,7 +81,7 @@ func NewCipher(master []byte) (*Cipher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("codes cipher: %w", err)
 	}
-	return &Cipher{aead: aead, digestKey: subkey(master, "digest")}, nil
+	return aead, nil
 }
 
 // Digest identifies a code for uniqueness checks (HMAC-SHA256 under the digest subkey).
@@ -89,7 +103,7 @@ func (c *Cipher) Seal(code string) (ciphertext, digest []byte, err error) {
 }
 
 // ErrTampered is returned when a ciphertext fails authentication (wrong key or altered data).
-var ErrTampered = errors.New("code ciphertext failed authentication")
+var ErrTampered = errors.New("ciphertext failed authentication")
 
 // Open decrypts a ciphertext made by Seal with the same digest.
 func (c *Cipher) Open(ciphertext, digest []byte) (string, error) {
@@ -102,4 +116,29 @@ func (c *Cipher) Open(ciphertext, digest []byte) (string, error) {
 		return "", ErrTampered
 	}
 	return string(plain), nil
+}
+
+// SealSecret encrypts a credential as nonce || ciphertext. owner names the row the secret
+// belongs to and is bound as additional data, so a sealed secret copied to another row does not
+// open there.
+func (c *Cipher) SealSecret(secret []byte, owner string) ([]byte, error) {
+	nonce := make([]byte, c.secrets.NonceSize(), c.secrets.NonceSize()+len(secret)+c.secrets.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("seal secret: %w", err)
+	}
+	return c.secrets.Seal(nonce, nonce, secret, []byte(owner)), nil
+}
+
+// OpenSecret decrypts what SealSecret made for the same owner. ErrTampered means the secret was
+// sealed under another master key, for another owner, or altered.
+func (c *Cipher) OpenSecret(sealed []byte, owner string) ([]byte, error) {
+	n := c.secrets.NonceSize()
+	if len(sealed) < n {
+		return nil, ErrTampered
+	}
+	plain, err := c.secrets.Open(nil, sealed[:n], sealed[n:], []byte(owner))
+	if err != nil {
+		return nil, ErrTampered
+	}
+	return plain, nil
 }

@@ -2,6 +2,7 @@ package codes_test
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -53,6 +54,46 @@ func TestSealOpen(t *testing.T) {
 	}
 	if _, err := newCipher(t).Open(ct, digest); err == nil {
 		t.Fatal("opened with another key")
+	}
+}
+
+func TestSealOpenSecret(t *testing.T) {
+	c := newCipher(t)
+	secret := []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	sealed, err := c.SealSecret(secret, "partner-1/production")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, secret) || bytes.Contains(sealed, []byte("MfKQ9r8G")) {
+		t.Fatal("sealed secret holds the plaintext")
+	}
+	again, _ := c.SealSecret(secret, "partner-1/production")
+	if bytes.Equal(sealed, again) {
+		t.Fatal("sealing is deterministic: equal secrets would show in a dump")
+	}
+	if got, err := c.OpenSecret(sealed, "partner-1/production"); err != nil || !bytes.Equal(got, secret) {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	tampered := bytes.Clone(sealed)
+	tampered[len(tampered)-1] ^= 1
+	cases := map[string]struct {
+		c      *codes.Cipher
+		sealed []byte
+		owner  string
+	}{
+		"another owner":      {c, sealed, "partner-1/sandbox"},
+		"another master key": {newCipher(t), sealed, "partner-1/production"},
+		"altered":            {c, tampered, "partner-1/production"},
+		"truncated":          {c, sealed[:5], "partner-1/production"},
+	}
+	for name, tc := range cases {
+		if _, err := tc.c.OpenSecret(tc.sealed, tc.owner); !errors.Is(err, codes.ErrTampered) {
+			t.Errorf("%s: %v, want ErrTampered", name, err)
+		}
+	}
+	// A sealed secret is not a code, and a code is not a sealed secret: each use has its own key.
+	if _, err := c.Open(sealed, c.Digest(string(secret))); !errors.Is(err, codes.ErrTampered) {
+		t.Errorf("a sealed secret opened as a code: %v", err)
 	}
 }
 

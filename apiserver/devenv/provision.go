@@ -76,20 +76,18 @@ func Provision(ctx context.Context, prov *provisioning.Provisioner, m *Manifests
 				catalogID = &id
 			}
 		}
-		var webhook *provisioning.Webhook
-		if w := p.Spec.Webhook; w != nil {
-			secret, ok := m.secretData(p.Namespace, w.SecretRef.Name, w.SecretRef.Key)
-			if ok {
-				events := make([]string, len(w.Events))
-				for j, e := range w.Events {
-					events[j] = string(e)
-				}
-				webhook = &provisioning.Webhook{URL: w.URL, Secret: secret, Events: events}
-			} else {
-				warnings = append(warnings, fmt.Sprintf("partner %s/%s: webhook secret %s not among the manifests; webhooks off", p.Namespace, p.Name, w.SecretRef.Name))
+		webhooks, err := provisioning.ResolveWebhooks(&p.Spec, func(ref v1alpha1.SecretKeySelector) ([]byte, bool, error) {
+			secret, ok := m.secretData(p.Namespace, ref.Name, ref.Key)
+			if !ok {
+				warnings = append(warnings, fmt.Sprintf("partner %s/%s: webhook secret %s not among the manifests; its webhook is off",
+					p.Namespace, p.Name, ref.Name))
 			}
+			return secret, ok, nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		if _, err := prov.ApplyPartner(ctx, p, catalogID, webhook); err != nil {
+		if _, err := prov.ApplyPartner(ctx, p, catalogID, webhooks); err != nil {
 			return nil, nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}

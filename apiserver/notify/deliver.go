@@ -17,6 +17,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
@@ -75,6 +76,7 @@ func (DeliverArgs) Kind() string { return "codeport.deliver_webhook" }
 type deliverWorker struct {
 	river.WorkerDefaults[DeliverArgs]
 	db      *store.DB
+	secrets *codes.Cipher
 	client  *http.Client
 	retry   Retry
 	timeout time.Duration
@@ -114,6 +116,15 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	if err != nil {
 		return err
 	}
+	if target.SealedSecret == nil {
+		return fmt.Errorf("deliver %s: the webhook secret is not sealed yet (the operator seals it on its next reconcile of the partner)", ev.ID)
+	}
+	secret, err := w.secrets.OpenSecret(target.SealedSecret, target.Owner)
+	if err != nil {
+		// Sealed under another codes key: the operator reseals it with its own on its next
+		// reconcile of the partner.
+		return fmt.Errorf("deliver %s: open the webhook secret: %w", ev.ID, err)
+	}
 	timestamp := time.Now().Unix()
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
@@ -125,7 +136,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	req.Header.Set("User-Agent", "codeport-webhooks/1")
 	req.Header.Set("webhook-id", ev.ID)
 	req.Header.Set("webhook-timestamp", strconv.FormatInt(timestamp, 10))
-	req.Header.Set("webhook-signature", Sign(target.Secret, ev.ID, timestamp, ev.Payload))
+	req.Header.Set("webhook-signature", Sign(secret, ev.ID, timestamp, ev.Payload))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("deliver %s: %w", ev.ID, err)

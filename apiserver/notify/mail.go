@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
+	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -176,10 +177,11 @@ type Delivery struct {
 // webhookTimeout bounds one delivery attempt, connection included.
 const webhookTimeout = 10 * time.Second
 
-// Workers registers the notification workers on a River worker set.
-func Workers(db *store.DB, d Delivery) func(*river.Workers) error {
+// Workers registers the notification workers on a River worker set; secrets (the codes key)
+// opens the webhook signing secrets.
+func Workers(db *store.DB, secrets *codes.Cipher, d Delivery) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
-		w := &deliverWorker{db: db, client: newWebhookClient(webhookTimeout, d.AllowPrivateNetworks), retry: d.Retry, timeout: webhookTimeout}
+		w := &deliverWorker{db: db, secrets: secrets, client: newWebhookClient(webhookTimeout, d.AllowPrivateNetworks), retry: d.Retry, timeout: webhookTimeout}
 		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return fmt.Errorf("register webhook worker: %w", err)
 		}

@@ -37,10 +37,12 @@ func QueueName(environment string) string { return "notify_" + environment }
 
 // Event is the webhook body: the spec's draft payload.
 type Event struct {
-	ID        string       `json:"id"`
-	Type      string       `json:"type"`
-	CreatedAt apitime.Time `json:"createdAt"`
-	Data      any          `json:"data"`
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Environment is sandbox or production: the same externalOrderCode can exist in both.
+	Environment string       `json:"environment"`
+	CreatedAt   apitime.Time `json:"createdAt"`
+	Data        any          `json:"data"`
 }
 
 // OrderData is the data of order.* events.
@@ -95,7 +97,7 @@ func (n *Notifier) raise(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, 
 	if len(target.EventTypes) > 0 && !slices.Contains(target.EventTypes, eventType) {
 		return nil
 	}
-	ev := Event{ID: "evt_" + uuid.Must(uuid.NewV7()).String(), Type: eventType, CreatedAt: apitime.Of(time.Now()), Data: data}
+	ev := Event{ID: "evt_" + uuid.Must(uuid.NewV7()).String(), Type: eventType, Environment: environment, CreatedAt: apitime.Of(time.Now()), Data: data}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -27,10 +28,14 @@ import (
 // Provisioner writes partner configuration into the data plane's database.
 type Provisioner struct {
 	db *store.DB
+	// secrets seals webhook signing secrets; without it, partners cannot have webhooks.
+	secrets *codes.Cipher
 }
 
-// New returns a provisioner on db.
-func New(db *store.DB) *Provisioner { return &Provisioner{db: db} }
+// New returns a provisioner on db that seals webhook secrets with secrets (the codes key).
+func New(db *store.DB, secrets *codes.Cipher) *Provisioner {
+	return &Provisioner{db: db, secrets: secrets}
+}
 
 // CatalogResult is what applying a catalog did.
 type CatalogResult struct {

@@ -1,10 +1,12 @@
 package provisioning
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -37,6 +39,50 @@ type Webhook struct {
 	Events []string
 }
 
+// Webhooks are a partner's endpoints by environment; an environment without one gets no events.
+type Webhooks map[string]*Webhook
+
+// ResolveWebhooks is a partner's endpoint of each environment: the environment's own webhook,
+// else the partner-wide one. read returns the signing secret a reference selects, or ok false
+// when there is none (that environment then gets no events; the caller reports why). Each
+// Secret is read once however many environments share it.
+func ResolveWebhooks(spec *v1alpha1.PartnerSpec, read func(v1alpha1.SecretKeySelector) (secret []byte, ok bool, err error)) (Webhooks, error) {
+	out := Webhooks{}
+	type found struct {
+		secret []byte
+		ok     bool
+	}
+	seen := map[v1alpha1.SecretKeySelector]found{}
+	for _, env := range Environments() {
+		w := EffectivePolicy(spec, env).Webhook
+		if w == nil {
+			continue
+		}
+		f, done := seen[w.SecretRef]
+		if !done {
+			secret, ok, err := read(w.SecretRef)
+			if err != nil {
+				return nil, fmt.Errorf("%s webhook: %w", env, err)
+			}
+			f = found{secret, ok}
+			seen[w.SecretRef] = f
+		}
+		if !f.ok {
+			continue
+		}
+		events := make([]string, len(w.Events))
+		for i, e := range w.Events {
+			events[i] = string(e)
+		}
+		out[env] = &Webhook{URL: w.URL, Secret: f.secret, Events: events}
+	}
+	return out, nil
+}
+
+// ErrNoSecretsKey means a webhook was to be provisioned by a provisioner built without the codes
+// key that seals its secret.
+var ErrNoSecretsKey = errors.New("no codes key to seal the webhook secret with")
+
 // EffectivePolicy merges the partner-wide access policy with an environment's overrides: each
 // field set in the override replaces the partner-wide one.
 func EffectivePolicy(spec *v1alpha1.PartnerSpec, environment string) v1alpha1.AccessPolicy {
@@ -57,6 +103,9 @@ func EffectivePolicy(spec *v1alpha1.PartnerSpec, environment string) v1alpha1.Ac
 	}
 	if o.RateLimit != nil {
 		out.RateLimit = o.RateLimit
+	}
+	if o.Webhook != nil {
+		out.Webhook = o.Webhook
 	}
 	if o.Ordering != nil {
 		merged := v1alpha1.OrderingSpec{}
@@ -139,9 +188,9 @@ func accountRow(partnerID uuid.UUID, environment string, policy v1alpha1.AccessP
 }
 
 // ApplyPartner upserts the partner and both of its accounts (policy with per-environment
-// overrides applied) and its webhook endpoint, in one transaction. catalogID is the resolved
+// overrides applied) and its webhook endpoints, in one transaction. catalogID is the resolved
 // catalogRef (nil when none).
-func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhook *Webhook) (PartnerResult, error) {
+func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhooks Webhooks) (PartnerResult, error) {
 	row := store.Partner{Namespace: partner.Namespace, Name: partner.Name, DisplayName: partner.Spec.DisplayName,
 		ContactEmail: partner.Spec.ContactEmail, CatalogID: catalogID, Suspended: partner.Spec.Suspended}
 	envs := Environments()
@@ -165,17 +214,55 @@ func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partne
 			}
 			result.Accounts[accounts[i].Environment] = accounts[i].ID
 		}
-		var endpoint *store.WebhookEndpoint
-		if webhook != nil {
-			endpoint = &store.WebhookEndpoint{URL: webhook.URL, Secret: webhook.Secret, EventTypes: pq.StringArray(append([]string{}, webhook.Events...)), Enabled: true}
-		}
-		return store.UpsertWebhook(tx, row.ID, endpoint)
+		return p.applyWebhooks(tx, row.ID, webhooks)
 	})
 	if err != nil {
 		return PartnerResult{}, err
 	}
 	result.ID = row.ID
 	return result, nil
+}
+
+// applyWebhooks writes the partner's endpoint of each environment. A stored secret is resealed
+// only when it no longer opens to the wanted one, so a resync that changes nothing writes
+// nothing (sealing is randomised), and a stored secret sealed under a previous codes key is
+// resealed under the current one.
+func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks Webhooks) error {
+	stored, err := store.WebhookEndpoints(tx, partnerID)
+	if err != nil {
+		return err
+	}
+	for _, env := range Environments() {
+		want, have := webhooks[env], stored[env]
+		if want == nil {
+			if have.URL != "" {
+				if err := store.UpsertWebhook(tx, partnerID, env, nil); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if p.secrets == nil {
+			return ErrNoSecretsKey
+		}
+		owner := store.WebhookSecretOwner(partnerID, env)
+		sealed := have.SealedSecret
+		if plain, err := p.secrets.OpenSecret(sealed, owner); err != nil || !bytes.Equal(plain, want.Secret) {
+			if sealed, err = p.secrets.SealSecret(want.Secret, owner); err != nil {
+				return err
+			}
+		}
+		endpoint := store.WebhookEndpoint{URL: want.URL, SealedSecret: sealed, EventTypes: pq.StringArray(append([]string{}, want.Events...)),
+			Enabled: true}
+		if have.URL == endpoint.URL && bytes.Equal(have.SealedSecret, endpoint.SealedSecret) && have.Enabled &&
+			slices.Equal(have.EventTypes, endpoint.EventTypes) {
+			continue
+		}
+		if err := store.UpsertWebhook(tx, partnerID, env, &endpoint); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RetirePartner suspends a deleted partner's accounts and revokes its keys; its orders and

@@ -1,6 +1,8 @@
 package provisioning_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -50,6 +52,58 @@ func TestEffectivePolicy(t *testing.T) {
 	// The override must not have modified the partner-wide policy.
 	if spec.Ordering.Limits.MaxQuantityPerOrder != nil {
 		t.Fatal("override leaked into the partner-wide policy")
+	}
+}
+
+func TestResolveWebhooks(t *testing.T) {
+	shared := &v1alpha1.WebhookSpec{URL: "https://hooks.example/all", SecretRef: v1alpha1.SecretKeySelector{Name: "hook", Key: "secret"},
+		Events: []v1alpha1.WebhookEventType{"order.failed"}}
+	live := &v1alpha1.WebhookSpec{URL: "https://live.example/hook", SecretRef: v1alpha1.SecretKeySelector{Name: "live", Key: "secret"}}
+	secrets := map[string]string{"hook": "shared-secret", "live": "live-secret"}
+	cases := map[string]struct {
+		spec  v1alpha1.PartnerSpec
+		want  map[string]string // environment → "url secret events"
+		reads int
+	}{
+		"none": {v1alpha1.PartnerSpec{}, map[string]string{}, 0},
+		"partner-wide serves both, its Secret read once": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared}},
+			map[string]string{"sandbox": "https://hooks.example/all shared-secret [order.failed]",
+				"production": "https://hooks.example/all shared-secret [order.failed]"}, 1},
+		"production's own": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared},
+			Environments: &v1alpha1.EnvironmentOverrides{Production: &v1alpha1.AccessPolicy{Webhook: live}}},
+			map[string]string{"sandbox": "https://hooks.example/all shared-secret [order.failed]",
+				"production": "https://live.example/hook live-secret []"}, 2},
+		"sandbox only": {v1alpha1.PartnerSpec{Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: live}}},
+			map[string]string{"sandbox": "https://live.example/hook live-secret []"}, 1},
+		"missing Secret leaves that environment without events": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared},
+			Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: &v1alpha1.WebhookSpec{
+				URL: "https://x.example", SecretRef: v1alpha1.SecretKeySelector{Name: "absent", Key: "secret"}}}}},
+			map[string]string{"production": "https://hooks.example/all shared-secret [order.failed]"}, 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			reads := 0
+			got, err := provisioning.ResolveWebhooks(&tc.spec, func(ref v1alpha1.SecretKeySelector) ([]byte, bool, error) {
+				reads++
+				s, ok := secrets[ref.Name]
+				return []byte(s), ok, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			have := map[string]string{}
+			for env, w := range got {
+				have[env] = fmt.Sprintf("%s %s %v", w.URL, w.Secret, w.Events)
+			}
+			if fmt.Sprint(have) != fmt.Sprint(tc.want) || reads != tc.reads {
+				t.Fatalf("got %v after %d reads, want %v after %d", have, reads, tc.want, tc.reads)
+			}
+		})
+	}
+	boom := errors.New("api server down")
+	if _, err := provisioning.ResolveWebhooks(&v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared}},
+		func(v1alpha1.SecretKeySelector) ([]byte, bool, error) { return nil, false, boom }); !errors.Is(err, boom) {
+		t.Fatalf("read error: %v", err)
 	}
 }
 

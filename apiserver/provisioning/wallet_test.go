@@ -38,7 +38,7 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	prov := provisioning.New(db)
+	prov := provisioning.New(db, nil)
 	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
 	res, err := prov.ApplyPartner(ctx, p, nil, nil)

@@ -265,34 +265,38 @@ func AccountOf(ctx context.Context, db *gorm.DB, namespace, name, environment st
 	return a, nil
 }
 
-// UpsertWebhook stores where a partner's events go; a nil endpoint removes it. An endpoint
-// already as given is not written.
-func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, w *WebhookEndpoint) error {
+// WebhookEndpoints returns a partner's endpoints by environment.
+func WebhookEndpoints(tx *gorm.DB, partnerID uuid.UUID) (map[string]WebhookEndpoint, error) {
+	var rows []WebhookEndpoint
+	if err := tx.Where("partner_id = ?", partnerID).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read webhooks: %w", err)
+	}
+	out := make(map[string]WebhookEndpoint, len(rows))
+	for _, r := range rows {
+		out[r.Environment] = r
+	}
+	return out, nil
+}
+
+// UpsertWebhook stores where a partner's events of an environment go; a nil endpoint removes
+// it. An endpoint already as given is not written.
+func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, environment string, w *WebhookEndpoint) error {
 	if w == nil {
-		if err := tx.Where("partner_id = ?", partnerID).Delete(&WebhookEndpoint{}).Error; err != nil {
-			return fmt.Errorf("remove webhook: %w", err)
+		if err := tx.Where("partner_id = ? AND environment = ?", partnerID, environment).Delete(&WebhookEndpoint{}).Error; err != nil {
+			return fmt.Errorf("remove %s webhook: %w", environment, err)
 		}
 		return nil
 	}
-	w.PartnerID = partnerID
-	var same bool
-	err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE partner_id = ?
-		AND (url, secret, event_types, enabled) IS NOT DISTINCT FROM (?, ?::bytea, ?::text[], ?))`,
-		partnerID, w.URL, w.Secret, w.EventTypes, w.Enabled).Row().Scan(&same)
-	if err != nil {
-		return fmt.Errorf("read webhook: %w", err)
-	}
-	if same {
-		return nil
-	}
-	err = tx.Exec(`INSERT INTO webhook_endpoints (partner_id, url, secret, event_types, enabled) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (partner_id) DO UPDATE SET url = EXCLUDED.url, secret = EXCLUDED.secret,
+	w.PartnerID, w.Environment = partnerID, environment
+	err := tx.Exec(`INSERT INTO webhook_endpoints (partner_id, environment, url, sealed_secret, event_types, enabled)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (partner_id, environment) DO UPDATE SET url = EXCLUDED.url, sealed_secret = EXCLUDED.sealed_secret,
 			event_types = EXCLUDED.event_types, enabled = EXCLUDED.enabled, updated_at = now()
-		WHERE (webhook_endpoints.url, webhook_endpoints.secret, webhook_endpoints.event_types, webhook_endpoints.enabled)
-		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.secret, EXCLUDED.event_types, EXCLUDED.enabled)`,
-		partnerID, w.URL, w.Secret, w.EventTypes, w.Enabled).Error
+		WHERE (webhook_endpoints.url, webhook_endpoints.sealed_secret, webhook_endpoints.event_types, webhook_endpoints.enabled)
+		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.sealed_secret, EXCLUDED.event_types, EXCLUDED.enabled)`,
+		partnerID, environment, w.URL, w.SealedSecret, w.EventTypes, w.Enabled).Error
 	if err != nil {
-		return fmt.Errorf("upsert webhook: %w", err)
+		return fmt.Errorf("upsert %s webhook: %w", environment, err)
 	}
 	return nil
 }
@@ -336,15 +340,19 @@ func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active b
 
 // WebhookTarget is where an account's events go.
 type WebhookTarget struct {
-	URL        string
-	Secret     []byte
-	EventTypes []string
+	URL string
+	// SealedSecret opens with the codes key for Owner; nil until the operator has sealed it.
+	SealedSecret []byte
+	Owner        string
+	EventTypes   []string
 }
 
-// WebhookFor returns the enabled webhook endpoint of an account's partner, or ErrNotFound.
+// WebhookFor returns the enabled webhook endpoint of an account's partner in the account's
+// environment, or ErrNotFound.
 func WebhookFor(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (WebhookTarget, error) {
 	var row WebhookEndpoint
-	err := db.WithContext(ctx).Raw(`SELECT w.* FROM webhook_endpoints w JOIN accounts a ON a.partner_id = w.partner_id
+	err := db.WithContext(ctx).Raw(`SELECT w.* FROM webhook_endpoints w
+		JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
 		JOIN partners p ON p.id = a.partner_id WHERE a.id = ? AND w.enabled AND p.deleted_at IS NULL`, accountID).Scan(&row).Error
 	if err != nil {
 		return WebhookTarget{}, fmt.Errorf("find webhook: %w", err)
@@ -352,7 +360,8 @@ func WebhookFor(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (WebhookT
 	if row.URL == "" {
 		return WebhookTarget{}, ErrNotFound
 	}
-	return WebhookTarget{URL: row.URL, Secret: row.Secret, EventTypes: row.EventTypes}, nil
+	return WebhookTarget{URL: row.URL, SealedSecret: row.SealedSecret, Owner: WebhookSecretOwner(row.PartnerID, row.Environment),
+		EventTypes: row.EventTypes}, nil
 }
 
 // InsertWebhookEvent records an event before its delivery is scheduled.

@@ -236,12 +236,21 @@ type DeliveredCode struct {
 }
 
 type WebhookEndpoint struct {
-	PartnerID  uuid.UUID `gorm:"type:uuid;primaryKey"`
-	URL        string    `gorm:"column:url"`
-	Secret     []byte
-	EventTypes pq.StringArray `gorm:"type:text[]"`
-	Enabled    bool
-	UpdatedAt  time.Time
+	PartnerID   uuid.UUID `gorm:"type:uuid;primaryKey"`
+	Environment string    `gorm:"primaryKey"`
+	URL         string    `gorm:"column:url"`
+	// SealedSecret is the signing secret sealed with the codes key for WebhookSecretOwner; nil
+	// until the operator has sealed it.
+	SealedSecret []byte
+	EventTypes   pq.StringArray `gorm:"type:text[]"`
+	Enabled      bool
+	UpdatedAt    time.Time
+}
+
+// WebhookSecretOwner is what a partner's sealed webhook secret of an environment is bound to:
+// it opens for that endpoint only.
+func WebhookSecretOwner(partnerID uuid.UUID, environment string) string {
+	return "webhook/" + partnerID.String() + "/" + environment
 }
 
 type WebhookEvent struct {

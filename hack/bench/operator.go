@@ -535,7 +535,7 @@ func (c *cluster) startOperator(binary, name string, extra ...string) (*operator
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"operator", "--kubeconfig", c.kubeconfig, "--database-url", c.database.URL,
+	args := append([]string{"operator", "--kubeconfig", c.kubeconfig, "--database-url", c.database.URL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
 		"--sandbox-base-url", "https://sandbox.api.example/v2", "--production-base-url", "https://api.example/v2"}, extra...)
 	cmd := exec.Command(binary, args...)

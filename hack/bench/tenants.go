@@ -48,7 +48,7 @@ func newTenants(ctx context.Context, partners, products, funded int) (*tenants, 
 		_ = database.Drop(ctx)
 		return nil, err
 	}
-	t := &tenants{database: database, db: db, prov: provisioning.New(db)}
+	t := &tenants{database: database, db: db, prov: provisioning.New(db, nil)}
 	if err := t.provision(ctx, partners, products, funded); err != nil {
 		t.close()
 		return nil, err

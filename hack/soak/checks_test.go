@@ -381,7 +381,7 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 // last ledger entry (refunds of orders finishing after the load still move it). It returns the
 // slowest convergence, measured from the load stopping.
 func (c *cluster) walletConvergence(ctx context.Context, partners []*partner, stopped time.Time, f *findings) (time.Duration, error) {
-	prov := provisioning.New(c.db)
+	prov := provisioning.New(c.db, nil)
 	type wallet struct {
 		p   *partner
 		env string

@@ -38,7 +38,7 @@ import (
 	"github.com/codeport/codeport/apiserver/store/storetest"
 )
 
-// codesKey encrypts the stock at rest; every serve process and the import share it.
+// codesKey encrypts the stock and webhook secrets at rest; every process and the import share it.
 const codesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 // leaseNamespace holds the operators' leader-election Lease, as the operator's own namespace
@@ -494,7 +494,7 @@ func (c *cluster) startOperator(ctx context.Context, productionBase, sandboxBase
 	name := fmt.Sprintf("operator-%d", len(c.operators)+1)
 	c.mu.Unlock()
 	p := c.newProcess(name, "operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
-		"--kubeconfig", c.kubecfg, "--database-url", c.dbURL,
+		"--kubeconfig", c.kubecfg, "--database-url", c.dbURL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
 		"--production-base-url", productionBase, "--sandbox-base-url", sandboxBase)
 	p.metrics = "http://" + metrics + "/metrics"

@@ -59,6 +59,15 @@ seccompProfile:
       key: {{ .Values.database.secretKey }}
 {{- end -}}
 
+{{/* The codes key: the API opens codes and webhook secrets with it, the operator seals webhook secrets. */}}
+{{- define "codeport.codesKeyEnv" -}}
+- name: CODEPORT_CODES_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.codesKey.existingSecret }}
+      key: {{ .Values.codesKey.secretKey }}
+{{- end -}}
+
 {{/* Base URL of an environment's API, written into key Secrets by the operator. */}}
 {{- define "codeport.baseURL" -}}
 {{- $api := index .root.Values.api .env -}}
