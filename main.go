@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -59,8 +60,16 @@ func newVersionCommand() *cobra.Command {
 // databaseURLFlag binds --database-url, defaulting to $CODEPORT_DATABASE_URL so that secrets can
 // come from the environment instead of the command line.
 func databaseURLFlag(cmd *cobra.Command, target *string) {
-	cmd.PersistentFlags().StringVar(target, "database-url", os.Getenv("CODEPORT_DATABASE_URL"),
+	credentialFlag(cmd.PersistentFlags(), target, "database-url", "CODEPORT_DATABASE_URL",
 		"PostgreSQL URL, e.g. postgres://user:pass@host:5432/codeport (default $CODEPORT_DATABASE_URL)")
+}
+
+// credentialFlag binds a flag whose value may hold a credential, defaulting to the environment
+// variable env. The flag's declared default stays empty: --help prints a flag's default, and
+// the environment's value must not reach a terminal or a log that way.
+func credentialFlag(f *pflag.FlagSet, target *string, name, env, usage string) {
+	f.StringVar(target, name, "", usage)
+	*target = os.Getenv(env)
 }
 
 func newMigrateCommand() *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -167,6 +168,36 @@ func TestFlagUsageNamesTheValueType(t *testing.T) {
 	}
 	if !strings.Contains(help.String(), "--codes-key string ") {
 		t.Fatalf("serve --help does not show --codes-key string:\n%s", help.String())
+	}
+}
+
+// TestHelpKeepsCredentialsFromTheEnvironmentOut: flags that take a credential default to an
+// environment variable, and --help prints no flag's value from the environment.
+func TestHelpKeepsCredentialsFromTheEnvironmentOut(t *testing.T) {
+	const sentinel = "not-for-the-terminal"
+	for _, env := range []string{"CODEPORT_DATABASE_URL", "CODEPORT_CODES_KEY", "CODEPORT_REDIS_URL", "CODEPORT_SMTP_URL"} {
+		t.Setenv(env, "postgres://u:"+sentinel+"@h/"+env)
+	}
+	for _, args := range [][]string{{"serve"}, {"operator"}, {"dev"}, {"migrate", "up"}, {"codes", "import"}} {
+		root := newRootCommand()
+		var help bytes.Buffer
+		root.SetOut(&help)
+		root.SetArgs(append(args, "--help"))
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(help.String(), sentinel) {
+			t.Errorf("%s --help prints a credential from the environment:\n%s", strings.Join(args, " "), help.String())
+		}
+	}
+	// The environment still supplies the value: serve reads the codes key from it.
+	t.Setenv("CODEPORT_CODES_KEY", "not a key")
+	root := newRootCommand()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"serve", "--environment", "sandbox"})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "codes key must be 32 bytes") {
+		t.Fatalf("serve with a malformed $CODEPORT_CODES_KEY: %v", err)
 	}
 }
 

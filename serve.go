@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/auth"
@@ -121,7 +122,7 @@ requests and running fulfilment jobs finish, then exits.`,
 		fmt.Sprintf("database connections of this process (default: pool_max_conns of the URL, else %d)", store.DefaultMaxConns))
 	f.Int32Var(&minIdleConns, "database-min-idle-conns", 8,
 		"idle database connections kept open, and opened before the API starts listening")
-	f.StringVar(&redisURL, "redis-url", os.Getenv("CODEPORT_REDIS_URL"),
+	credentialFlag(f, &redisURL, "redis-url", "CODEPORT_REDIS_URL",
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")
 	f.StringVar(&trustedProxies, "trusted-proxies", "",
 		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
@@ -137,18 +138,14 @@ requests and running fulfilment jobs finish, then exits.`,
 }
 
 // codesKeyFlag binds --codes-key, defaulting to $CODEPORT_CODES_KEY.
-func codesKeyFlag(f interface {
-	StringVar(p *string, name, value, usage string)
-}, target *string) {
-	f.StringVar(target, "codes-key", os.Getenv("CODEPORT_CODES_KEY"),
+func codesKeyFlag(f *pflag.FlagSet, target *string) {
+	credentialFlag(f, target, "codes-key", "CODEPORT_CODES_KEY",
 		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest (default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
 }
 
 // smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
-func smtpFlags(f interface {
-	StringVar(p *string, name, value, usage string)
-}, url, from *string) {
-	f.StringVar(url, "smtp-url", os.Getenv("CODEPORT_SMTP_URL"),
+func smtpFlags(f *pflag.FlagSet, url, from *string) {
+	credentialFlag(f, url, "smtp-url", "CODEPORT_SMTP_URL",
 		"SMTP server for low-balance e-mails: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://host:465 (default $CODEPORT_SMTP_URL; unset: no e-mails)")
 	f.StringVar(from, "smtp-from", envOr("CODEPORT_SMTP_FROM", "codeport@localhost"), "sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM)")
 }
