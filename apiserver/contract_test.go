@@ -55,9 +55,14 @@ func (c *contract) load() error {
 
 // checkContract validates a response (and, when the server accepted it, the request) against
 // the published document. Paths the documents do not describe (health probes, unknown routes)
-// are not checked.
+// are not checked against it. Every answer, whatever its path, must forbid caches to keep it
+// (answers carry codes, balances and prices) and forbid type sniffing.
 func checkContract(t *testing.T, req *http.Request, body []byte, resp *http.Response, raw []byte) {
 	t.Helper()
+	if cc, sniff := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || sniff != "nosniff" {
+		t.Errorf("%s %s: %d with Cache-Control %q and X-Content-Type-Options %q, want no-store and nosniff",
+			req.Method, req.URL.Path, resp.StatusCode, cc, sniff)
+	}
 	if err := published.load(); err != nil {
 		t.Fatalf("OpenAPI documents: %v", err)
 	}

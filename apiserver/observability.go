@@ -124,6 +124,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 		id = s.requestIDs.next()
 	}
 	c.Set(HeaderRequestID, id)
+	setProtectiveHeaders(&c.Response().Header)
 	endSpan := s.startSpan(c, id)
 	err := c.Next()
 	if err != nil {
@@ -148,6 +149,14 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	}
 	s.finished(c.UserContext(), log, id, method, route, status, elapsed, s.clientIP(c))
 	return nil
+}
+
+// setProtectiveHeaders marks every answer as not to be stored by any cache (answers carry
+// redemption codes, balances and per-partner prices) and as JSON that must not be sniffed as
+// another type.
+func setProtectiveHeaders(h *fasthttp.ResponseHeader) {
+	h.Set(fiber.HeaderCacheControl, "no-store")
+	h.Set(fiber.HeaderXContentTypeOptions, "nosniff")
 }
 
 // unmatchedRoute is the route under which requests that no route of the table took count.
@@ -229,6 +238,7 @@ func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e 
 		id = s.requestIDs.next()
 	}
 	ctx.Response.Header.Set(HeaderRequestID, id)
+	setProtectiveHeaders(&ctx.Response.Header)
 	ip := s.clientIPOf(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fiber.HeaderXForwardedFor))
 	if d, err := s.limiter.Allow(ctx, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, start); err != nil {
 		s.log.WarnContext(ctx, "rate limiter unavailable", slog.Any("err", err))
