@@ -105,12 +105,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if _, err := migrator.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	queue := fulfilment.NewQueue()
 	mail, err := notify.ParseSMTP(opts.smtpURL, opts.smtpFrom)
-	if err != nil {
-		return err
-	}
-	notifier, err := notify.NewNotifier(db, mail != nil, notify.DefaultRetry())
 	if err != nil {
 		return err
 	}
@@ -120,7 +115,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	}
 	workers := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
 	plane := &apiserver.DataPlane{
-		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Queue: queue, Notifier: notifier, Logger: log},
+		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Logger: log},
 		Listeners: listeners,
 		Workers:   &workers,
 		// A developer's webhook receiver runs on this machine or their network.

@@ -79,17 +79,12 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			defer closeLimiter()
-			queue := fulfilment.NewQueue()
 			mail, err := notify.ParseSMTP(smtpURL, smtpFrom)
 			if err != nil {
 				return err
 			}
-			notifier, err := notify.NewNotifier(db, mail != nil, notify.DefaultRetry())
-			if err != nil {
-				return err
-			}
 			plane := &apiserver.DataPlane{
-				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: processLog},
+				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: processLog},
 				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
 				Delivery:    notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: webhooksToPrivate},
 				MetricsAddr: metricsAddr,

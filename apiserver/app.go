@@ -61,7 +61,6 @@ type Deps struct {
 	DB      *store.DB
 	Limiter ratelimit.Limiter
 	Cipher  *codes.Cipher
-	Queue   orders.Enqueuer
 	// Notifier, when set, raises webhooks and low-balance e-mails.
 	Notifier *notify.Notifier
 	// Metrics and OrderMetrics, when set, receive the API's instruments (one set per process,
@@ -108,7 +107,7 @@ func New(cfg Config, deps Deps) *Server {
 	if _, off := deps.Tracing.(noop.TracerProvider); deps.Tracing != nil && !off {
 		s.tracer = deps.Tracing.Tracer("github.com/codeport/codeport/apiserver")
 	}
-	orderService := orders.NewService(deps.DB, s.catalogs, deps.Queue, deps.Cipher, cfg.Estimate, s.log)
+	orderService := orders.NewService(deps.DB, s.catalogs, deps.Cipher, cfg.Estimate, s.log)
 	if deps.Notifier != nil {
 		orderService.OnLowBalance = deps.Notifier.BalanceCrossedBelow
 	}

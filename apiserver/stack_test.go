@@ -99,14 +99,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		t.Fatal(err)
 	}
 	cipher := sharedCipher(t)
-	queue := fulfilment.NewQueue()
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
-	}
-	retry := notify.Retry{Base: 50 * time.Millisecond, Max: time.Second}
-	notifier, err := notify.NewNotifier(db, opts.smtp != nil, retry)
-	if err != nil {
-		t.Fatal(err)
 	}
 	s := &stack{db: db, prov: provisioning.New(db, cipher), cipher: cipher, baseURL: map[string]string{}}
 	limiter := opts.limiter
@@ -119,10 +113,10 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	s.logger = logger
 	plane := &apiserver.DataPlane{
-		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Queue: queue, Notifier: notifier, Logger: logger,
-			Tracing: opts.tracing},
+		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: logger, Tracing: opts.tracing},
 		// The tests' receivers listen on loopback.
-		Delivery: notify.Delivery{SMTP: opts.smtp, Retry: retry, AllowPrivateNetworks: !opts.publicWebhooksOnly},
+		Delivery: notify.Delivery{SMTP: opts.smtp, Retry: notify.Retry{Base: 50 * time.Millisecond, Max: time.Second},
+			AllowPrivateNetworks: !opts.publicWebhooksOnly},
 	}
 	for _, env := range provisioning.Environments() {
 		cfg := apiserver.DefaultConfig(env)

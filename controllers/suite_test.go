@@ -30,7 +30,6 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -136,9 +135,8 @@ func run(m *testing.M) int {
 	}
 
 	env.apiURL = map[string]string{}
-	queue := fulfilment.NewQueue()
 	for _, e := range []string{"sandbox", "production"} {
-		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher, Queue: queue})
+		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

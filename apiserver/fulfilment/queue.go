@@ -29,17 +29,11 @@ func (Args) Kind() string { return "codeport.fulfil_order" }
 // own environment, so a sandbox outage never delays production orders.
 func QueueName(environment string) string { return "fulfilment_" + environment }
 
-// Queue names the fulfilment jobs that placements write with their orders.
-type Queue struct{}
-
-// NewQueue returns the placement side of the fulfilment queue.
-func NewQueue() *Queue { return &Queue{} }
-
-// FulfilmentJob is the job row that fulfils the order. Placements write it themselves, in the
-// statement that writes the order: River's database/sql insert path encodes its bulk-insert
-// arrays value by value, which cost a quarter of a placement's CPU, and a separate statement
-// was another round trip.
-func (q *Queue) FulfilmentJob(orderID uuid.UUID, environment string) (store.Job, error) {
+// Job is the job row that fulfils the order. Placements write it themselves, in the statement
+// that writes the order, so an order exists if and only if its job does: River's database/sql
+// insert path encodes its bulk-insert arrays value by value, and a separate statement would be
+// another round trip.
+func Job(orderID uuid.UUID, environment string) (store.Job, error) {
 	args, err := json.Marshal(Args{OrderID: orderID, Environment: environment})
 	if err != nil {
 		return store.Job{}, fmt.Errorf("fulfilment job of %s: %w", orderID, err)

@@ -16,15 +16,10 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
 )
-
-// Enqueuer names the job that fulfils an order. The placement writes it in the statement that
-// writes the order, so an order exists if and only if its job does.
-type Enqueuer interface {
-	FulfilmentJob(orderID uuid.UUID, environment string) (store.Job, error)
-}
 
 // Estimate is when an order of totalUnits should be ready: a base delay plus a per-unit time,
 // plus the scripted delay of slow sandbox products.
@@ -62,7 +57,6 @@ type Service struct {
 	OnPlaced func(environment string)
 	db       *store.DB
 	catalogs *catalog.Cache
-	queue    Enqueuer
 	cipher   *codes.Cipher
 	estimate Estimate
 	log      *slog.Logger
@@ -72,11 +66,11 @@ type Service struct {
 }
 
 // NewService wires the order service.
-func NewService(db *store.DB, catalogs *catalog.Cache, queue Enqueuer, cipher *codes.Cipher, estimate Estimate, log *slog.Logger) *Service {
+func NewService(db *store.DB, catalogs *catalog.Cache, cipher *codes.Cipher, estimate Estimate, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{db: db, catalogs: catalogs, queue: queue, cipher: cipher, estimate: estimate, log: log, timeout: 10 * time.Second}
+	return &Service{db: db, catalogs: catalogs, cipher: cipher, estimate: estimate, log: log, timeout: 10 * time.Second}
 }
 
 var (
@@ -184,7 +178,7 @@ func (s *Service) record(ctx context.Context, acct *auth.Account, order *store.O
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
 			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
 	}
-	job, err := s.queue.FulfilmentJob(order.ID, acct.Environment)
+	job, err := fulfilment.Job(order.ID, acct.Environment)
 	if err != nil {
 		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
 	}
