@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,18 +202,28 @@ func TestHelpKeepsCredentialsFromTheEnvironmentOut(t *testing.T) {
 	}
 }
 
-// TestServeLogLinesNameEachAttributeOnce runs `codeport serve` and reads its log: every line is
-// JSON with each attribute once (the request line's environment included), and the request line
-// names the environment served.
-func TestServeLogLinesNameEachAttributeOnce(t *testing.T) {
+// TestServeLogsAndTracesRequests runs `codeport serve` and reads its log: every line is JSON
+// with each attribute once (the request line's environment included), and the request line
+// names the environment served. With --otlp-endpoint, the request's span reaches the collector.
+func TestServeLogsAndTracesRequests(t *testing.T) {
 	db := storetest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// An OTLP/HTTP collector: the request's span must reach it, flushed on shutdown.
+	var traces syncBuffer
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/traces" {
+			body, _ := io.ReadAll(r.Body)
+			_, _ = traces.Write(body)
+		}
+	}))
+	defer collector.Close()
 	logs := &syncBuffer{}
 	root := newRootCommand()
 	root.SetErr(logs)
 	root.SetArgs([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
-		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32), "--redis-url", ""})
+		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32), "--redis-url", "",
+		"--otlp-endpoint", collector.URL})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	var addr string
@@ -259,6 +270,10 @@ func TestServeLogLinesNameEachAttributeOnce(t *testing.T) {
 	}
 	if requestLines == 0 {
 		t.Fatalf("no request line logged:\n%s", logs.String())
+	}
+	// The request was refused for its missing key: its span is named after the group, /v2.
+	if !strings.Contains(traces.String(), "GET /v2") {
+		t.Fatalf("the request's span did not reach the OTLP collector (%d bytes received)", len(traces.String()))
 	}
 }
 

@@ -84,7 +84,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			plane := &apiserver.DataPlane{
-				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: processLog},
+				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: processLog, Tracing: tracing},
 				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
 				Delivery:    notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: webhooksToPrivate},
 				MetricsAddr: metricsAddr,
@@ -109,7 +109,7 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&environment, "environment", "", "environment served: production or sandbox (required)")
 	f.StringVar(&addr, "addr", ":8080", "listen address, HOST:PORT")
 	f.StringVar(&otlpEndpoint, "otlp-endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
-		"OTLP/HTTP collector for traces, e.g. http://otel-collector:4318 (default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
+		"base URL of an OTLP/HTTP collector, e.g. http://otel-collector:4318; spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
 	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
 	f.BoolVar(&profiling, "pprof", false, "also serve Go's pprof profiles (/debug/pprof/) on the metrics address")
 	databaseURLFlag(cmd, &databaseURL)

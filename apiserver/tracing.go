@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/attribute"
@@ -15,13 +16,15 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// NewTracerProvider exports spans over OTLP/HTTP to endpoint (e.g. http://otel-collector:4318);
-// with an empty endpoint tracing is off and a no-op provider is returned. Shut it down to flush.
+// NewTracerProvider exports spans over OTLP/HTTP to endpoint, the collector's base URL (e.g.
+// http://otel-collector:4318) as OTEL_EXPORTER_OTLP_ENDPOINT gives it: the traces path v1/traces
+// is appended to it. With an empty endpoint tracing is off and a no-op provider is returned.
+// Shut it down to flush.
 func NewTracerProvider(ctx context.Context, endpoint, service string) (trace.TracerProvider, func(context.Context) error, error) {
 	if endpoint == "" {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
-	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint))
+	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(TracesURL(endpoint)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp exporter: %w", err)
 	}
@@ -32,6 +35,9 @@ func NewTracerProvider(ctx context.Context, endpoint, service string) (trace.Tra
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil
 }
+
+// TracesURL is where spans go for the OTLP/HTTP base URL endpoint.
+func TracesURL(endpoint string) string { return strings.TrimSuffix(endpoint, "/") + "/v1/traces" }
 
 // headerCarrier reads and writes W3C trace context through Fiber's request headers.
 type headerCarrier struct{ c *fiber.Ctx }

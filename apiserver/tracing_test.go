@@ -10,7 +10,7 @@ import (
 	"github.com/codeport/codeport/apiserver"
 )
 
-// TestOTLPExport: with an endpoint configured, spans reach an OTLP/HTTP receiver; without one,
+// TestOTLPExport: with a collector's base URL configured, spans reach its /v1/traces; without one,
 // tracing is off.
 func TestOTLPExport(t *testing.T) {
 	var posts atomic.Int32
@@ -24,7 +24,7 @@ func TestOTLPExport(t *testing.T) {
 	}))
 	defer collector.Close()
 	ctx := context.Background()
-	tp, shutdown, err := apiserver.NewTracerProvider(ctx, collector.URL+"/v1/traces", "codeport-test")
+	tp, shutdown, err := apiserver.NewTracerProvider(ctx, collector.URL, "codeport-test")
 	if err != nil {
 		t.Fatal(err)
 	}
