@@ -52,6 +52,9 @@ type suite struct {
 	mgr ctrl.Manager
 	// writes counts the operators' write requests to the API server, by method and path.
 	writes requestCounter
+	// managers tracks the running managers, so that teardown stops them before the database
+	// and the API server they use go away.
+	managers sync.WaitGroup
 }
 
 // requestCounter counts the write requests (anything but GET, LIST and WATCH) that the operators
@@ -147,7 +150,10 @@ func run(m *testing.M) int {
 		defer func() { _ = srv.Shutdown(context.Background()) }()
 		env.apiURL[e] = "http://" + ln.Addr().String() + "/v2"
 	}
-	return m.Run()
+	code := m.Run()
+	cancel()
+	env.managers.Wait()
+	return code
 }
 
 // startManager runs an operator (manager with every reconciler) until ctx ends. Tests start a
@@ -169,7 +175,9 @@ func startManager(ctx context.Context, reg prometheus.Registerer) error {
 	if err != nil {
 		return err
 	}
+	env.managers.Add(1)
 	go func() {
+		defer env.managers.Done()
 		if err := mgr.Start(ctx); err != nil {
 			fmt.Fprintln(os.Stderr, "manager:", err)
 		}
