@@ -2,8 +2,10 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,14 +15,16 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
 )
 
-// TestLedgerFollowerSeesLateCommits: ledger entry ids are taken at insert, so an entry can commit
-// after one with a higher id was read. The follower still refreshes its Wallet, and stops
-// refreshing an account once its entries are older than the commit lag.
-func TestLedgerFollowerSeesLateCommits(t *testing.T) {
+// followerFixture provisions partners acme and globex with a sandbox Wallet each and returns a
+// follower over them, its refresh (one read, the names of the Wallets it refreshed) and the
+// accounts by partner. The first read, which refreshes every Wallet, is done.
+func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []string, map[string]string, *store.DB) {
+	t.Helper()
 	ctx := context.Background()
-	db := openTestStore(t, "controllers_ledger", 4)
+	db := openTestStore(t, database, 4)
 	prov := provisioning.New(db, nil)
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
@@ -69,15 +73,24 @@ func TestLedgerFollowerSeesLateCommits(t *testing.T) {
 	if got := refreshed(); !slices.Equal(got, []string{"acme-sandbox", "globex-sandbox"}) {
 		t.Fatalf("first read refreshed %v, want every Wallet", got)
 	}
+	return f, refreshed, accounts, db
+}
 
-	entry := `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
-		VALUES (?, 'EUR', 'adjustment', ?, 1, 1)`
+// ledgerEntry is an entry of account, as any writer of the ledger makes one.
+const ledgerEntry = `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
+	VALUES (?, 'EUR', 'adjustment', ?, 1, 1)`
+
+// TestLedgerFollowerSeesLateCommits: ledger entry ids are taken at insert, so an entry can commit
+// after one with a higher id was read. The follower still refreshes its Wallet, and stops
+// refreshing an account once its entries are older than the commit lag.
+func TestLedgerFollowerSeesLateCommits(t *testing.T) {
+	_, refreshed, accounts, db := followerFixture(t, "controllers_ledger")
 	late := db.Gorm.Begin()
 	defer late.Rollback()
-	if err := late.Exec(entry, accounts["acme"], "late").Error; err != nil {
+	if err := late.Exec(ledgerEntry, accounts["acme"], "late").Error; err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Gorm.Exec(entry, accounts["globex"], "early").Error; err != nil {
+	if err := db.Gorm.Exec(ledgerEntry, accounts["globex"], "early").Error; err != nil {
 		t.Fatal(err)
 	}
 	if got := refreshed(); !slices.Equal(got, []string{"globex-sandbox"}) {
@@ -94,5 +107,33 @@ func TestLedgerFollowerSeesLateCommits(t *testing.T) {
 	}
 	if got := refreshed(); len(got) != 0 {
 		t.Errorf("with no new entries, %v are still refreshed after the commit lag", got)
+	}
+}
+
+// TestLedgerFollowerDefersBusyWallets: a Wallet is refreshed on its account's first entry, then,
+// while entries keep landing, at most once per walletRefreshMaxWait, and at the first read after
+// they stop.
+func TestLedgerFollowerDefersBusyWallets(t *testing.T) {
+	f, refreshed, accounts, db := followerFixture(t, "controllers_ledger_busy")
+	now := time.Now()
+	f.now = func() time.Time { return now }
+	order := func(i int) {
+		t.Helper()
+		if err := db.Gorm.Exec(ledgerEntry, accounts["acme"], fmt.Sprintf("order-%d", i)).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got [][]string
+	for i := range 8 {
+		order(i)
+		got = append(got, refreshed())
+		now = now.Add(walletRefreshInterval)
+	}
+	want := [][]string{{"acme-sandbox"}, nil, nil, nil, nil, {"acme-sandbox"}, nil, nil}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("refreshes while an entry lands every interval: %v, want %v", got, want)
+	}
+	if quiet := refreshed(); !slices.Equal(quiet, []string{"acme-sandbox"}) {
+		t.Fatalf("first read without new entries refreshed %v, want the busy Wallet", quiet)
 	}
 }

@@ -127,9 +127,17 @@ func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Obje
 }
 
 // walletRefreshInterval is how often the ledger is read for new entries: entries of one interval
-// are coalesced into one refresh per Wallet, so the control plane's cost does not grow with
-// order traffic.
+// are coalesced into one refresh per Wallet.
 const walletRefreshInterval = time.Second
+
+// walletRefreshMaxWait is how long a Wallet whose account keeps taking entries waits between
+// refreshes. A Wallet is refreshed on its account's first entry and as soon as an interval
+// passes without new ones, so its status shows the balance within about an interval of the
+// last order; in between, while orders keep landing, its status is rewritten at most this often.
+// Each status write costs the Kubernetes API server a write to etcd and an event to every
+// watcher, so this bounds the control plane's cost by the number of busy Wallets, not by the
+// orders they take.
+const walletRefreshMaxWait = 5 * time.Second
 
 // ledgerCommitLag is how many intervals back each read starts. Entry ids are taken at insert and
 // transactions commit out of order, so an entry can become visible after a higher id was read;
@@ -145,16 +153,22 @@ type ledgerFollower struct {
 	db     *store.DB
 	client client.Client
 	events chan<- event.GenericEvent
+	now    func() time.Time
 
 	// heads are the ledger heads read by the last reads, oldest first; the next read starts
 	// after heads[0].
 	heads []int64
 	// owners caches who owns an account: an account never changes owner.
 	owners map[string]store.Owner
+	// due are the accounts with entries not yet reflected by a refresh; sent is when each
+	// account's Wallets were last refreshed, for those refreshed within walletRefreshMaxWait.
+	due  map[string]bool
+	sent map[string]time.Time
 }
 
 func newLedgerFollower(db *store.DB, c client.Client, events chan<- event.GenericEvent) *ledgerFollower {
-	return &ledgerFollower{db: db, client: c, events: events, owners: map[string]store.Owner{}}
+	return &ledgerFollower{db: db, client: c, events: events, now: time.Now, owners: map[string]store.Owner{},
+		due: map[string]bool{}, sent: map[string]time.Time{}}
 }
 
 // NeedLeaderElection: only the leader reconciles, so only the leader needs the events.
@@ -177,7 +191,10 @@ func (l *ledgerFollower) Start(ctx context.Context) error {
 	}
 }
 
-// read enqueues the Wallets of every account with entries after the oldest remembered head.
+// read notes the accounts with entries after the oldest remembered head and refreshes the
+// Wallets of those that are due: an account that took no entry since the last read (its orders
+// stopped, or an entry committed late), one not refreshed for walletRefreshMaxWait, and one
+// taking its first entries.
 func (l *ledgerFollower) read(ctx context.Context) error {
 	if len(l.heads) == 0 {
 		head, err := store.LedgerHead(ctx, l.db.Gorm)
@@ -192,15 +209,39 @@ func (l *ledgerFollower) read(ctx context.Context) error {
 		l.heads = []int64{head}
 		return nil
 	}
-	accounts, last, err := store.LedgerAccountsAfter(ctx, l.db.Gorm, l.heads[0])
+	accounts, err := store.LedgerAccountsAfter(ctx, l.db.Gorm, l.heads[0])
 	if err != nil {
 		return err
 	}
-	l.heads = append(l.heads, max(last, l.heads[len(l.heads)-1]))
+	previous := l.heads[len(l.heads)-1]
+	head := previous
+	for account, last := range accounts {
+		l.due[account] = true
+		head = max(head, last)
+	}
+	l.heads = append(l.heads, head)
 	if len(l.heads) > ledgerCommitLag {
 		l.heads = l.heads[len(l.heads)-ledgerCommitLag:]
 	}
-	l.refresh(ctx, accounts)
+	now := l.now()
+	var refresh []string
+	for account := range l.due {
+		busy := accounts[account] > previous
+		if sent, ok := l.sent[account]; busy && ok && now.Sub(sent) < walletRefreshMaxWait {
+			continue
+		}
+		refresh = append(refresh, account)
+		delete(l.due, account)
+		l.sent[account] = now
+	}
+	// A refresh older than walletRefreshMaxWait holds nothing back: forget it, so that sent
+	// holds only the recently busy accounts.
+	for account, sent := range l.sent {
+		if now.Sub(sent) >= walletRefreshMaxWait {
+			delete(l.sent, account)
+		}
+	}
+	l.refresh(ctx, refresh)
 	return nil
 }
 

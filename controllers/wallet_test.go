@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,11 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/controllers"
 )
 
 // TestLedgerRefreshesAreCoalesced: while orders land continuously, the Wallet's status is
-// rewritten at most about once a second, not once per order, and it shows the final balance
-// within seconds of the last order.
+// rewritten at most about once per WalletRefreshMaxWait, not once per order, and it shows the
+// final balance within seconds of the last order.
 func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, _ := onboard(t, ns)
@@ -50,14 +50,15 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 		}
 	}()
 
-	// Orders of 20.00 EUR from four clients for two seconds.
+	// Orders of 20.00 EUR from four clients for four seconds, paced to stay within the
+	// partner's rate limit.
 	const clients, maxOrders = 4, 400
 	var placed atomic.Int32
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
-			for i := 0; time.Since(start) < 2*time.Second && i < maxOrders/clients; i++ {
+			for i := 0; time.Since(start) < 4*time.Second && i < maxOrders/clients; i++ {
 				req, _ := newRequest("POST", env.apiURL["sandbox"]+"/orders", fmt.Sprintf(
 					`{"externalOrderCode":"burst-%d-%d","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, c, i))
 				req.Header.Set("x-api-key", sandboxKey)
@@ -72,6 +73,7 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 					return
 				}
 				placed.Add(1)
+				time.Sleep(40 * time.Millisecond)
 			}
 		})
 	}
@@ -82,8 +84,9 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 		get(t, ns, w.Name, w)
 		return w.Status.Balances["EUR"] == want, fmt.Sprintf("%s, want %s", w.Status.Balances["EUR"], want)
 	})
-	// One refresh per interval while orders land, one for the last of them, one of slack.
-	limit := int32(math.Ceil(elapsed.Seconds())) + 2
+	// One refresh for the first order, one per WalletRefreshMaxWait while orders land, one after
+	// the last of them, and one of slack (the read right after the last is due again).
+	limit := 1 + int32(elapsed/controllers.WalletRefreshMaxWait) + 2
 	if n := writes.Load(); n > limit || placed.Load() < 20 {
 		t.Fatalf("%d orders in %s rewrote the Wallet %d times; at most %d", placed.Load(), elapsed.Round(time.Millisecond), n, limit)
 	}

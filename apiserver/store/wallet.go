@@ -82,22 +82,21 @@ func LedgerHead(ctx context.Context, db *gorm.DB) (int64, error) {
 	return head, nil
 }
 
-// LedgerAccountsAfter returns the accounts with ledger entries whose id is above after, and the
-// highest such id (after, when there is none). It reads the primary key's index from after on.
-func LedgerAccountsAfter(ctx context.Context, db *gorm.DB, after int64) (accounts []string, last int64, err error) {
+// LedgerAccountsAfter returns the accounts with ledger entries whose id is above after, each
+// with its highest such id. It reads the primary key's index from after on.
+func LedgerAccountsAfter(ctx context.Context, db *gorm.DB, after int64) (map[string]int64, error) {
 	var rows []struct {
 		AccountID string
 		Last      int64
 	}
-	err = db.WithContext(ctx).Raw(`SELECT account_id::text AS account_id, max(id) AS last FROM wallet_entries
+	err := db.WithContext(ctx).Raw(`SELECT account_id::text AS account_id, max(id) AS last FROM wallet_entries
 		WHERE id > ? GROUP BY account_id`, after).Scan(&rows).Error
 	if err != nil {
-		return nil, after, fmt.Errorf("read ledger after entry %d: %w", after, err)
+		return nil, fmt.Errorf("read ledger after entry %d: %w", after, err)
 	}
-	last = after
+	out := make(map[string]int64, len(rows))
 	for _, r := range rows {
-		accounts = append(accounts, r.AccountID)
-		last = max(last, r.Last)
+		out[r.AccountID] = r.Last
 	}
-	return accounts, last, nil
+	return out, nil
 }
