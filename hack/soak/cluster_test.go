@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -57,6 +58,9 @@ type cluster struct {
 	redis   string
 	k8s     client.WithWatch
 	kubecfg string
+	// kubeHTTP and kubeHost reach the kube-apiserver's own endpoints (/metrics).
+	kubeHTTP *http.Client
+	kubeHost string
 
 	mu        sync.Mutex
 	operators []*process
@@ -210,6 +214,10 @@ func (c *cluster) startKubernetes() {
 	if c.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		t.Fatalf("kubernetes client: %v", err)
 	}
+	if c.kubeHTTP, err = rest.HTTPClientFor(cfg); err != nil {
+		t.Fatalf("kubernetes HTTP client: %v", err)
+	}
+	c.kubeHost = cfg.Host
 	for _, ns := range []string{leaseNamespace, namespace} {
 		if err := c.k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatalf("namespace %s: %v", ns, err)
@@ -691,6 +699,47 @@ func (m *loadAverage) at(t time.Time) float64 {
 			break
 		}
 		out = s.value
+	}
+	return out
+}
+
+// apiserverRequests reads the kube-apiserver's request counters, summed by "VERB resource"
+// (with the subresource, as in "PATCH wallets/status").
+func (c *cluster) apiserverRequests(ctx context.Context) map[string]float64 {
+	out := map[string]float64{}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.kubeHost, "/")+"/metrics", nil)
+	if err != nil {
+		return out
+	}
+	resp, err := c.kubeHTTP.Do(req)
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	label := func(line, name string) string {
+		_, rest, ok := strings.Cut(line, name+`="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 1<<16), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		what := label(line, "resource")
+		if sub := label(line, "subresource"); sub != "" {
+			what += "/" + sub
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				out[label(line, "verb")+" "+what] += v
+			}
+		}
 	}
 	return out
 }

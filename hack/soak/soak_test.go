@@ -14,6 +14,7 @@ package soak
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -108,9 +109,11 @@ func TestSoak(t *testing.T) {
 	}
 	ch := &churn{c: c, l: l, start: startOperator, duration: duration, machine: machine, churned: map[string]bool{}}
 	before = c.cpuByRole()
+	requestsBefore := c.apiserverRequests(ctx)
 	starts[2] = time.Now()
 	durations[2] = l.runFor(ctx, 2, duration, ch.run)
 	cpu[2] = since(before, c.cpuByRole())
+	logAPIServerRequests(t, requestsBefore, c.apiserverRequests(ctx), durations[2])
 	stopped := time.Now()
 	for _, e := range ch.events {
 		t.Log("churn " + e)
@@ -331,6 +334,30 @@ func logSlowest(t *testing.T, results []result, starts map[int]time.Time, n int)
 			r.start.Sub(starts[r.phase]).Round(100*time.Millisecond), r.status))
 	}
 	t.Logf("slowest answers:\n%s", strings.Join(lines, "\n"))
+}
+
+// logAPIServerRequests logs what the kube-apiserver was asked during the churn, the most
+// frequent first: the control plane's share of the machine is mostly these.
+func logAPIServerRequests(t *testing.T, before, after map[string]float64, d time.Duration) {
+	type count struct {
+		what string
+		n    float64
+	}
+	var counts []count
+	total := 0.0
+	for what, n := range after {
+		if delta := n - before[what]; delta > 0 {
+			counts = append(counts, count{what, delta})
+			total += delta
+		}
+	}
+	slices.SortFunc(counts, func(a, b count) int { return cmp.Compare(b.n, a.n) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "kube-apiserver requests during the churn: %.0f (%.1f/s)", total, total/d.Seconds())
+	for _, c := range counts[:min(len(counts), 10)] {
+		fmt.Fprintf(&b, "\n  %6.0f  %s", c.n, c.what)
+	}
+	t.Log(b.String())
 }
 
 // since is the CPU time each role used between two readings of cpuByRole.
