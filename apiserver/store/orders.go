@@ -110,15 +110,20 @@ func LockProcessingOrder(tx *gorm.DB, orderID uuid.UUID) (Order, error) {
 	return o, nil
 }
 
-// TakeStock assigns up to n unassigned codes of a product to an order and returns them. Rows
-// locked by concurrent fulfilments are skipped, so orders never wait on each other or share a code.
+// takeStockSQL claims codes oldest import first, through the index of available codes: its
+// ORDER BY is one the primary key cannot give, so no statistics can make the planner walk the
+// key past every code already delivered.
+const takeStockSQL = `UPDATE code_stock SET order_id = ?, delivered_at = now()
+	WHERE id IN (SELECT id FROM code_stock WHERE product_code = ? AND order_id IS NULL
+	             ORDER BY imported_at, id LIMIT ? FOR UPDATE SKIP LOCKED)
+	RETURNING id, product_code, ciphertext, digest`
+
+// TakeStock assigns up to n unassigned codes of a product to an order, oldest import first, and
+// returns them. Rows locked by concurrent fulfilments are skipped, so orders never wait on each
+// other or share a code.
 func TakeStock(tx *gorm.DB, orderID uuid.UUID, productCode string, n int) ([]CodeStock, error) {
 	var out []CodeStock
-	err := tx.Raw(`UPDATE code_stock SET order_id = ?, delivered_at = now()
-		WHERE id IN (SELECT id FROM code_stock WHERE product_code = ? AND order_id IS NULL
-		             ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED)
-		RETURNING id, product_code, ciphertext, digest`, orderID, productCode, n).Scan(&out).Error
-	if err != nil {
+	if err := tx.Raw(takeStockSQL, orderID, productCode, n).Scan(&out).Error; err != nil {
 		return nil, fmt.Errorf("take stock of %s: %w", productCode, err)
 	}
 	return out, nil
