@@ -333,36 +333,41 @@ func (p *process) cpu() time.Duration {
 		return spent // the exit added this run
 	default:
 	}
-	_, _, used := procStat(p.cmd.Process.Pid)
+	_, _, used, _ := procStat(p.cmd.Process.Pid)
 	return spent + used
 }
 
 // procStat reads a live process's command name, parent and CPU time (user and system) from
-// /proc; a process that is gone reads as zero.
-func procStat(pid int) (comm string, ppid int, cpu time.Duration) {
+// /proc, and the CPU time of its children that have exited and been waited for; a process
+// that is gone reads as zero.
+func procStat(pid int) (comm string, ppid int, cpu, reaped time.Duration) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return "", 0, 0
+		return "", 0, 0, 0
 	}
 	// The command name is in parentheses and may hold spaces; after it come the state, the
-	// parent, ..., utime and stime (the 12th and 13th fields, in ticks of 1/100 s on Linux).
+	// parent, ..., utime, stime, cutime and cstime (the 12th to 15th fields, in ticks of
+	// 1/100 s on Linux).
 	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
 	if open < 0 || closing < open {
-		return "", 0, 0
+		return "", 0, 0, 0
 	}
 	fields := strings.Fields(string(data[closing+1:]))
-	if len(fields) < 13 {
-		return "", 0, 0
+	if len(fields) < 15 {
+		return "", 0, 0, 0
+	}
+	ticks := func(i int) time.Duration {
+		n, _ := strconv.ParseInt(fields[i], 10, 64)
+		return time.Duration(n) * 10 * time.Millisecond
 	}
 	ppid, _ = strconv.Atoi(fields[1])
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return string(data[open+1 : closing]), ppid, time.Duration(utime+stime) * 10 * time.Millisecond
+	return string(data[open+1 : closing]), ppid, ticks(11) + ticks(12), ticks(13) + ticks(14)
 }
 
 // cpuByRole sums the CPU time of the codeport processes by command ("operator", "serve"), of
-// the test's Kubernetes API server, of PostgreSQL and of the test itself. A backend that has
-// exited takes its CPU time with it, so the postgres figure is a lower bound.
+// the test's Kubernetes API server, of PostgreSQL and of the test itself. PostgreSQL's backends
+// come and go with the connections (a killed replica takes its pool's with it): its figure is
+// its live processes' time plus what the postmaster's exited children used.
 func (c *cluster) cpuByRole() map[string]time.Duration {
 	c.mu.Lock()
 	procs := slices.Clone(c.processes)
@@ -381,13 +386,16 @@ func (c *cluster) cpuByRole() map[string]time.Duration {
 		if err != nil {
 			continue
 		}
-		switch comm, ppid, cpu := procStat(pid); {
+		switch comm, ppid, cpu, reaped := procStat(pid); {
 		case ppid == os.Getpid() && (comm == "kube-apiserver" || comm == "etcd"):
 			out["kube-apiserver and etcd"] += cpu
 		case comm == "postgres":
 			// The server's processes, its connections' backends included (the run's database is
 			// the only busy one).
 			out["postgres"] += cpu
+			if parent, _, _, _ := procStat(ppid); parent != "postgres" {
+				out["postgres"] += reaped // the postmaster: its backends that have exited
+			}
 		case pid == os.Getpid():
 			out["the load generator"] += cpu
 		}
