@@ -97,7 +97,7 @@ func newLoad(partners []*partner, production []*replica, sandbox *replica, worke
 // run sends traffic with every worker, as phase, until loop ends. Requests run under ctx: the
 // end of a phase lets the requests in flight, and an order's retries, finish.
 func (l *load) run(loop, ctx context.Context, phase int) {
-	l.phase.Store(int32(phase)) //nolint:gosec // 1 or 2
+	l.phase.Store(int32(phase)) //nolint:gosec // a phase number
 	var wg sync.WaitGroup
 	for _, w := range l.workers {
 		wg.Add(1)

@@ -7,7 +7,8 @@
 // that the whole holds: no 5xx, no answer slower than a second outside the killed replica,
 // every accepted order finished and paid exactly once, ledgers equal to balances, key rotations
 // and suspensions seen at once, Wallet status following the ledger. Run it with
-// `make test-soak`; SOAK_DURATION (default 60s) is the length of the phase with churn,
+// `make test-soak`; SOAK_DURATION (default 60s) is the length of the phase with churn (the
+// phases without operators before and after it last a quarter of it),
 // SOAK_WORKERS (default 12) the concurrent requests, and SOAK_KEEP=1 keeps the processes' logs
 // of a passing run.
 package soak
@@ -18,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +31,15 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/apiserver/store"
+)
+
+// The phases of the load: a warm-up, not counted, then the same load before, during and after
+// the operators run with churn.
+const (
+	phaseWarmUp = iota
+	phaseBefore
+	phaseChurn
+	phaseAfter
 )
 
 func TestSoak(t *testing.T) {
@@ -80,25 +91,35 @@ func TestSoak(t *testing.T) {
 
 	l := newLoad(partners, []*replica{prodA, prodB}, sandbox, workers)
 	durations := map[int]time.Duration{}
-
-	// Phase 1: the same load with both operators stopped, for the control plane's cost.
-	for _, op := range c.runningOperators() {
-		op.stop(10 * time.Second)
-	}
-	phase1 := duration / 4
 	cpu := map[int]map[string]time.Duration{}
-	before := c.cpuByRole()
-	starts := map[int]time.Time{1: time.Now()}
-	durations[1] = l.runFor(ctx, 1, phase1, nil)
-	// The second phase starts with an empty queue too, so that its orders/s and CPU are not
-	// paying for the first phase's fulfilment.
-	drained, err := c.waitTerminal(ctx, 2*time.Minute)
-	if err != nil {
-		t.Fatal(err)
+	starts := map[int]time.Time{}
+	// withoutOperators runs the load as phase for d with the operators stopped, then waits for
+	// its orders to be fulfilled: each phase starts with an empty queue, so that its orders/s
+	// and CPU do not pay for an earlier phase's fulfilment.
+	withoutOperators := func(phase int, d time.Duration) time.Duration {
+		for _, op := range c.runningOperators() {
+			op.stop(10 * time.Second)
+		}
+		before := c.cpuByRole()
+		starts[phase] = time.Now()
+		durations[phase] = l.runFor(ctx, phase, d, nil)
+		drained, err := c.waitTerminal(ctx, 2*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu[phase] = since(before, c.cpuByRole())
+		return drained
 	}
-	cpu[1] = since(before, c.cpuByRole())
 
-	// Phase 2: two operators again, and the churn.
+	// The control plane's cost is the orders/s of the churn phase against the mean of the same
+	// load with the operators stopped before and after it, so that what changes with time alone
+	// (the tables growing, the machine's neighbours) weighs on both sides. A warm-up, not
+	// counted, first fills the pools, caches and prepared statements of the replicas.
+	withoutOperators(phaseWarmUp, 5*time.Second)
+	delete(durations, phaseWarmUp)
+	baseline := duration / 4
+	drained := withoutOperators(phaseBefore, baseline)
+
 	for range 2 {
 		if _, err := startOperator(); err != nil {
 			t.Fatal(err)
@@ -108,19 +129,16 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := &churn{c: c, l: l, start: startOperator, duration: duration, machine: machine, churned: map[string]bool{}}
-	before = c.cpuByRole()
+	before := c.cpuByRole()
 	requestsBefore := c.apiserverRequests(ctx)
-	starts[2] = time.Now()
-	durations[2] = l.runFor(ctx, 2, duration, ch.run)
-	cpu[2] = since(before, c.cpuByRole())
-	logAPIServerRequests(t, requestsBefore, c.apiserverRequests(ctx), durations[2])
+	starts[phaseChurn] = time.Now()
+	durations[phaseChurn] = l.runFor(ctx, phaseChurn, duration, ch.run)
+	cpu[phaseChurn] = since(before, c.cpuByRole())
+	logAPIServerRequests(t, requestsBefore, c.apiserverRequests(ctx), durations[phaseChurn])
 	stopped := time.Now()
 	for _, e := range ch.events {
 		t.Log("churn " + e)
 	}
-	results, orders := l.merged()
-	results = append(results, ch.probes...)
-	logSlowest(t, results, starts, 5)
 
 	f := newFindings()
 	for _, msg := range ch.failures {
@@ -141,6 +159,17 @@ func TestSoak(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("operator reconciles (running operators): wallet %.0f, apikey %.0f, partner %.0f, catalog %.0f",
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="wallet"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="apikey"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="partner"`),
+		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="catalog"`))
+	withoutOperators(phaseAfter, baseline)
+
+	results, orders := l.merged()
+	results = append(results, ch.probes...)
+	logSlowest(t, results, starts, 5)
+	logTimeline(t, results, starts, 5*time.Second)
 	stats, reasons := ch.checkResults(results, orders, durations, f)
 	for phase, s := range stats {
 		s.cpu = cpu[phase]
@@ -155,16 +184,11 @@ func TestSoak(t *testing.T) {
 
 	summary(t, stats, machine, reasons, byStatus, map[string]string{
 		"Wallet status converged (slowest, from load stop)": convergence.Round(time.Millisecond).String(),
-		"orders terminal after load stop":                   drain.Round(time.Millisecond).String(),
+		"churn phase's orders terminal after its load stop": drain.Round(time.Millisecond).String(),
 		"first phase's orders terminal after its load stop": drained.Round(time.Millisecond).String(),
 		"wall time of the test":                             time.Since(began).Round(time.Second).String(),
 	})
 	logCounts(t, c)
-	t.Logf("operator reconciles (running operators): wallet %.0f, apikey %.0f, partner %.0f, catalog %.0f",
-		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="wallet"`),
-		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="apikey"`),
-		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="partner"`),
-		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="catalog"`))
 
 	if lines := f.report(); len(lines) > 0 {
 		t.Errorf("the topology did not hold:\n%s", strings.Join(lines, "\n"))
@@ -208,9 +232,11 @@ func (l *load) startedAt() time.Time {
 func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reasons map[string]int, byStatus map[string]int, extra map[string]string) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	one, two := stats[1], stats[2]
-	fmt.Fprintf(w, "\t operators stopped\t operators + churn\n")
-	row := func(name string, f func(*phaseStats) string) { fmt.Fprintf(w, "%s\t %s\t %s\n", name, f(one), f(two)) }
+	before, churn, after := stats[phaseBefore], stats[phaseChurn], stats[phaseAfter]
+	fmt.Fprintf(w, "\t operators stopped\t operators + churn\t operators stopped again\n")
+	row := func(name string, f func(*phaseStats) string) {
+		fmt.Fprintf(w, "%s\t %s\t %s\t %s\n", name, f(before), f(churn), f(after))
+	}
 	row("duration", func(s *phaseStats) string { return s.duration.Round(100 * time.Millisecond).String() })
 	row("requests", func(s *phaseStats) string { return strconv.Itoa(s.requests) })
 	row("orders accepted (202)", func(s *phaseStats) string { return strconv.Itoa(s.accepted) })
@@ -248,8 +274,8 @@ func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reas
 	for _, l := range sorted {
 		row("status "+l, func(s *phaseStats) string { return strconv.Itoa(s.statuses[l]) })
 	}
-	if one.perSecond() > 0 {
-		fmt.Fprintf(w, "orders/s ratio (churn / stopped)\t\t %.2f\n", two.perSecond()/one.perSecond())
+	if stopped := (before.perSecond() + after.perSecond()) / 2; stopped > 0 {
+		fmt.Fprintf(w, "orders/s ratio (churn / mean of stopped)\t\t %.2f\n", churn.perSecond()/stopped)
 	}
 	_ = w.Flush()
 	t.Logf("summary\n%s", b.String())
@@ -334,6 +360,30 @@ func logSlowest(t *testing.T, results []result, starts map[int]time.Time, n int)
 			r.start.Sub(starts[r.phase]).Round(100*time.Millisecond), r.status))
 	}
 	t.Logf("slowest answers:\n%s", strings.Join(lines, "\n"))
+}
+
+// logTimeline logs each phase's accepted orders/s by window of step, beside the churn's events:
+// a drop under churn shows when, and so after which event, it happened.
+func logTimeline(t *testing.T, results []result, starts map[int]time.Time, step time.Duration) {
+	windows := map[int][]int{}
+	for _, r := range results {
+		start, ok := starts[r.phase]
+		if !ok || r.op != opOrder || r.status != http.StatusAccepted || r.start.Before(start) {
+			continue
+		}
+		i := int(r.start.Sub(start) / step)
+		for len(windows[r.phase]) <= i {
+			windows[r.phase] = append(windows[r.phase], 0)
+		}
+		windows[r.phase][i]++
+	}
+	for _, phase := range slices.Sorted(maps.Keys(windows)) {
+		var b strings.Builder
+		for _, n := range windows[phase] {
+			fmt.Fprintf(&b, " %.0f", float64(n)/step.Seconds())
+		}
+		t.Logf("phase %d orders/s by %s:%s", phase, step, b.String())
+	}
 }
 
 // logAPIServerRequests logs what the kube-apiserver was asked during the churn, the most
