@@ -22,13 +22,14 @@ func New(status int, message string) *Error {
 	return &Error{Status: status, Label: http.StatusText(status), Message: message}
 }
 
-// As returns the *Error inside err, if any.
+// As returns the contract's answer to err: the *Error inside it, or the wording of a domain
+// package's error (FromDomain). ok is false for any other error.
 func As(err error) (*Error, bool) {
 	var e *Error
 	if errors.As(err, &e) {
 		return e, true
 	}
-	return nil, false
+	return FromDomain(err)
 }
 
 // 401

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
@@ -31,7 +30,7 @@ type Query struct {
 }
 
 // ParseQuery reads the list filters and paging of the spec from values.
-func ParseQuery(values url.Values) (Query, *apierror.Error) {
+func ParseQuery(values url.Values) (Query, error) {
 	var p QueryParser
 	for key, vs := range values {
 		for _, v := range vs {
@@ -41,9 +40,15 @@ func ParseQuery(values url.Values) (Query, *apierror.Error) {
 	return p.Query()
 }
 
+// PagingError is a skip or take parameter that is not a number in its range (skip >= 0,
+// 1 <= take <= MaxTake).
+type PagingError struct{ Param string }
+
+func (e *PagingError) Error() string { return "malformed paging parameter " + e.Param }
+
 // QueryParser reads the list filters and paging of the spec one parameter at a time, each key's
 // values in the order sent, without collecting them first. Unknown parameters are ignored;
-// malformed paging is a 400 rather than a silent default. A list filter takes both ?brand=a,b
+// malformed paging is an error rather than a silent default. A list filter takes both ?brand=a,b
 // and ?brand=a&brand=b; search takes its first value, skip and take their last. The strings
 // given to Add need only stay valid until Query returns (a request's buffers do): what the
 // Query keeps is copied. The zero value is ready to use.
@@ -78,20 +83,20 @@ func (p *QueryParser) Add(key, value string) {
 	}
 }
 
-// Query is the query the parameters make, or the 400 of malformed paging.
-func (p *QueryParser) Query() (Query, *apierror.Error) {
+// Query is the query the parameters make, or a *PagingError.
+func (p *QueryParser) Query() (Query, error) {
 	p.q.Take = DefaultTake
 	if p.skipGiven {
 		n, err := strconv.Atoi(strings.TrimSpace(p.skip))
 		if err != nil || n < 0 {
-			return Query{}, apierror.BadRequest("skip must be an integer greater than or equal to 0")
+			return Query{}, &PagingError{Param: "skip"}
 		}
 		p.q.Skip = n
 	}
 	if p.takeGiven {
 		n, err := strconv.Atoi(strings.TrimSpace(p.take))
 		if err != nil || n < 1 || n > MaxTake {
-			return Query{}, apierror.BadRequest("take must be an integer between 1 and 100")
+			return Query{}, &PagingError{Param: "take"}
 		}
 		p.q.Take = n
 	}

@@ -8,12 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/money"
@@ -89,39 +87,38 @@ func text(s *string) string {
 	return strings.TrimSpace(*s)
 }
 
-// Decode parses a PlaceOrder body. Every problem is a 400 with the contract's message where the
-// spec has one; nothing here can panic or produce a 5xx.
-func Decode(body []byte) (Request, *apierror.Error) {
+// Decode parses a PlaceOrder body. Every problem is a *Refusal; nothing here can panic.
+func Decode(body []byte) (Request, error) {
 	var raw rawRequest
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
-		return Request{}, apierror.BadRequest("Request body must be a JSON object")
+		return Request{}, refuse(BodyNotAnObject)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&raw); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return Request{}, apierror.OrderInvalid()
+			return Request{}, refuse(NotValidated)
 		}
-		return Request{}, apierror.BadRequest("Request body must be a JSON object")
+		return Request{}, refuse(BodyNotAnObject)
 	}
 	if dec.More() {
-		return Request{}, apierror.BadRequest("Request body must be a single JSON object")
+		return Request{}, refuse(BodyNotSingleObject)
 	}
 	req := Request{ExternalOrderCode: text(raw.ExternalOrderCode), Currency: strings.ToUpper(text(raw.Currency))}
 	switch {
 	case req.ExternalOrderCode == "":
-		return Request{}, apierror.BadRequest("externalOrderCode is required")
+		return Request{}, refuse(ExternalOrderCodeMissing)
 	case utf8.RuneCountInString(req.ExternalOrderCode) > MaxExternalOrderCodeLength || !utf8.ValidString(req.ExternalOrderCode):
-		return Request{}, apierror.BadRequest(fmt.Sprintf("externalOrderCode must be at most %d characters", MaxExternalOrderCodeLength))
+		return Request{}, refuse(ExternalOrderCodeTooLong)
 	case req.Currency == "":
-		return Request{}, apierror.BadRequest("currency is required")
+		return Request{}, refuse(CurrencyMissing)
 	}
 	if _, err := money.Digits(req.Currency); err != nil || len(req.Currency) != 3 {
-		return Request{}, apierror.BadRequest("currency must be an ISO 4217 currency code")
+		return Request{}, refuse(CurrencyNotISO)
 	}
 	price, err := integer(raw.Price)
 	if err != nil {
-		return Request{}, apierror.OrderInvalid()
+		return Request{}, refuse(NotValidated)
 	}
 	req.Price = price
 
@@ -129,20 +126,20 @@ func Decode(body []byte) (Request, *apierror.Error) {
 	trimmed := bytes.TrimSpace(raw.OrderProducts)
 	if len(trimmed) > 0 && string(trimmed) != "null" {
 		if err := json.Unmarshal(trimmed, &lines); err != nil {
-			return Request{}, apierror.OrderInvalid()
+			return Request{}, refuse(NotValidated)
 		}
 	}
 	if len(lines) == 0 {
-		return Request{}, apierror.EmptyOrderProducts()
+		return Request{}, refuse(NoLines)
 	}
 	if len(lines) > MaxLines {
-		return Request{}, apierror.BadRequest(fmt.Sprintf("orderProducts must not have more than %d lines", MaxLines))
+		return Request{}, refuse(TooManyLines)
 	}
 	req.Lines = make([]LineRequest, 0, len(lines))
 	for _, rawItem := range lines {
 		var item rawLine
 		if err := json.Unmarshal(rawItem, &item); err != nil {
-			return Request{}, apierror.InvalidLine()
+			return Request{}, refuse(InvalidLine)
 		}
 		line := LineRequest{ProductCode: text(item.ProductCode), Currency: strings.ToUpper(text(item.Currency)), SKU: text(item.SKU)}
 		if line.ProductCode == "" {
@@ -151,11 +148,11 @@ func Decode(body []byte) (Request, *apierror.Error) {
 		}
 		qty, err := integer(item.Quantity)
 		if err != nil || qty == nil || *qty < 1 || line.ProductCode == "" {
-			return Request{}, apierror.InvalidLine()
+			return Request{}, refuse(InvalidLine)
 		}
 		line.Quantity = *qty
 		if line.Price, err = integer(item.Price); err != nil {
-			return Request{}, apierror.OrderInvalid()
+			return Request{}, refuse(NotValidated)
 		}
 		req.Lines = append(req.Lines, line)
 	}
@@ -203,26 +200,27 @@ type Plan struct {
 }
 
 // Validate checks a request against the account's catalog and limits, in the order of the
-// spec's message table, line by line. Messages name the productCode as sent.
-func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, *apierror.Error) {
+// spec's message table, line by line. A refusal names the productCode as sent.
+func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, error) {
 	plan := Plan{Currency: req.Currency, Lines: make([]PlannedLine, 0, len(req.Lines))}
 	for _, l := range req.Lines {
 		p, ok := snap.Get(l.ProductCode)
 		if !ok {
-			return Plan{}, apierror.ProductNotFound(l.ProductCode)
+			return Plan{}, refuseProduct(ProductNotFound, l.ProductCode, 0)
 		}
 		if !p.Orderable() {
-			return Plan{}, apierror.ProductNotCurrentlyAvailable(l.ProductCode)
+			return Plan{}, refuseProduct(ProductNotAvailable, l.ProductCode, 0)
 		}
 		lineCurrency := l.Currency
 		if lineCurrency == "" {
 			lineCurrency = req.Currency
 		}
 		if lineCurrency != p.CurrencyCode {
-			return Plan{}, apierror.CurrencyMismatch(l.ProductCode, p.CurrencyCode, lineCurrency)
+			return Plan{}, &Refusal{Reason: LineCurrencyMismatch, Product: l.ProductCode, ProductCurrency: p.CurrencyCode,
+				Requested: lineCurrency}
 		}
 		if req.Currency != p.CurrencyCode {
-			return Plan{}, apierror.WrongOrderCurrency(l.ProductCode)
+			return Plan{}, refuseProduct(WrongOrderCurrency, l.ProductCode, 0)
 		}
 		if e := checkSKU(l, p); e != nil {
 			return Plan{}, e
@@ -233,21 +231,21 @@ func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, *
 		}
 		lineTotal, err := money.Mul(unit, l.Quantity)
 		if err != nil {
-			return Plan{}, apierror.OrderInvalid()
+			return Plan{}, refuse(NotValidated)
 		}
 		if plan.Total, err = money.Add(plan.Total, lineTotal); err != nil {
-			return Plan{}, apierror.OrderInvalid()
+			return Plan{}, refuse(NotValidated)
 		}
 		if plan.TotalQuantity, err = money.Add(plan.TotalQuantity, l.Quantity); err != nil || plan.TotalQuantity > maxUnits {
-			return Plan{}, apierror.OrderLimitExceeded()
+			return Plan{}, refuse(LimitExceeded)
 		}
 		plan.Lines = append(plan.Lines, PlannedLine{Product: p, UnitPrice: unit, Quantity: l.Quantity, SKU: strings.ToUpper(l.SKU)})
 	}
 	if req.Price != nil && *req.Price != plan.Total {
-		return Plan{}, apierror.OrderPriceMismatch(plan.Total)
+		return Plan{}, &Refusal{Reason: TotalMismatch, Amount: plan.Total}
 	}
 	if acct.MaxQuantityPerOrder > 0 && plan.TotalQuantity > int64(acct.MaxQuantityPerOrder) {
-		return Plan{}, apierror.OrderLimitExceeded()
+		return Plan{}, refuse(LimitExceeded)
 	}
 	return plan, nil
 }
@@ -256,40 +254,40 @@ func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, *
 // row of delivered codes.
 const maxUnits = 100_000
 
-func checkSKU(l LineRequest, p *catalog.Product) *apierror.Error {
+func checkSKU(l LineRequest, p *catalog.Product) *Refusal {
 	if l.SKU == "" {
 		return nil
 	}
 	country, rest, ok := strings.Cut(strings.ToUpper(l.SKU), "-")
 	language, code, ok2 := strings.Cut(rest, "-")
 	if !ok || !ok2 || code != p.ProductCode {
-		return apierror.OrderInvalid()
+		return refuse(NotValidated)
 	}
 	if country != strings.ToUpper(p.CountryCode) {
-		return apierror.NotOrderableCountryOrCurrency(l.ProductCode)
+		return refuseProduct(NotOrderableInCountry, l.ProductCode, 0)
 	}
 	for _, lang := range p.Languages {
 		if strings.EqualFold(lang.LanguageCode, language) {
 			return nil
 		}
 	}
-	return apierror.OrderInvalid()
+	return refuse(NotValidated)
 }
 
-func unitPrice(l LineRequest, p *catalog.Product) (int64, *apierror.Error) {
+func unitPrice(l LineRequest, p *catalog.Product) (int64, *Refusal) {
 	if p.Open() {
 		if l.Price == nil {
-			return 0, apierror.OpenDenominationRequiresPrice(l.ProductCode)
+			return 0, refuseProduct(PriceRequired, l.ProductCode, 0)
 		}
 		price := *l.Price
 		if p.DenominationMin != nil && price < *p.DenominationMin {
-			return 0, apierror.PriceBelowMinimum(l.ProductCode, *p.DenominationMin)
+			return 0, refuseProduct(PriceBelowMinimum, l.ProductCode, *p.DenominationMin)
 		}
 		if p.DenominationMax != nil && price > *p.DenominationMax {
-			return 0, apierror.PriceAboveMaximum(l.ProductCode, *p.DenominationMax)
+			return 0, refuseProduct(PriceAboveMaximum, l.ProductCode, *p.DenominationMax)
 		}
 		if price < 0 {
-			return 0, apierror.PriceBelowMinimum(l.ProductCode, 0)
+			return 0, refuseProduct(PriceBelowMinimum, l.ProductCode, 0)
 		}
 		if step := p.DenominationStep; step != nil && *step > 1 {
 			base := int64(0)
@@ -297,7 +295,7 @@ func unitPrice(l LineRequest, p *catalog.Product) (int64, *apierror.Error) {
 				base = *p.DenominationMin
 			}
 			if (price-base)%*step != 0 {
-				return 0, apierror.BadRequest(fmt.Sprintf("Price for product %s must be %d plus a multiple of %d", l.ProductCode, base, *step))
+				return 0, &Refusal{Reason: PriceOffStep, Product: l.ProductCode, Amount: base, Step: *step}
 			}
 		}
 		return price, nil
@@ -307,7 +305,7 @@ func unitPrice(l LineRequest, p *catalog.Product) (int64, *apierror.Error) {
 		expected = *p.Price
 	}
 	if l.Price != nil && *l.Price != expected {
-		return 0, apierror.PriceMismatch(l.ProductCode, expected)
+		return 0, refuseProduct(PriceMismatch, l.ProductCode, expected)
 	}
 	return expected, nil
 }

@@ -1,9 +1,10 @@
 package orders_test
 
 import (
-	"net/http"
+	"errors"
 	"testing"
 
+	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/orders"
@@ -48,7 +49,8 @@ func TestHashIgnoresFormNotMeaning(t *testing.T) {
 }
 
 // FuzzPlaceOrder feeds arbitrary bodies through decoding and validation: whatever arrives, the
-// outcome is a plan or a 4xx, never a panic or a 5xx, and a plan's total is consistent.
+// outcome is a plan or a refusal the contract words as a 4xx, never a panic or another error,
+// and a plan's total is consistent.
 func FuzzPlaceOrder(f *testing.F) {
 	for _, seed := range []string{
 		`{"externalOrderCode":"a","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`,
@@ -64,18 +66,14 @@ func FuzzPlaceOrder(f *testing.F) {
 	snap := sandboxSnapshot(f)
 	acct := &auth.Account{MaxQuantityPerOrder: 1000}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, e := orders.Decode(body)
-		if e != nil {
-			if e.Status < 400 || e.Status >= 500 {
-				t.Fatalf("decode answered %d", e.Status)
-			}
+		req, err := orders.Decode(body)
+		if err != nil {
+			refused(t, "decode", err)
 			return
 		}
-		plan, e := orders.Validate(&req, snap, acct)
-		if e != nil {
-			if e.Status < 400 || e.Status >= 500 || e.Status == http.StatusInternalServerError {
-				t.Fatalf("validate answered %d", e.Status)
-			}
+		plan, err := orders.Validate(&req, snap, acct)
+		if err != nil {
+			refused(t, "validate", err)
 			return
 		}
 		var total int64
@@ -86,4 +84,16 @@ func FuzzPlaceOrder(f *testing.F) {
 			t.Fatalf("plan total %d, lines sum to %d", plan.Total, total)
 		}
 	})
+}
+
+// refused fails unless err is a refusal that the contract answers with a 4xx.
+func refused(t *testing.T, step string, err error) {
+	t.Helper()
+	var refusal *orders.Refusal
+	if !errors.As(err, &refusal) {
+		t.Fatalf("%s: %v is not a refusal", step, err)
+	}
+	if e, ok := apierror.FromDomain(err); !ok || e.Status < 400 || e.Status >= 500 {
+		t.Fatalf("%s: refusal %v answered %v", step, err, e)
+	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
-	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
@@ -84,11 +83,11 @@ var (
 // an existing order (HTTP 200) rather than a new one (HTTP 202).
 func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (View, bool, error) {
 	if !acct.OrderingEnabled {
-		return View{}, false, apierror.OrderingDisabled()
+		return View{}, false, refuse(OrderingDisabled)
 	}
-	req, apiErr := Decode(body)
-	if apiErr != nil {
-		return View{}, false, apiErr
+	req, err := Decode(body)
+	if err != nil {
+		return View{}, false, err
 	}
 	hash := req.Hash()
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -97,17 +96,17 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 	snap, err := s.catalogs.ForAccount(ctx, acct)
 	if err != nil {
 		s.log.ErrorContext(ctx, "load catalog for order", slog.Any("err", err))
-		return View{}, false, apierror.OrderCreationFailed()
+		return View{}, false, fmt.Errorf("%w: load catalog: %w", ErrNotPlaced, err)
 	}
-	plan, apiErr := Validate(&req, snap, acct)
-	if apiErr != nil {
+	plan, refusal := Validate(&req, snap, acct)
+	if refusal != nil {
 		// A replay is answered with its order even when the request would no longer validate
 		// (a product withdrawn since, say). New orders skip this lookup: the placement
 		// transaction's insert detects replays on its own.
 		if v, replayed, err := s.replay(ctx, acct, req.ExternalOrderCode, hash); err != nil || replayed {
 			return v, replayed, err
 		}
-		return View{}, false, apiErr
+		return View{}, false, refusal
 	}
 
 	now := time.Now()
@@ -133,15 +132,15 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		v, _, err := s.replay(ctx, acct, req.ExternalOrderCode, hash)
 		return v, err == nil, err
 	case errors.Is(err, errLimit):
-		return View{}, false, apierror.OrderLimitExceeded()
+		return View{}, false, refuse(LimitExceeded)
 	case errors.Is(err, errInsufficient):
-		return View{}, false, apierror.InsufficientFunds()
+		return View{}, false, refuse(InsufficientFunds)
 	case errors.Is(err, errEnqueue):
 		s.log.ErrorContext(ctx, "enqueue fulfilment", slog.Any("err", err))
-		return View{}, false, apierror.ProcessingUnavailable()
+		return View{}, false, fmt.Errorf("%w: %w", ErrFulfilmentUnavailable, err)
 	case err != nil:
 		s.log.ErrorContext(ctx, "place order", slog.Any("err", err))
-		return View{}, false, apierror.OrderCreationFailed()
+		return View{}, false, fmt.Errorf("%w: %w", ErrNotPlaced, err)
 	}
 	if s.OnPlaced != nil {
 		s.OnPlaced(acct.Environment)
@@ -288,15 +287,15 @@ func (s *Service) replay(ctx context.Context, acct *auth.Account, externalOrderC
 	}
 	if err != nil {
 		s.log.ErrorContext(ctx, "look up order for idempotency", slog.Any("err", err))
-		return View{}, false, apierror.OrderCreationFailed()
+		return View{}, false, fmt.Errorf("%w: look up %s: %w", ErrNotPlaced, externalOrderCode, err)
 	}
 	if string(o.PayloadHash) != string(hash) {
-		return View{}, false, apierror.DuplicateExternalOrderCode()
+		return View{}, false, refuse(ExternalOrderCodeReusedOther)
 	}
 	v, err := s.view(ctx, acct, &o)
 	if err != nil {
 		s.log.ErrorContext(ctx, "render replayed order", slog.Any("err", err))
-		return View{}, false, apierror.OrderCreationFailed()
+		return View{}, false, fmt.Errorf("%w: render replay of %s: %w", ErrNotPlaced, externalOrderCode, err)
 	}
 	return v, true, nil
 }
@@ -305,16 +304,14 @@ func (s *Service) replay(ctx context.Context, acct *auth.Account, externalOrderC
 func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string) (View, error) {
 	o, err := store.FindOrder(ctx, s.db.Gorm, acct.ID, reference)
 	if errors.Is(err, store.ErrNotFound) {
-		return View{}, apierror.OrderNotFound(reference)
+		return View{}, &NotFoundError{Reference: reference}
 	}
 	if err != nil {
-		s.log.ErrorContext(ctx, "get order", slog.Any("err", err))
-		return View{}, apierror.Internal()
+		return View{}, fmt.Errorf("get order %s: %w", reference, err)
 	}
 	v, err := s.view(ctx, acct, &o)
 	if err != nil {
-		s.log.ErrorContext(ctx, "render order", slog.Any("err", err))
-		return View{}, apierror.Internal()
+		return View{}, fmt.Errorf("render order %s: %w", reference, err)
 	}
 	return v, nil
 }

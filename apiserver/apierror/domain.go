@@ -1,0 +1,79 @@
+package apierror
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/orders"
+)
+
+// FromDomain words an error of the domain packages as the contract does: the one place where
+// their rules become a status and a message. ok is false for an error they do not name, which
+// the caller answers as an internal error.
+func FromDomain(err error) (e *Error, ok bool) {
+	var (
+		refusal  *orders.Refusal
+		notFound *orders.NotFoundError
+		paging   *catalog.PagingError
+	)
+	switch {
+	case errors.As(err, &refusal):
+		if word, known := refusals[refusal.Reason]; known {
+			return word(refusal), true
+		}
+		return OrderInvalid(), true
+	case errors.As(err, &notFound):
+		return OrderNotFound(notFound.Reference), true
+	case errors.Is(err, orders.ErrFulfilmentUnavailable):
+		return ProcessingUnavailable(), true
+	case errors.Is(err, orders.ErrNotPlaced):
+		return OrderCreationFailed(), true
+	case errors.As(err, &paging) && paging.Param == "skip":
+		return BadRequest("skip must be an integer greater than or equal to 0"), true
+	case errors.As(err, &paging):
+		return BadRequest(fmt.Sprintf("take must be an integer between 1 and %d", catalog.MaxTake)), true
+	}
+	return nil, false
+}
+
+// refusals words each reason an order is refused for.
+var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
+	orders.BodyNotAnObject:          badRequest("Request body must be a JSON object"),
+	orders.BodyNotSingleObject:      badRequest("Request body must be a single JSON object"),
+	orders.ExternalOrderCodeMissing: badRequest("externalOrderCode is required"),
+	orders.ExternalOrderCodeTooLong: badRequest(
+		fmt.Sprintf("externalOrderCode must be at most %d characters", orders.MaxExternalOrderCodeLength)),
+	orders.CurrencyMissing: badRequest("currency is required"),
+	orders.CurrencyNotISO:  badRequest("currency must be an ISO 4217 currency code"),
+	orders.NoLines:         func(*orders.Refusal) *Error { return EmptyOrderProducts() },
+	orders.TooManyLines:    badRequest(fmt.Sprintf("orderProducts must not have more than %d lines", orders.MaxLines)),
+	orders.InvalidLine:     func(*orders.Refusal) *Error { return InvalidLine() },
+	orders.NotValidated:    func(*orders.Refusal) *Error { return OrderInvalid() },
+
+	orders.ProductNotFound:     func(r *orders.Refusal) *Error { return ProductNotFound(r.Product) },
+	orders.ProductNotAvailable: func(r *orders.Refusal) *Error { return ProductNotCurrentlyAvailable(r.Product) },
+	orders.LineCurrencyMismatch: func(r *orders.Refusal) *Error {
+		return CurrencyMismatch(r.Product, r.ProductCurrency, r.Requested)
+	},
+	orders.WrongOrderCurrency:    func(r *orders.Refusal) *Error { return WrongOrderCurrency(r.Product) },
+	orders.NotOrderableInCountry: func(r *orders.Refusal) *Error { return NotOrderableCountryOrCurrency(r.Product) },
+	orders.PriceRequired:         func(r *orders.Refusal) *Error { return OpenDenominationRequiresPrice(r.Product) },
+	orders.PriceBelowMinimum:     func(r *orders.Refusal) *Error { return PriceBelowMinimum(r.Product, r.Amount) },
+	orders.PriceAboveMaximum:     func(r *orders.Refusal) *Error { return PriceAboveMaximum(r.Product, r.Amount) },
+	orders.PriceOffStep: func(r *orders.Refusal) *Error {
+		return BadRequest(fmt.Sprintf("Price for product %s must be %d plus a multiple of %d", r.Product, r.Amount, r.Step))
+	},
+	orders.PriceMismatch: func(r *orders.Refusal) *Error { return PriceMismatch(r.Product, r.Amount) },
+	orders.TotalMismatch: func(r *orders.Refusal) *Error { return OrderPriceMismatch(r.Amount) },
+
+	orders.OrderingDisabled:             func(*orders.Refusal) *Error { return OrderingDisabled() },
+	orders.LimitExceeded:                func(*orders.Refusal) *Error { return OrderLimitExceeded() },
+	orders.InsufficientFunds:            func(*orders.Refusal) *Error { return InsufficientFunds() },
+	orders.ExternalOrderCodeReusedOther: func(*orders.Refusal) *Error { return DuplicateExternalOrderCode() },
+}
+
+func badRequest(message string) func(*orders.Refusal) *Error {
+	return func(*orders.Refusal) *Error { return New(http.StatusBadRequest, message) }
+}

@@ -1,0 +1,107 @@
+package apierror_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/orders"
+)
+
+// TestRefusalsInTheContractsWords: every reason an order is refused for has its status and
+// message of the contract, with what the refusal names filled in.
+func TestRefusalsInTheContractsWords(t *testing.T) {
+	const p = "10000000000001"
+	cases := map[orders.Reason]struct {
+		refusal orders.Refusal
+		status  int
+		message string
+	}{
+		orders.BodyNotAnObject:          {orders.Refusal{}, 400, "Request body must be a JSON object"},
+		orders.BodyNotSingleObject:      {orders.Refusal{}, 400, "Request body must be a single JSON object"},
+		orders.ExternalOrderCodeMissing: {orders.Refusal{}, 400, "externalOrderCode is required"},
+		orders.ExternalOrderCodeTooLong: {orders.Refusal{}, 400, "externalOrderCode must be at most 100 characters"},
+		orders.CurrencyMissing:          {orders.Refusal{}, 400, "currency is required"},
+		orders.CurrencyNotISO:           {orders.Refusal{}, 400, "currency must be an ISO 4217 currency code"},
+		orders.NoLines:                  {orders.Refusal{}, 400, "orderProducts must not be empty"},
+		orders.TooManyLines:             {orders.Refusal{}, 400, "orderProducts must not have more than 500 lines"},
+		orders.InvalidLine: {orders.Refusal{}, 400,
+			"Each line requires a productCode and a quantity of at least 1"},
+		orders.NotValidated: {orders.Refusal{}, 400,
+			"The order could not be validated. Check product codes, prices, and currency."},
+		orders.ProductNotFound: {orders.Refusal{Product: p}, 404,
+			"Product 10000000000001 was not found in your catalog"},
+		orders.ProductNotAvailable: {orders.Refusal{Product: p}, 400,
+			"Product 10000000000001 is not currently available."},
+		orders.LineCurrencyMismatch: {orders.Refusal{Product: p, ProductCurrency: "EUR", Requested: "USD"}, 400,
+			"Product 10000000000001 is priced in EUR, not USD"},
+		orders.WrongOrderCurrency: {orders.Refusal{Product: p}, 400,
+			"Product 10000000000001 cannot be ordered in the requested currency."},
+		orders.NotOrderableInCountry: {orders.Refusal{Product: p}, 400,
+			"Product 10000000000001 is not available for ordering with the supplied country or currency."},
+		orders.PriceRequired: {orders.Refusal{Product: p}, 400,
+			"Product 10000000000001 is open-denomination and requires a price"},
+		orders.PriceBelowMinimum: {orders.Refusal{Product: p, Amount: 500}, 400,
+			"Price for product 10000000000001 is below the minimum allowed (500)"},
+		orders.PriceAboveMaximum: {orders.Refusal{Product: p, Amount: 50000}, 400,
+			"Price for product 10000000000001 exceeds the maximum allowed (50000)"},
+		orders.PriceOffStep: {orders.Refusal{Product: p, Amount: 500, Step: 100}, 400,
+			"Price for product 10000000000001 must be 500 plus a multiple of 100"},
+		orders.PriceMismatch: {orders.Refusal{Product: p, Amount: 2500}, 400,
+			"Product 10000000000001 price mismatch: expected 2500"},
+		orders.TotalMismatch: {orders.Refusal{Amount: 7500}, 400, "Order price mismatch: expected total 7500"},
+		orders.LimitExceeded: {orders.Refusal{}, 422,
+			"Your account order limit has been exceeded. Contact support for assistance."},
+		orders.OrderingDisabled: {orders.Refusal{}, 403,
+			"API ordering is disabled for your account. Contact support for assistance."},
+		orders.InsufficientFunds: {orders.Refusal{}, 422,
+			"Insufficient funds. Please top up your wallet and try again."},
+		orders.ExternalOrderCodeReusedOther: {orders.Refusal{}, 409,
+			"An order with this external order code already exists."},
+	}
+	for _, reason := range orders.Reasons() {
+		tc, ok := cases[reason]
+		if !ok {
+			t.Errorf("reason %q has no case here", reason)
+			continue
+		}
+		refusal := tc.refusal
+		refusal.Reason = reason
+		// Wrapped, as a caller adding context would.
+		e, ok := apierror.FromDomain(fmt.Errorf("place: %w", &refusal))
+		if !ok || e.Status != tc.status || e.Message != tc.message || e.Label == "" {
+			t.Errorf("%q: got %+v, want %d %q", reason, e, tc.status, tc.message)
+		}
+	}
+	if len(cases) != len(orders.Reasons()) {
+		t.Errorf("%d cases for %d reasons", len(cases), len(orders.Reasons()))
+	}
+}
+
+// TestDomainFailuresInTheContractsWords: the order and catalog packages' other errors.
+func TestDomainFailuresInTheContractsWords(t *testing.T) {
+	cause := errors.New("connection reset")
+	cases := []struct {
+		err     error
+		status  int
+		message string
+	}{
+		{&orders.NotFoundError{Reference: "ext-1"}, 404, "Order ext-1 not found"},
+		{fmt.Errorf("%w: %w", orders.ErrNotPlaced, cause), 502, "Order could not be created. Please try again later."},
+		{fmt.Errorf("%w: %w", orders.ErrFulfilmentUnavailable, cause), 502,
+			"Order processing is temporarily unavailable. Please try again later."},
+		{&catalog.PagingError{Param: "skip"}, 400, "skip must be an integer greater than or equal to 0"},
+		{&catalog.PagingError{Param: "take"}, 400, "take must be an integer between 1 and 100"},
+	}
+	for _, tc := range cases {
+		e, ok := apierror.As(tc.err)
+		if !ok || e.Status != tc.status || e.Message != tc.message {
+			t.Errorf("%v: got %+v, want %d %q", tc.err, e, tc.status, tc.message)
+		}
+	}
+	if e, ok := apierror.As(cause); ok {
+		t.Errorf("an error no package names answered %+v; want it left to the internal error", e)
+	}
+}

@@ -1,0 +1,96 @@
+package orders
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason names the rule an order request broke. This package decides which rule and what it
+// concerns; the HTTP layer (apierror) words each reason as the contract does.
+type Reason string
+
+// Reasons of decoding: the body itself.
+const (
+	BodyNotAnObject          Reason = "body is not a JSON object"
+	BodyNotSingleObject      Reason = "body holds more than one JSON value"
+	ExternalOrderCodeMissing Reason = "externalOrderCode missing"
+	ExternalOrderCodeTooLong Reason = "externalOrderCode too long"
+	CurrencyMissing          Reason = "currency missing"
+	CurrencyNotISO           Reason = "currency not ISO 4217"
+	NoLines                  Reason = "no order lines"
+	TooManyLines             Reason = "too many order lines"
+	InvalidLine              Reason = "line without product or quantity"
+	// NotValidated is the contract's catch-all: a value of the wrong type, an impossible SKU,
+	// a total that overflows.
+	NotValidated Reason = "order not validated"
+)
+
+// Reasons of validation against the account's catalog and limits.
+const (
+	ProductNotFound              Reason = "product not in the catalog"
+	ProductNotAvailable          Reason = "product not orderable"
+	LineCurrencyMismatch         Reason = "line currency differs from the product's"
+	WrongOrderCurrency           Reason = "order currency differs from the product's"
+	NotOrderableInCountry        Reason = "SKU country differs from the product's"
+	PriceRequired                Reason = "open denomination without a price"
+	PriceBelowMinimum            Reason = "price below the minimum"
+	PriceAboveMaximum            Reason = "price above the maximum"
+	PriceOffStep                 Reason = "price off the denomination step"
+	PriceMismatch                Reason = "line price differs from the catalog's"
+	TotalMismatch                Reason = "order price differs from the lines' total"
+	LimitExceeded                Reason = "order limit exceeded"
+	OrderingDisabled             Reason = "ordering disabled for the account"
+	InsufficientFunds            Reason = "wallet balance too low"
+	ExternalOrderCodeReusedOther Reason = "externalOrderCode used by another order"
+)
+
+// Reasons are every reason a request can be refused for.
+func Reasons() []Reason {
+	return []Reason{BodyNotAnObject, BodyNotSingleObject, ExternalOrderCodeMissing, ExternalOrderCodeTooLong,
+		CurrencyMissing, CurrencyNotISO, NoLines, TooManyLines, InvalidLine, NotValidated,
+		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
+		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
+		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther}
+}
+
+// Refusal is an order request the rules refuse. Reason is the rule; the other fields are what
+// the partner's message names.
+type Refusal struct {
+	Reason Reason
+	// Product is the productCode as the partner sent it, for the reasons about one product.
+	Product string
+	// Amount, in minor units, is what the rule expected: the minimum or maximum price, the unit
+	// price, the order's total, or, with PriceOffStep, the base the price steps from.
+	Amount int64
+	// Step is PriceOffStep's denomination step.
+	Step int64
+	// ProductCurrency and Requested are LineCurrencyMismatch's currencies.
+	ProductCurrency, Requested string
+}
+
+func (r *Refusal) Error() string {
+	if r.Product != "" {
+		return fmt.Sprintf("order refused: %s (product %s)", r.Reason, r.Product)
+	}
+	return "order refused: " + string(r.Reason)
+}
+
+func refuse(reason Reason) *Refusal { return &Refusal{Reason: reason} }
+
+func refuseProduct(reason Reason, product string, amount int64) *Refusal {
+	return &Refusal{Reason: reason, Product: product, Amount: amount}
+}
+
+// NotFoundError is a reference that names none of the account's orders.
+type NotFoundError struct{ Reference string }
+
+func (e *NotFoundError) Error() string { return "order " + e.Reference + " not found" }
+
+var (
+	// ErrNotPlaced wraps a failure to record an order: nothing was written or charged, and the
+	// partner may retry with the same externalOrderCode.
+	ErrNotPlaced = errors.New("order not placed")
+	// ErrFulfilmentUnavailable wraps a failure to name the order's fulfilment job: nothing was
+	// written or charged.
+	ErrFulfilmentUnavailable = errors.New("order fulfilment unavailable")
+)
