@@ -77,7 +77,8 @@ func (s *Server) access(cred credential) fiber.Handler {
 			if c.Method() == fiber.MethodPost && strings.HasSuffix(c.Path(), "/orders") {
 				return reject(authUnavailable, apierror.OrderCreationFailed())
 			}
-			return reject(authUnavailable, apierror.New(fiber.StatusBadGateway, "Service temporarily unavailable. Please try again later."))
+			return reject(authUnavailable,
+				apierror.New(fiber.StatusBadGateway, "Service temporarily unavailable. Please try again later."))
 		}
 		if !p.Account.Allows(ip) {
 			return reject(authIPDenied, apierror.IPNotWhitelisted(ip.String()))

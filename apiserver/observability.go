@@ -40,7 +40,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "codeport_http_requests_total", Help: "HTTP requests by environment, route template, method and status.",
 		}, []string{"environment", "route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "codeport_http_request_duration_seconds", Help: "HTTP request latency by environment, route template and method.",
+			Name:    "codeport_http_request_duration_seconds",
+			Help:    "HTTP request latency by environment, route template and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"environment", "route", "method"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -163,7 +164,10 @@ func setProtectiveHeaders(h *fasthttp.ResponseHeader) {
 const unmatchedRoute = "unmatched"
 
 // finished counts a finished request and writes its log line to log.
-func (s *Server) finished(ctx context.Context, log *slog.Logger, id, method, route string, status int, elapsed time.Duration, clientIP netip.Addr) {
+func (s *Server) finished(
+	ctx context.Context, log *slog.Logger, id, method, route string, status int, elapsed time.Duration,
+	clientIP netip.Addr,
+) {
 	if s.metrics != nil {
 		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
 		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())

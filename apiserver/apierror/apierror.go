@@ -46,7 +46,8 @@ func InvalidBearerToken() *Error {
 
 // 403
 func IPNotWhitelisted(ip string) *Error {
-	return New(http.StatusForbidden, fmt.Sprintf("Requests from IP address %s are not allowed for this account. Ask your account manager to whitelist it.", ip))
+	return New(http.StatusForbidden, fmt.Sprintf("Requests from IP address %s are not allowed for this account. "+
+		"Ask your account manager to whitelist it.", ip))
 }
 func AccountSuspended() *Error {
 	return New(http.StatusForbidden, "Your account is suspended. Contact support for assistance.")
@@ -77,16 +78,19 @@ func InvalidLine() *Error {
 	return New(http.StatusBadRequest, "Each line requires a productCode and a quantity of at least 1")
 }
 func CurrencyMismatch(productCode, productCurrency, requested string) *Error {
-	return New(http.StatusBadRequest, fmt.Sprintf("Product %s is priced in %s, not %s", productCode, productCurrency, requested))
+	return New(http.StatusBadRequest,
+		fmt.Sprintf("Product %s is priced in %s, not %s", productCode, productCurrency, requested))
 }
 func OpenDenominationRequiresPrice(productCode string) *Error {
 	return New(http.StatusBadRequest, fmt.Sprintf("Product %s is open-denomination and requires a price", productCode))
 }
 func PriceBelowMinimum(productCode string, minimum int64) *Error {
-	return New(http.StatusBadRequest, fmt.Sprintf("Price for product %s is below the minimum allowed (%d)", productCode, minimum))
+	return New(http.StatusBadRequest,
+		fmt.Sprintf("Price for product %s is below the minimum allowed (%d)", productCode, minimum))
 }
 func PriceAboveMaximum(productCode string, maximum int64) *Error {
-	return New(http.StatusBadRequest, fmt.Sprintf("Price for product %s exceeds the maximum allowed (%d)", productCode, maximum))
+	return New(http.StatusBadRequest,
+		fmt.Sprintf("Price for product %s exceeds the maximum allowed (%d)", productCode, maximum))
 }
 func PriceMismatch(productCode string, expected int64) *Error {
 	return New(http.StatusBadRequest, fmt.Sprintf("Product %s price mismatch: expected %d", productCode, expected))
@@ -95,7 +99,8 @@ func OrderPriceMismatch(expected int64) *Error {
 	return New(http.StatusBadRequest, fmt.Sprintf("Order price mismatch: expected total %d", expected))
 }
 func NotOrderableCountryOrCurrency(productCode string) *Error {
-	return New(http.StatusBadRequest, fmt.Sprintf("Product %s is not available for ordering with the supplied country or currency.", productCode))
+	return New(http.StatusBadRequest,
+		fmt.Sprintf("Product %s is not available for ordering with the supplied country or currency.", productCode))
 }
 func ProductNotCurrentlyAvailable(productCode string) *Error {
 	return New(http.StatusBadRequest, fmt.Sprintf("Product %s is not currently available.", productCode))
@@ -130,7 +135,8 @@ func UnsupportedMediaType() *Error {
 
 // 422
 func OrderLimitExceeded() *Error {
-	return New(http.StatusUnprocessableEntity, "Your account order limit has been exceeded. Contact support for assistance.")
+	return New(http.StatusUnprocessableEntity,
+		"Your account order limit has been exceeded. Contact support for assistance.")
 }
 func InsufficientFunds() *Error {
 	return New(http.StatusUnprocessableEntity, "Insufficient funds. Please top up your wallet and try again.")

@@ -49,11 +49,14 @@ func testProductTable() []testProduct {
 		{code: TestSuccessFixed, name: "Success (Fixed)", outcome: OutcomeSuccess, price: 1000, sampleQuantity: 1,
 			expected: "completed", description: "Fixed-price product: the order completes with one SANDBOX- code per unit."},
 		{code: TestSuccessOpen, name: "Success (Open)", outcome: OutcomeSuccess, price: 2500, open: true, sampleQuantity: 1,
-			expected: "completed", description: "Open-denomination product (5.00 to 500.00 EUR in steps of 1.00): send the unit price; the order completes."},
+			expected: "completed", description: "Open-denomination product (5.00 to 500.00 EUR in steps of 1.00): " +
+				"send the unit price; the order completes."},
 		{code: TestFailure, name: "Async failure", outcome: OutcomeFailure, price: 1000, sampleQuantity: 1,
-			expected: "failed", description: "The order fails with no codes and its value is refunded to the wallet. Ordered together with a success product, the order is partially_completed."},
+			expected: "failed", description: "The order fails with no codes and its value is refunded to the wallet. " +
+				"Ordered together with a success product, the order is partially_completed."},
 		{code: TestPartial, name: "Partial", outcome: OutcomePartial, price: 1000, sampleQuantity: 2,
-			expected: "partially_completed", description: "With a quantity of 2 or more, half of the units (rounded down) are delivered and the rest refunded; a quantity of 1 completes."},
+			expected: "partially_completed", description: "With a quantity of 2 or more, half of the units (rounded down) " +
+				"are delivered and the rest refunded; a quantity of 1 completes."},
 		{code: TestSlow, name: "Slow", outcome: OutcomeSlow, price: 1000, sampleQuantity: 1,
 			expected: "completed", description: "The order stays processing for about processingSeconds, then completes."},
 	}

@@ -108,7 +108,8 @@ func Decode(body []byte) (Request, error) {
 	switch {
 	case req.ExternalOrderCode == "":
 		return Request{}, refuse(ExternalOrderCodeMissing)
-	case utf8.RuneCountInString(req.ExternalOrderCode) > MaxExternalOrderCodeLength || !utf8.ValidString(req.ExternalOrderCode):
+	case utf8.RuneCountInString(req.ExternalOrderCode) > MaxExternalOrderCodeLength,
+		!utf8.ValidString(req.ExternalOrderCode):
 		return Request{}, refuse(ExternalOrderCodeTooLong)
 	case req.Currency == "":
 		return Request{}, refuse(CurrencyMissing)
@@ -141,7 +142,11 @@ func Decode(body []byte) (Request, error) {
 		if err := json.Unmarshal(rawItem, &item); err != nil {
 			return Request{}, refuse(InvalidLine)
 		}
-		line := LineRequest{ProductCode: text(item.ProductCode), Currency: strings.ToUpper(text(item.Currency)), SKU: text(item.SKU)}
+		line := LineRequest{
+			ProductCode: text(item.ProductCode),
+			Currency:    strings.ToUpper(text(item.Currency)),
+			SKU:         text(item.SKU),
+		}
 		if line.ProductCode == "" {
 			// Some partners' integrations send productId, as an example in the spec does.
 			line.ProductCode = text(item.ProductID)
@@ -176,7 +181,8 @@ func (r *Request) Hash() []byte {
 		L []line `json:"l"`
 	}{E: r.ExternalOrderCode, C: r.Currency, A: r.Price}
 	for _, l := range r.Lines {
-		canonical.L = append(canonical.L, line{P: l.ProductCode, Q: l.Quantity, A: l.Price, C: l.Currency, S: strings.ToUpper(l.SKU)})
+		canonical.L = append(canonical.L,
+			line{P: l.ProductCode, Q: l.Quantity, A: l.Price, C: l.Currency, S: strings.ToUpper(l.SKU)})
 	}
 	b, _ := json.Marshal(canonical) // cannot fail: plain strings and integers
 	sum := sha256.Sum256(b)
@@ -239,7 +245,8 @@ func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, e
 		if plan.TotalQuantity, err = money.Add(plan.TotalQuantity, l.Quantity); err != nil || plan.TotalQuantity > maxUnits {
 			return Plan{}, refuse(LimitExceeded)
 		}
-		plan.Lines = append(plan.Lines, PlannedLine{Product: p, UnitPrice: unit, Quantity: l.Quantity, SKU: strings.ToUpper(l.SKU)})
+		plan.Lines = append(plan.Lines,
+			PlannedLine{Product: p, UnitPrice: unit, Quantity: l.Quantity, SKU: strings.ToUpper(l.SKU)})
 	}
 	if req.Price != nil && *req.Price != plan.Total {
 		return Plan{}, &Refusal{Reason: TotalMismatch, Amount: plan.Total}

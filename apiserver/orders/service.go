@@ -46,7 +46,9 @@ func (e Estimate) readyAt(now time.Time, plan *Plan) time.Time {
 
 // LowBalanceHook runs in the placement transaction when its debit took a balance below the
 // account's threshold (notifications).
-type LowBalanceHook func(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult) error
+type LowBalanceHook func(
+	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
+) error
 
 // Service places and reads orders.
 type Service struct {
@@ -65,7 +67,9 @@ type Service struct {
 }
 
 // NewService wires the order service.
-func NewService(db *store.DB, catalogs *catalog.Cache, cipher *codes.Cipher, estimate Estimate, log *slog.Logger) *Service {
+func NewService(
+	db *store.DB, catalogs *catalog.Cache, cipher *codes.Cipher, estimate Estimate, log *slog.Logger,
+) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -171,7 +175,9 @@ func (s *Service) walletAfter(ctx context.Context, acct *auth.Account, debit sto
 // debited nothing). The store pipelines the common case in two round trips; an order under a
 // daily spend limit, or whose debit crosses the low-balance threshold, is written in a
 // transaction of this package, where the limit's checks and the crossing's hook run.
-func (s *Service) record(ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
+func (s *Service) record(
+	ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time,
+) (store.LedgerResult, error) {
 	order.Lines = make([]store.OrderLine, len(plan.Lines))
 	for i, l := range plan.Lines {
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
@@ -221,14 +227,18 @@ const placementAttempts = 3
 // conflict, or placementAttempts are used. A rolled-back attempt wrote nothing and the order
 // keeps its id and external order code, so a retry can neither place the order twice nor debit
 // twice; the pause is jittered so that the transactions that collided do not collide again.
-func (s *Service) recordRetrying(ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time) (store.LedgerResult, error) {
+func (s *Service) recordRetrying(
+	ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time,
+) (store.LedgerResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := s.record(ctx, acct, order, plan, now)
 		if err == nil || !store.IsTransient(err) || attempt == placementAttempts {
 			return res, err
 		}
-		s.log.WarnContext(ctx, "placement rolled back by the database, retrying", slog.Int("attempt", attempt), slog.Any("err", err))
-		pause := time.Duration(attempt) * (5*time.Millisecond + rand.N(20*time.Millisecond)) //nolint:gosec // jitter, not a secret
+		s.log.WarnContext(ctx, "placement rolled back by the database, retrying",
+			slog.Int("attempt", attempt), slog.Any("err", err))
+		jitter := rand.N(20 * time.Millisecond) //nolint:gosec // jitter, not a secret
+		pause := time.Duration(attempt) * (5*time.Millisecond + jitter)
 		select {
 		case <-ctx.Done():
 			return res, err
@@ -238,7 +248,10 @@ func (s *Service) recordRetrying(ctx context.Context, acct *auth.Account, order 
 }
 
 // recordInTx is record's transaction.
-func (s *Service) recordInTx(ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry, now time.Time) (store.LedgerResult, error) {
+func (s *Service) recordInTx(
+	ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry,
+	now time.Time,
+) (store.LedgerResult, error) {
 	inserted, err := store.InsertOrder(ctx, tx, order, job)
 	if err != nil {
 		return store.LedgerResult{}, err
@@ -280,7 +293,9 @@ func (s *Service) recordInTx(ctx context.Context, tx *gorm.DB, acct *auth.Accoun
 
 // replay answers a request whose external order code exists: the same payload gets the order
 // as it is now, a different payload a 409. replayed is false when the code is new.
-func (s *Service) replay(ctx context.Context, acct *auth.Account, externalOrderCode string, hash []byte) (View, bool, error) {
+func (s *Service) replay(
+	ctx context.Context, acct *auth.Account, externalOrderCode string, hash []byte,
+) (View, bool, error) {
 	o, err := store.FindOrderByExternalCode(ctx, s.db.Gorm, acct.ID, externalOrderCode)
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, false, nil

@@ -63,7 +63,8 @@ func (h *Handlers) Catalog(c *fiber.Ctx) error {
 	}
 	return c.JSON(catalogJSON{ID: cat.ID.String(), Name: cat.Name, FromDate: cat.ValidFrom.UTC(), ToDate: cat.ValidTo,
 		Status: status, Description: cat.Description, CatalogTypeID: cat.CatalogTypeID,
-		ResellerID: auth.FromRequest(c).Account.PartnerID.String(), CreatedAt: cat.CreatedAt.UTC(), UpdatedAt: cat.UpdatedAt.UTC(),
+		ResellerID: auth.FromRequest(c).Account.PartnerID.String(),
+		CreatedAt:  cat.CreatedAt.UTC(), UpdatedAt: cat.UpdatedAt.UTC(),
 		DeletedAt: cat.DeletedAt})
 }
 
@@ -178,8 +179,9 @@ func paragraphs(text string) string {
 func legacy(p *catalog.Product) legacyProduct {
 	out := legacyProduct{
 		ID: p.ProductCode, EAN: p.EAN, Name: p.Name, ShortName: p.ShortName, Image: p.Image,
-		CurrencyCode: p.CurrencyCode, BuyingCurrencyCode: p.BuyingCurrencyCode, IsCurrencyMismatch: p.BuyingCurrencyCode != p.CurrencyCode,
-		Brand: p.Brand, Publisher: p.Publisher, CountryCode: p.CountryCode, DenominationType: p.DenominationType,
+		CurrencyCode: p.CurrencyCode, BuyingCurrencyCode: p.BuyingCurrencyCode,
+		IsCurrencyMismatch: p.BuyingCurrencyCode != p.CurrencyCode,
+		Brand:              p.Brand, Publisher: p.Publisher, CountryCode: p.CountryCode, DenominationType: p.DenominationType,
 		MainCategory: p.MainCategory, SubCategory: p.SubCategory, ProductCategory: p.ProductCategory,
 		ProductType: p.ProductType, Platform: p.Platform, Tags: strings.Join(p.Tags, ","), Status: p.Status,
 		State: "available", Type: p.Type, Languages: []legacyLanguage{},
@@ -201,7 +203,8 @@ func legacy(p *catalog.Product) legacyProduct {
 	}
 	for _, l := range p.Languages {
 		out.Languages = append(out.Languages, legacyLanguage{
-			LanguageCode: l.LanguageCode, Name: l.Name, Image: l.Image, SKU: catalog.SKU(p.CountryCode, l.LanguageCode, p.ProductCode),
+			LanguageCode: l.LanguageCode, Name: l.Name, Image: l.Image,
+			SKU:         catalog.SKU(p.CountryCode, l.LanguageCode, p.ProductCode),
 			Description: l.Description, DescriptionHTML: paragraphs(l.Description),
 			Tnc: l.Tnc, TncHTML: paragraphs(l.Tnc),
 			RedemptionInstructions: l.RedemptionInstructions, RedemptionInstructionsHTML: paragraphs(l.RedemptionInstructions),

@@ -28,7 +28,9 @@ type Handlers struct {
 }
 
 // NewHandlers builds the v2 handlers; slowSeconds is how long the sandbox Slow product takes.
-func NewHandlers(environment string, db *store.DB, catalogs *catalog.Cache, ordersService *orders.Service, slowSeconds int) *Handlers {
+func NewHandlers(
+	environment string, db *store.DB, catalogs *catalog.Cache, ordersService *orders.Service, slowSeconds int,
+) *Handlers {
 	return &Handlers{environment: environment, db: db, catalogs: catalogs, orders: ordersService, slowSeconds: slowSeconds}
 }
 

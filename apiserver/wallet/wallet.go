@@ -27,7 +27,9 @@ type View struct {
 	Threshold json.Number `json:"threshold"`
 }
 
-func entry(accountID uuid.UUID, currency, kind, reference string, amount int64, note string) (store.LedgerEntry, error) {
+func entry(
+	accountID uuid.UUID, currency, kind, reference string, amount int64, note string,
+) (store.LedgerEntry, error) {
 	scale, err := money.Scale(currency)
 	if err != nil {
 		return store.LedgerEntry{}, fmt.Errorf("ledger entry: %w", err)
@@ -49,7 +51,9 @@ func DebitEntry(accountID uuid.UUID, currency string, amount int64, orderID stri
 // Credit adds amount (> 0 minor units) to the account's balance in tx as a top-up, refund or
 // adjustment. It is idempotent on (account, kind, reference): a second call changes nothing and
 // reports Applied false.
-func Credit(tx *gorm.DB, accountID uuid.UUID, currency, kind string, amount int64, reference, note string) (store.LedgerResult, error) {
+func Credit(
+	tx *gorm.DB, accountID uuid.UUID, currency, kind string, amount int64, reference, note string,
+) (store.LedgerResult, error) {
 	if amount <= 0 {
 		return store.LedgerResult{}, fmt.Errorf("credit of %d: amount must be positive", amount)
 	}
