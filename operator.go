@@ -19,6 +19,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/controllers"
 )
@@ -89,7 +90,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				return err
 			}
 			defer db.Close()
-			err = controllers.Setup(mgr, controllers.Options{DB: db, Secrets: cipher, Metrics: crmetrics.Registry, BaseURLs: map[string]string{
+			err = controllers.Setup(mgr, controllers.Options{Provisioner: provisioning.New(db, cipher), Metrics: crmetrics.Registry, BaseURLs: map[string]string{
 				store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
 			}})
 			if err != nil {

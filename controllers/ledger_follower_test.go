@@ -57,7 +57,7 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 			return []string{o.(*v1alpha1.Wallet).Spec.PartnerRef.Name}
 		}).Build()
 	events := make(chan event.GenericEvent, 16)
-	f := newLedgerFollower(db, c, events)
+	f := newLedgerFollower(prov, c, events)
 	refreshed := func() []string {
 		t.Helper()
 		if err := f.read(ctx); err != nil {

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
 )
 
 // PartnerReconciler provisions a Partner's two accounts (allowlist, rate limit, ordering flags
@@ -77,7 +75,8 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 		return ctrl.Result{}, fmt.Errorf("provision accounts: %w", err)
 	}
 	p.Status.Accounts = v1alpha1.PartnerAccounts{
-		Sandbox: res.Accounts[store.EnvironmentSandbox].String(), Production: res.Accounts[store.EnvironmentProduction].String(),
+		Sandbox:    res.Accounts[provisioning.EnvironmentSandbox].String(),
+		Production: res.Accounts[provisioning.EnvironmentProduction].String(),
 	}
 	switch {
 	case webhookProblem != "":
@@ -124,7 +123,7 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 	}
 	id, err := r.Provisioner.CatalogID(ctx, p.Namespace, name)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case provisioning.IsNotFound(err):
 		// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog watch
 		// brings the partner back when it is.
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotReady,

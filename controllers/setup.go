@@ -20,9 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
 )
 
 // Finalizer guards the data-plane side of Partner, Catalog and ApiKey: revoking keys and
@@ -34,9 +32,9 @@ const eventRecorderName = "codeport-operator"
 
 // Options configure the reconcilers.
 type Options struct {
-	DB *store.DB
-	// Secrets (the codes key) seals partners' webhook signing secrets before they are stored.
-	Secrets *codes.Cipher
+	// Provisioner is the reconcilers' one way into the data plane's database. Built with the
+	// codes key, it seals partners' webhook signing secrets before they are stored.
+	Provisioner *provisioning.Provisioner
 	// BaseURLs maps environment to the API base URL written into key Secrets (baseUrl).
 	BaseURLs map[string]string
 	// Resync is how often every resource is reconciled even without changes (wallet balances,
@@ -86,7 +84,7 @@ func (o *Options) defaults() {
 // built with CacheOptions, so that it caches only the Secrets and ConfigMaps the operator owns.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
-	prov := provisioning.New(opts.DB, opts.Secrets)
+	prov := opts.Provisioner
 	recorder := mgr.GetEventRecorder(eventRecorderName)
 	refs, err := newReferenceCache(mgr)
 	if err != nil {
@@ -105,7 +103,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
 	ledger := make(chan event.GenericEvent, 256)
-	if err := mgr.Add(newLedgerFollower(opts.DB, mgr.GetClient(), ledger)); err != nil {
+	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger)); err != nil {
 		return fmt.Errorf("ledger follower: %w", err)
 	}
 	if err := (&WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr, ledger); err != nil {

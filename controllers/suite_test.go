@@ -30,6 +30,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -170,7 +171,7 @@ func startManager(ctx context.Context, reg prometheus.Registerer) error {
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
-	err = controllers.Setup(mgr, controllers.Options{DB: env.db, Secrets: env.cipher, Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
+	err = controllers.Setup(mgr, controllers.Options{Provisioner: provisioning.New(env.db, env.cipher), Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
 		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
 )
 
 // WalletReconciler applies each top-up exactly once (by id, through the append-only ledger),
@@ -150,7 +148,7 @@ const ledgerCommitLag = 2
 // listening for a NOTIFY per entry: a notifying commit takes a database-wide lock, which would
 // serialise the commits of every placement.
 type ledgerFollower struct {
-	db     *store.DB
+	prov   *provisioning.Provisioner
 	client client.Client
 	events chan<- event.GenericEvent
 	now    func() time.Time
@@ -159,15 +157,15 @@ type ledgerFollower struct {
 	// after heads[0].
 	heads []int64
 	// owners caches who owns an account: an account never changes owner.
-	owners map[string]store.Owner
+	owners map[string]provisioning.Owner
 	// due are the accounts with entries not yet reflected by a refresh; sent is when each
 	// account's Wallets were last refreshed, for those refreshed within walletRefreshMaxWait.
 	due  map[string]bool
 	sent map[string]time.Time
 }
 
-func newLedgerFollower(db *store.DB, c client.Client, events chan<- event.GenericEvent) *ledgerFollower {
-	return &ledgerFollower{db: db, client: c, events: events, now: time.Now, owners: map[string]store.Owner{},
+func newLedgerFollower(prov *provisioning.Provisioner, c client.Client, events chan<- event.GenericEvent) *ledgerFollower {
+	return &ledgerFollower{prov: prov, client: c, events: events, now: time.Now, owners: map[string]provisioning.Owner{},
 		due: map[string]bool{}, sent: map[string]time.Time{}}
 }
 
@@ -197,7 +195,7 @@ func (l *ledgerFollower) Start(ctx context.Context) error {
 // taking its first entries.
 func (l *ledgerFollower) read(ctx context.Context) error {
 	if len(l.heads) == 0 {
-		head, err := store.LedgerHead(ctx, l.db.Gorm)
+		head, err := l.prov.LedgerHead(ctx)
 		if err != nil {
 			return err
 		}
@@ -209,7 +207,7 @@ func (l *ledgerFollower) read(ctx context.Context) error {
 		l.heads = []int64{head}
 		return nil
 	}
-	accounts, err := store.LedgerAccountsAfter(ctx, l.db.Gorm, l.heads[0])
+	accounts, err := l.prov.LedgerAccountsAfter(ctx, l.heads[0])
 	if err != nil {
 		return err
 	}
@@ -250,7 +248,7 @@ func (l *ledgerFollower) refresh(ctx context.Context, accounts []string) {
 	for _, account := range accounts {
 		owner, err := l.owner(ctx, account)
 		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
+			if !provisioning.IsNotFound(err) {
 				slog.WarnContext(ctx, "ledger refresh: account owner", slog.Any("err", err))
 			}
 			continue
@@ -278,13 +276,13 @@ func (l *ledgerFollower) send(ctx context.Context, wallets []v1alpha1.Wallet, ma
 	}
 }
 
-func (l *ledgerFollower) owner(ctx context.Context, account string) (store.Owner, error) {
+func (l *ledgerFollower) owner(ctx context.Context, account string) (provisioning.Owner, error) {
 	if owner, ok := l.owners[account]; ok {
 		return owner, nil
 	}
-	owner, err := store.AccountOwner(ctx, l.db.Gorm, account)
+	owner, err := l.prov.AccountOwner(ctx, account)
 	if err != nil {
-		return store.Owner{}, err
+		return provisioning.Owner{}, err
 	}
 	l.owners[account] = owner
 	return owner, nil
