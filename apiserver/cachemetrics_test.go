@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // TestCacheInvalidationMetrics checks that /metrics shows what a change notification dropped:
@@ -53,7 +54,7 @@ func TestCacheInvalidationMetrics(t *testing.T) {
 	}
 
 	var after map[string]float64
-	within(t, 10*time.Second, "both changes seen", func() bool {
+	poll.UntilTrue(t, 10*time.Second, "both changes seen", func() bool {
 		after = scrape(t, s.metricsURL)
 		return after[keysEntry] > before[keysEntry] && after[catalogEntry] > before[catalogEntry]
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // TestRedisOutageFallsBackToProcessLimits (F3): with the shared limiter unreachable, requests
@@ -143,7 +144,7 @@ func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("dump-1", line{"productCode": "99000000000001", "quantity": 3}))
 	done := s.waitOrder(t, "sandbox", tn.keys["sandbox"], placed.str("orderId"))
-	within(t, 10*time.Second, "the webhook delivered", func() bool { return len(rcv.deliveries()) == 1 })
+	poll.UntilTrue(t, 10*time.Second, "the webhook delivered", func() bool { return len(rcv.deliveries()) == 1 })
 	secrets := []string{webhookSecret}
 	for _, k := range tn.keys {
 		secrets = append(secrets, k)
@@ -195,7 +196,7 @@ func TestTenantIsolationEveryEndpoint(t *testing.T) {
 	s.topUp(t, b, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "GBP", Amount: "20.00"})
 	ka, kb := a.keys["production"], b.keys["production"]
 
-	within(t, time.Second, "beta's catalog in service", func() bool {
+	poll.UntilTrue(t, time.Second, "beta's catalog in service", func() bool {
 		return s.call(t, "production", "GET", "/v2/catalog/products/20000000000001", kb, nil).status == 200
 	})
 	expectError(t, s.call(t, "production", "GET", "/v2/catalog/products/20000000000001", ka, nil), 404,

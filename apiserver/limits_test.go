@@ -10,6 +10,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // awayFromMinuteEnd waits until a window has at least 5 s left, so a sequence of requests
@@ -100,7 +101,7 @@ func TestConfigChangesReachRunningServers(t *testing.T) {
 	if _, err := s.prov.RevokeKeys(context.Background(), tn.namespace+"/acme-production"); err != nil {
 		t.Fatal(err)
 	}
-	within(t, time.Second, "revocation", func() bool {
+	poll.UntilTrue(t, time.Second, "revocation", func() bool {
 		return s.call(t, "production", "GET", "/v2/ping", key, nil).status == http.StatusUnauthorized
 	})
 	// A catalog change: a product removed from the catalog disappears from the running API.
@@ -109,21 +110,7 @@ func TestConfigChangesReachRunningServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := tn.keys["sandbox"]
-	within(t, time.Second, "catalog change", func() bool {
+	poll.UntilTrue(t, time.Second, "catalog change", func() bool {
 		return s.call(t, "sandbox", "GET", "/v2/catalog/products/10000000000001", sb, nil).status == http.StatusNotFound
 	})
-}
-
-func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

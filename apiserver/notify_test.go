@@ -23,6 +23,7 @@ import (
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // delivery is one request the webhook receiver saw.
@@ -129,7 +130,7 @@ func TestWebhooks(t *testing.T) {
 		}
 		want[r.str("orderId")] = map[string]string{"wh-ok": "order.completed", "wh-fail": "order.failed", "wh-partial": "order.partially_completed"}[code]
 	}
-	within(t, 30*time.Second, "three events delivered", func() bool {
+	poll.UntilTrue(t, 30*time.Second, "three events delivered", func() bool {
 		ok := 0
 		for _, d := range rcv.deliveries() {
 			if d.status == 200 {
@@ -188,7 +189,7 @@ func TestWebhookEventFilter(t *testing.T) {
 		}
 		s.waitOrder(t, "sandbox", tn.keys["sandbox"], code)
 	}
-	within(t, 10*time.Second, "failed event", func() bool { return len(rcv.deliveries()) == 1 })
+	poll.UntilTrue(t, 10*time.Second, "failed event", func() bool { return len(rcv.deliveries()) == 1 })
 	time.Sleep(300 * time.Millisecond)
 	if d := rcv.deliveries(); len(d) != 1 || !strings.Contains(string(d[0].body), `"order.failed"`) {
 		t.Fatalf("deliveries: %v", d)
@@ -217,7 +218,7 @@ func TestWebhooksPerEnvironment(t *testing.T) {
 			t.Fatalf("%s: %d %s", env, r.status, r.raw)
 		}
 	}
-	within(t, 30*time.Second, "one event at each endpoint", func() bool {
+	poll.UntilTrue(t, 30*time.Second, "one event at each endpoint", func() bool {
 		return len(sandboxRcv.deliveries()) == 1 && len(liveRcv.deliveries()) == 1
 	})
 	for env, c := range map[string]struct {
@@ -271,7 +272,7 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 	if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("wh-redirect", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 {
 		t.Fatalf("%d %s", r.status, r.raw)
 	}
-	within(t, 30*time.Second, "the event delivered", func() bool {
+	poll.UntilTrue(t, 30*time.Second, "the event delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(answered) > 0 && answered[len(answered)-1] == http.StatusOK
@@ -300,7 +301,7 @@ func TestWebhooksGoToPublicAddressesOnly(t *testing.T) {
 	}
 	var attempts int
 	var errs string
-	within(t, 30*time.Second, "two refused attempts", func() bool {
+	poll.UntilTrue(t, 30*time.Second, "two refused attempts", func() bool {
 		err := s.db.Pool.QueryRow(t.Context(), `
 			SELECT j.attempt, coalesce(array_to_string(j.errors::text[], ' '), '')
 			FROM river_job j JOIN webhook_events e ON e.id = j.args->>'eventId'
@@ -392,7 +393,7 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	place("o1") // 80
 	place("o2") // 60
 	place("o3") // 40: crosses
-	within(t, 10*time.Second, "first e-mail", func() bool { return box.count() == 1 })
+	poll.UntilTrue(t, 10*time.Second, "first e-mail", func() bool { return box.count() == 1 })
 	place("o4") // 20: still low, no new mail
 	time.Sleep(500 * time.Millisecond)
 	if n := box.count(); n != 1 {
@@ -402,7 +403,7 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"}, v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.00"})
 	place("o5") // 70 -> 50: not below
 	place("o6") // 30: crosses
-	within(t, 10*time.Second, "second e-mail", func() bool { return box.count() == 2 })
+	poll.UntilTrue(t, 10*time.Second, "second e-mail", func() bool { return box.count() == 2 })
 	box.mu.Lock()
 	first := box.mail[0]
 	box.mu.Unlock()
@@ -411,7 +412,7 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 			t.Errorf("e-mail lacks %q:\n%s", want, first)
 		}
 	}
-	within(t, 10*time.Second, "two balance.low webhooks", func() bool { return len(rcv.deliveries()) == 2 })
+	poll.UntilTrue(t, 10*time.Second, "two balance.low webhooks", func() bool { return len(rcv.deliveries()) == 2 })
 	var ev struct {
 		Type string
 		Data map[string]any

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // lockedBuffer collects logs written concurrently.
@@ -100,7 +101,7 @@ func TestMetricsAndLogs(t *testing.T) {
 			}
 		}
 	}
-	within(t, 10e9, "webhooks delivered", func() bool { return len(rcv.deliveries()) == 2 })
+	poll.UntilTrue(t, 10e9, "webhooks delivered", func() bool { return len(rcv.deliveries()) == 2 })
 	req, _ := http.NewRequest(http.MethodGet, s.baseURL["sandbox"]+"/v2/wallet", nil)
 	req.Header.Set("x-api-key", key)
 	req.Header.Set("X-Request-Id", "trace-me-123")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 type line = map[string]any
@@ -219,7 +220,7 @@ func TestIdempotentPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempt := 0
-	within(t, 5*time.Second, "catalog change", func() bool {
+	poll.UntilTrue(t, 5*time.Second, "catalog change", func() bool {
 		// A fresh code each time: an attempt that still saw the old catalog placed its order,
 		// and repeating its code would only replay it.
 		attempt++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // setConnectable opens or closes a database to new connections and, when closing, drops the
@@ -65,7 +66,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 
 	setConnectable(t, db.Name, true)
-	within(t, 5*time.Second, "recovery", func() bool {
+	poll.UntilTrue(t, 5*time.Second, "recovery", func() bool {
 		return s.call(t, "production", "POST", "/v2/orders", key, order("outage-2", line{"productCode": "10000000000001", "quantity": 1})).status == http.StatusAccepted
 	})
 	// The order attempted during the outage was not recorded.

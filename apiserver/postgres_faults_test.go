@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // privatePostgres is a PostgreSQL server of this test alone, so it can be restarted.
@@ -140,7 +141,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	pg.stop()
 	time.Sleep(3 * time.Second)
 	pg.start()
-	within(t, 5*time.Second, "recovery after the database returned", func() bool {
+	poll.UntilTrue(t, 5*time.Second, "recovery after the database returned", func() bool {
 		r := s.call(t, "sandbox", "POST", "/v2/orders", key, order(fmt.Sprintf("f2-probe-%d", time.Now().UnixNano()),
 			line{"productCode": "99000000000001", "quantity": 1}))
 		return r.status == 202

@@ -19,6 +19,7 @@ import (
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // configTables are the tables provisioning writes.
@@ -111,7 +112,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = dir.Run(runCtx, catalogs) }()
-	within(t, 10*time.Second, "directory subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
+	poll.UntilTrue(t, 10*time.Second, "directory subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
 
 	const partners, perCatalog = 1000, 10
 	type resources struct {
@@ -219,7 +220,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		!allHavePrefix(payloads, "account:") {
 		t.Fatalf("rate-limit change: %v, notifications %q", touched, payloads)
 	}
-	within(t, 10*time.Second, "directory dropped the account's entry only", func() bool { return dir.Len() == cached-1 })
+	poll.UntilTrue(t, 10*time.Second, "directory dropped the account's entry only", func() bool { return dir.Len() == cached-1 })
 
 	// One product's price: one row, one catalog snapshot.
 	catalogID, err := prov.CatalogID(ctx, "team-0", all[0].catalog.Name)
@@ -242,7 +243,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		touched["catalogs"] != fmt.Sprintf("0 touched of %d", partners/perCatalog) || len(payloads) != 1 {
 		t.Fatalf("price change: %v, notifications %q", touched, payloads)
 	}
-	within(t, 10*time.Second, "one catalog snapshot dropped", func() bool {
+	poll.UntilTrue(t, 10*time.Second, "one catalog snapshot dropped", func() bool {
 		tg, fl := catalogs.Invalidations()
 		return tg == catTargeted+1 && fl == catFlushes
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/controllers"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 const timeout = 20 * time.Second
@@ -62,7 +63,7 @@ func ready(conditions []metav1.Condition, generation int64) (bool, string) {
 func secretKey(t *testing.T, ns, secretName, notEqual string) string {
 	t.Helper()
 	var key string
-	eventually(t, timeout, "key secret "+secretName, func() (bool, string) {
+	poll.Until(t, timeout, "key secret "+secretName, func() (bool, string) {
 		var s corev1.Secret
 		if !get(t, ns, secretName, &s) {
 			return false, "no secret"
@@ -82,7 +83,7 @@ func onboard(t *testing.T, ns string) (sandboxKey, productionKey string) {
 	create(t, apiKeyObj(ns, "acme-production", "production", v1alpha1.ApiKeyTypeAPIKey))
 	sandboxKey = secretKey(t, ns, "acme-sandbox-key", "")
 	productionKey = secretKey(t, ns, "acme-production-key", "")
-	eventually(t, timeout, "keys work", func() (bool, string) {
+	poll.Until(t, timeout, "keys work", func() (bool, string) {
 		s, p := ping(t, "sandbox", sandboxKey), ping(t, "production", productionKey)
 		return s == 200 && p == 200, fmt.Sprintf("sandbox %d production %d", s, p)
 	})
@@ -99,14 +100,14 @@ func TestOnboarding(t *testing.T) {
 		t.Fatal("sandbox key accepted by production")
 	}
 	var p v1alpha1.Partner
-	eventually(t, timeout, "partner ready", func() (bool, string) {
+	poll.Until(t, timeout, "partner ready", func() (bool, string) {
 		get(t, ns, "acme", &p)
 		ok, detail := ready(p.Status.Conditions, p.Generation)
 		return ok && p.Status.Accounts.Sandbox != "" && p.Status.ObservedGeneration == p.Generation &&
 			meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionCatalogResolved), detail
 	})
 	var c v1alpha1.Catalog
-	eventually(t, timeout, "catalog ready", func() (bool, string) {
+	poll.Until(t, timeout, "catalog ready", func() (bool, string) {
 		get(t, ns, "eu", &c)
 		ok, detail := ready(c.Status.Conditions, c.Generation)
 		return ok && c.Status.ProductCount == 2, detail
@@ -138,7 +139,7 @@ func TestOnboarding(t *testing.T) {
 	if err := env.k8s.Update(context.Background(), &p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "ordering disabled", func() (bool, string) {
+	poll.Until(t, timeout, "ordering disabled", func() (bool, string) {
 		body := postOrder(t, "production", productionKey)
 		return body == 403, fmt.Sprint(body)
 	})
@@ -194,11 +195,11 @@ func TestKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	rotated := secretKey(t, ns, "acme-production-key", key)
-	eventually(t, time.Second, "rotation visible to the API", func() (bool, string) {
+	poll.Until(t, time.Second, "rotation visible to the API", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
-	eventually(t, timeout, "rotation status", func() (bool, string) {
+	poll.Until(t, timeout, "rotation status", func() (bool, string) {
 		get(t, ns, "acme-production", &k)
 		return k.Status.Rotation == 1 && k.Status.KeyPrefix == auth.DisplayPrefix(rotated), fmt.Sprintf("%+v", k.Status)
 	})
@@ -211,7 +212,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if _, active := keyState(t, rotated); active {
 		t.Fatal("key of the deleted Secret still active")
 	}
-	eventually(t, timeout, "reissued key works", func() (bool, string) {
+	poll.Until(t, timeout, "reissued key works", func() (bool, string) {
 		return ping(t, "production", reissued) == 200, ""
 	})
 
@@ -224,7 +225,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := env.k8s.Update(ctx, &k); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "key restored from Secret", func() (bool, string) {
+	poll.Until(t, timeout, "key restored from Secret", func() (bool, string) {
 		exists, active := keyState(t, reissued)
 		return exists && active, ""
 	})
@@ -236,10 +237,10 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := env.k8s.Delete(ctx, &k); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "revoked on delete", func() (bool, string) {
+	poll.Until(t, time.Second, "revoked on delete", func() (bool, string) {
 		return ping(t, "production", reissued) == 401, ""
 	})
-	eventually(t, timeout, "key events counted", func() (bool, string) {
+	poll.Until(t, timeout, "key events counted", func() (bool, string) {
 		got := fmt.Sprintf("rotated %v reissued %v revoked %v", keyEvents(t, "rotated")-before["rotated"],
 			keyEvents(t, "reissued")-before["reissued"], keyEvents(t, "revoked")-before["revoked"])
 		return got == "rotated 1 reissued 1 revoked 1", got
@@ -258,7 +259,7 @@ func TestSecretConflict(t *testing.T) {
 	k := apiKeyObj(ns, "clash", "sandbox", v1alpha1.ApiKeyTypeAPIKey)
 	k.Spec.SecretName = "theirs"
 	create(t, k)
-	eventually(t, timeout, "conflict reported", func() (bool, string) {
+	poll.Until(t, timeout, "conflict reported", func() (bool, string) {
 		get(t, ns, "clash", k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
@@ -290,7 +291,7 @@ func TestSecretConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	var key string
-	eventually(t, watchBound, "key issued once the name is free", func() (bool, string) {
+	poll.Until(t, watchBound, "key issued once the name is free", func() (bool, string) {
 		get(t, ns, "clash", k)
 		ok, detail := ready(k.Status.Conditions, k.Generation)
 		if !ok {
@@ -303,7 +304,7 @@ func TestSecretConflict(t *testing.T) {
 	if !metav1.IsControlledBy(&s, k) || s.Labels[controllers.ManagedByLabel] != controllers.ManagedByValue {
 		t.Fatalf("issued Secret: owners %v labels %v", s.OwnerReferences, s.Labels)
 	}
-	eventually(t, timeout, "issued key works", func() (bool, string) { return ping(t, "sandbox", key) == 200, "" })
+	poll.Until(t, timeout, "issued key works", func() (bool, string) { return ping(t, "sandbox", key) == 200, "" })
 }
 
 // TestFailedReconcileIsReported: a reconcile that fails in the database says so in Ready
@@ -314,7 +315,7 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	_, key := onboard(t, ns)
 	ctx := context.Background()
 	var k v1alpha1.ApiKey
-	eventually(t, timeout, "key ready", func() (bool, string) {
+	poll.Until(t, timeout, "key ready", func() (bool, string) {
 		get(t, ns, "acme-production", &k)
 		ok, detail := ready(k.Status.Conditions, k.Generation)
 		return ok && k.Status.ObservedGeneration == k.Generation, detail
@@ -348,7 +349,7 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	if err := env.k8s.Update(ctx, &k); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "failure reported", func() (bool, string) {
+	poll.Until(t, timeout, "failure reported", func() (bool, string) {
 		get(t, ns, "acme-production", &k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDatabaseError &&
@@ -362,13 +363,13 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	}
 
 	drop()
-	eventually(t, timeout, "recovered", func() (bool, string) {
+	poll.Until(t, timeout, "recovered", func() (bool, string) {
 		get(t, ns, "acme-production", &k)
 		ok, detail := ready(k.Status.Conditions, k.Generation)
 		return ok && k.Status.ObservedGeneration == k.Generation && k.Status.Rotation == 1, detail
 	})
 	rotated := secretKey(t, ns, "acme-production-key", key)
-	eventually(t, time.Second, "rotated key in service", func() (bool, string) {
+	poll.Until(t, time.Second, "rotated key in service", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
@@ -382,7 +383,7 @@ func TestResyncWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	var k v1alpha1.ApiKey
 	var p v1alpha1.Partner
-	eventually(t, timeout, "partner and key ready", func() (bool, string) {
+	poll.Until(t, timeout, "partner and key ready", func() (bool, string) {
 		get(t, ns, "acme-production", &k)
 		get(t, ns, "acme", &p)
 		okK, detailK := ready(k.Status.Conditions, k.Generation)
@@ -448,7 +449,7 @@ func TestUnlabelledKeySecretKeepsItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The label's removal drops the Secret from the cache, which wakes its ApiKey.
-	eventually(t, timeout, "label restored", func() (bool, string) {
+	poll.Until(t, timeout, "label restored", func() (bool, string) {
 		get(t, ns, "acme-production-key", &s)
 		return s.Labels[controllers.ManagedByLabel] == controllers.ManagedByValue, fmt.Sprint(s.Labels)
 	})
@@ -517,13 +518,13 @@ func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 				fmt.Sprintf("%s; sandbox %s %q, production %s %q", detail, sbURL, sbSecret, prURL, prSecret)
 		}
 	}
-	eventually(t, timeout, "webhook applied to both environments", both("https://hooks.acme.example/codeport", "first-signing-secret-of-24-bytes"))
+	poll.Until(t, timeout, "webhook applied to both environments", both("https://hooks.acme.example/codeport", "first-signing-secret-of-24-bytes"))
 	get(t, ns, "acme-webhook", secret)
 	secret.Data["secret"] = []byte("second-signing-secret-of-24-bytes")
 	if err := env.k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, watchBound, "changed webhook secret applied", both("https://hooks.acme.example/codeport", "second-signing-secret-of-24-bytes"))
+	poll.Until(t, watchBound, "changed webhook secret applied", both("https://hooks.acme.example/codeport", "second-signing-secret-of-24-bytes"))
 
 	// Production's own endpoint, with its own Secret, leaves sandbox on the partner-wide one.
 	update(t, ns, "acme", &p, func() {
@@ -539,13 +540,13 @@ func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 				fmt.Sprintf("sandbox %s %q, production %s %q", sbURL, sbSecret, prURL, prSecret)
 		}
 	}
-	eventually(t, timeout, "production's own endpoint applied", split("live-signing-secret-of-24-bytes"))
+	poll.Until(t, timeout, "production's own endpoint applied", split("live-signing-secret-of-24-bytes"))
 	get(t, ns, "acme-live-webhook", live)
 	live.Data["secret"] = []byte("rotated-live-secret-of-24-bytes")
 	if err := env.k8s.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, watchBound, "production's changed secret applied", split("rotated-live-secret-of-24-bytes"))
+	poll.Until(t, watchBound, "production's changed secret applied", split("rotated-live-secret-of-24-bytes"))
 }
 
 func TestCatalogKeepsLastGoodVersion(t *testing.T) {
@@ -559,7 +560,7 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 	update(t, ns, "eu", &c, func() {
 		c.Spec.ProductsFrom = []v1alpha1.ProductsSource{{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}}}
 	})
-	eventually(t, timeout, "feed applied", func() (bool, string) {
+	poll.Until(t, timeout, "feed applied", func() (bool, string) {
 		get(t, ns, "eu", &c)
 		return c.Status.ProductCount == 3, fmt.Sprint(c.Status.ProductCount)
 	})
@@ -570,7 +571,7 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 	if err := env.k8s.Update(ctx, &cm); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "invalid product reported", func() (bool, string) {
+	poll.Until(t, timeout, "invalid product reported", func() (bool, string) {
 		get(t, ns, "eu", &c)
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
 		return cond != nil && cond.Reason == v1alpha1.ReasonInvalidProducts && strings.Contains(cond.Message, "10000000000004") &&
@@ -589,7 +590,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox", LowBalanceThreshold: "100.00",
 			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "500.00"}, {ID: "wire-2", Currency: "EUR", Amount: "250.50"}}}}
 	create(t, w)
-	eventually(t, timeout, "top-ups applied", func() (bool, string) {
+	poll.Until(t, timeout, "top-ups applied", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
 		return w.Status.Balances["EUR"] == "750.50" && w.Status.AppliedTopUps == 2 && !w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
 	})
@@ -626,7 +627,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 		t.Fatalf("order: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	eventually(t, 5*time.Second, "status follows the ledger", func() (bool, string) {
+	poll.Until(t, 5*time.Second, "status follows the ledger", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
 		return w.Status.Balances["EUR"] == "50.50" && w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
 	})
@@ -637,7 +638,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 	if err := env.k8s.Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "removal reported", func() (bool, string) {
+	poll.Until(t, timeout, "removal reported", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionTopUpsReconciled)
 		return c != nil && c.Reason == v1alpha1.ReasonTopUpRemoved && c.ObservedGeneration == w.Generation &&
@@ -660,23 +661,23 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	if err := env.k8s.Update(ctx, &p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "wallet ordering off applied", func() (bool, string) {
+	poll.Until(t, timeout, "wallet ordering off applied", func() (bool, string) {
 		get(t, ns, "acme", &p)
 		ok, detail := ready(p.Status.Conditions, p.Generation)
 		return ok && p.Status.ObservedGeneration == p.Generation, detail
 	})
-	eventually(t, timeout, "order placed", func() (bool, string) {
+	poll.Until(t, timeout, "order placed", func() (bool, string) {
 		code := postOrder(t, "production", productionKey)
 		return code == 202, fmt.Sprint(code)
 	})
 	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, timeout, "keys revoked", func() (bool, string) {
+	poll.Until(t, timeout, "keys revoked", func() (bool, string) {
 		s, p := ping(t, "sandbox", sandboxKey), ping(t, "production", productionKey)
 		return s == 401 && p == 401, fmt.Sprintf("%d %d", s, p)
 	})
-	eventually(t, timeout, "partner gone", func() (bool, string) {
+	poll.Until(t, timeout, "partner gone", func() (bool, string) {
 		return !get(t, ns, "acme", &v1alpha1.Partner{}), ""
 	})
 	var a store.Account
@@ -687,7 +688,7 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 		t.Fatalf("order of the deleted partner: %v", err)
 	}
 	// ApiKeys of the deleted partner say why they are not ready.
-	eventually(t, timeout, "apikey reports missing partner", func() (bool, string) {
+	poll.Until(t, timeout, "apikey reports missing partner", func() (bool, string) {
 		var k v1alpha1.ApiKey
 		get(t, ns, "acme-sandbox", &k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
@@ -713,7 +714,7 @@ func TestScale200Partners(t *testing.T) {
 			Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: p.Name}, Environment: "production",
 				TopUps: []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}}}})
 	}
-	eventually(t, 3*time.Minute, "200 partners ready", func() (bool, string) {
+	poll.Until(t, 3*time.Minute, "200 partners ready", func() (bool, string) {
 		readyCount := func(list []metav1.Condition) bool { return meta.IsStatusConditionTrue(list, v1alpha1.ConditionReady) }
 		var partners v1alpha1.PartnerList
 		var keys v1alpha1.ApiKeyList

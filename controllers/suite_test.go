@@ -207,22 +207,6 @@ func create(t *testing.T, obj client.Object) {
 	}
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
-}
-
 // update changes a resource the operator also writes: it reads it afresh, applies change and
 // writes it, again when the operator wrote in between.
 func update(t *testing.T, ns, name string, obj client.Object, change func()) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // TestLedgerRefreshesAreCoalesced: while orders land continuously, the Wallet's status is
@@ -27,7 +28,7 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox",
 			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "100000.00"}}}}
 	create(t, w)
-	eventually(t, timeout, "top-up applied", func() (bool, string) {
+	poll.Until(t, timeout, "top-up applied", func() (bool, string) {
 		get(t, ns, w.Name, w)
 		return w.Status.Balances["EUR"] == "100000.00", fmt.Sprintf("%+v", w.Status)
 	})
@@ -80,7 +81,7 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	want := fmt.Sprintf("%.2f", 100000-20*float64(placed.Load()))
-	eventually(t, 5*time.Second, "status shows the balance after the last order", func() (bool, string) {
+	poll.Until(t, 5*time.Second, "status shows the balance after the last order", func() (bool, string) {
 		get(t, ns, w.Name, w)
 		return w.Status.Balances["EUR"] == want, fmt.Sprintf("%s, want %s", w.Status.Balances["EUR"], want)
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 var databaseURL string
@@ -102,24 +103,6 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-// eventually polls cond; config changes propagate through NOTIFY, asynchronously.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	within(t, time.Second, what, cond)
-}
-
-func within(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s", what, limit)
-}
-
 func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	f := newFixture(t, "fresh")
 	dir := auth.NewDirectory(f.db, "production")
@@ -134,7 +117,7 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	}
 	// The listener subscribes asynchronously: touch the configuration until a notification
 	// arrives, which also proves other caches are invalidated by the same notifications.
-	within(t, 10*time.Second, "listener ready", func() bool {
+	poll.UntilTrue(t, 10*time.Second, "listener ready", func() bool {
 		_, _ = f.db.Pool.Exec(ctx, `UPDATE accounts SET updated_at = now() WHERE id = $1`, f.accountID)
 		select {
 		case <-notified:
@@ -147,7 +130,7 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	if _, err := f.db.Pool.Exec(ctx, `UPDATE accounts SET ip_whitelist = '{198.51.100.0/24}' WHERE id = $1`, f.accountID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "allowlist change", func() bool {
+	poll.UntilTrue(t, time.Second, "allowlist change", func() bool {
 		p, err := dir.Lookup(ctx, key, "apiKey")
 		return err == nil && p.Account.Allows(netip.MustParseAddr("198.51.100.9"))
 	})
@@ -156,7 +139,7 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 	if _, err := f.db.Pool.Exec(ctx, `UPDATE api_keys SET revoked_at = now() WHERE digest = $1`, digest[:]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "revocation", func() bool {
+	poll.UntilTrue(t, time.Second, "revocation", func() bool {
 		_, err := dir.Lookup(ctx, key, "apiKey")
 		return errors.Is(err, auth.ErrInvalidKey)
 	})
@@ -196,7 +179,7 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = dir.Run(ctx) }()
-	eventually(t, "subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
+	poll.UntilTrue(t, time.Second, "subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
 
 	fresh, err := auth.GenerateKey("production")
 	if err != nil {
@@ -213,7 +196,7 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 		f.accountID, digest[:]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "registered key accepted", func() bool {
+	poll.UntilTrue(t, time.Second, "registered key accepted", func() bool {
 		_, err := dir.Lookup(ctx, fresh, "apiKey")
 		return err == nil
 	})
@@ -226,12 +209,12 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_notify('codeport_config', 'account:' || gen_random_uuid())`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "notification handled", func() bool { tg, _ := dir.Invalidations(); return tg > targeted })
+	poll.UntilTrue(t, time.Second, "notification handled", func() bool { tg, _ := dir.Invalidations(); return tg > targeted })
 	if n := dir.Len(); n != 2 {
 		t.Fatalf("a change of another account dropped entries: %d cached", n)
 	}
 	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_notify('codeport_config', 'something new')`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "unreadable payload flushes", func() bool { return dir.Len() == 0 })
+	poll.UntilTrue(t, time.Second, "unreadable payload flushes", func() bool { return dir.Len() == 0 })
 }

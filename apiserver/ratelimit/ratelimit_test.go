@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 func backends(t *testing.T) map[string]Limiter {
@@ -158,12 +159,20 @@ func TestRedisBatchesWhileBusy(t *testing.T) {
 		wg.Add(1)
 		go allow()
 	}
-	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return l.inFlight == DefaultPipelines })
+	poll.UntilTrue(t, 10*time.Second, "every pipeline in flight", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.inFlight == DefaultPipelines
+	})
 	for range queued {
 		wg.Add(1)
 		go allow()
 	}
-	waitFor(t, func() bool { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) == queued })
+	poll.UntilTrue(t, 10*time.Second, "requests queued", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.queue) == queued
+	})
 	close(gate.release)
 	wg.Wait()
 	close(remaining)
@@ -236,17 +245,6 @@ func TestRedisCounterExpires(t *testing.T) {
 	}
 	if want := end.Add(5 * time.Second).Unix(); int64(expiry.Seconds()) != want {
 		t.Fatalf("counter expires at %d, want %d", int64(expiry.Seconds()), want)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
