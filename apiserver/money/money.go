@@ -116,6 +116,30 @@ func Add(a, b int64) (int64, error) {
 	return c, nil
 }
 
+// CeilMinor converts a decimal string of major units to minor units of the currency, rounding
+// up what is finer than its digits ("0.5" JPY -> 1). An integer balance is under a threshold
+// exactly when it is under this ceiling: it is how low-balance thresholds are judged, here and
+// in the SQL that locks balances (ceil(threshold * scale)).
+func CeilMinor(major, code string) (int64, error) {
+	scale, err := Scale(code)
+	if err != nil {
+		return 0, err
+	}
+	r, ok := new(big.Rat).SetString(strings.TrimSpace(major))
+	if !ok {
+		return 0, fmt.Errorf("amount %q is not a decimal number", major)
+	}
+	r.Mul(r, new(big.Rat).SetInt64(scale))
+	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1)) // DivMod floors (Euclidean, positive denominator): one up is the ceiling
+	}
+	if !q.IsInt64() {
+		return 0, fmt.Errorf("amount %q: %w", major, ErrOverflow)
+	}
+	return q.Int64(), nil
+}
+
 // Scale is 10^digits of a currency: the number of minor units in one major unit.
 func Scale(code string) (int64, error) {
 	digits, err := Digits(code)

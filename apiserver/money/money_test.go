@@ -74,3 +74,26 @@ func TestCheckedArithmetic(t *testing.T) {
 		t.Errorf("Add(-5,3) = %d, %v", v, err)
 	}
 }
+
+// TestCeilMinor rounds what is finer than the currency up to its next minor unit, and refuses
+// what is not a number or does not fit.
+func TestCeilMinor(t *testing.T) {
+	cases := []struct {
+		major, code string
+		want        int64
+	}{
+		{"10", "EUR", 1000}, {"10.005", "EUR", 1001}, {"0.5", "JPY", 1}, {"2", "JPY", 2}, {"0.0001", "KWD", 1},
+		{"12.3456", "KWD", 12346}, {"-0.5", "JPY", 0}, {"-1.5", "JPY", -1}, {" 7 ", "EUR", 700}, {"0", "EUR", 0},
+	}
+	for _, tc := range cases {
+		if got, err := CeilMinor(tc.major, tc.code); err != nil || got != tc.want {
+			t.Errorf("CeilMinor(%q, %s) = %d, %v; want %d", tc.major, tc.code, got, err, tc.want)
+		}
+	}
+	for _, bad := range []struct{ major, code string }{{"", "EUR"}, {"ten", "EUR"}, {"1", "ZZZ"},
+		{"100000000000000000000", "EUR"}} {
+		if got, err := CeilMinor(bad.major, bad.code); err == nil {
+			t.Errorf("CeilMinor(%q, %s) = %d, want an error", bad.major, bad.code, got)
+		}
+	}
+}

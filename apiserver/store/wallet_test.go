@@ -9,8 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	apiwallet "github.com/codeport/codeport/apiserver/wallet"
 )
 
 // TestThresholdChangesDoNotDeadlockPlacements runs placements with debits against threshold
@@ -182,5 +184,51 @@ func TestThresholdFinerThanTheCurrency(t *testing.T) {
 	if err := w.db.Pool.QueryRow(ctx, `SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'JPY'`,
 		w.account).Scan(&low); err != nil || !low {
 		t.Fatalf("0 JPY under a threshold of 0.4: low %v, %v", low, err)
+	}
+}
+
+// TestThresholdRuleAgreesWithWallet: the balance lock's judgement (SQL) and GET /wallet's
+// (wallet.IsLow) are one rule: for every threshold and balance, both say low or both do not.
+func TestThresholdRuleAgreesWithWallet(t *testing.T) {
+	w := newWallet(t, "0", nil)
+	cases := []struct {
+		threshold, currency string
+		balance             int64
+	}{
+		{"10", "EUR", 999}, {"10", "EUR", 1000}, {"10.005", "EUR", 1000}, {"10.005", "EUR", 1001},
+		{"0.5", "JPY", 1}, {"1.5", "JPY", 1}, {"1.5", "JPY", 2}, {"2", "JPY", 2},
+		{"0.0001", "KWD", 1}, {"0.0015", "KWD", 1}, {"0.0015", "KWD", 2}, {"12.3456", "KWD", 12345},
+		{"12.3456", "KWD", 12346},
+	}
+	for i, tc := range cases {
+		scale, err := money.Scale(tc.currency)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res store.LedgerResult
+		err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+			if _, err := store.SetLowBalanceThreshold(tx, w.account, tc.threshold, nil); err != nil {
+				return err
+			}
+			res, err = store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
+				Scale: scale, Kind: store.EntryAdjustment, Reference: fmt.Sprintf("case-%d", i), Amount: tc.balance})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := apiwallet.IsLow(res.BalanceAfter, tc.currency, tc.threshold); res.IsLow != want {
+			t.Errorf("%d %s under a threshold of %s: the lock says low %v, the wallet %v",
+				res.BalanceAfter, tc.currency, tc.threshold, res.IsLow, want)
+		}
+		// Start the next case from zero.
+		err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+			_, err := store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
+				Scale: scale, Kind: store.EntryAdjustment, Reference: fmt.Sprintf("reset-%d", i), Amount: -res.BalanceAfter})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/big"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
@@ -94,24 +93,12 @@ func SnapshotOf(balances []store.Balance, threshold string) (Snapshot, error) {
 	return s, nil
 }
 
-// IsLow reports whether balance (minor units of currency) is under threshold (major units).
+// IsLow reports whether balance (minor units of currency) is under threshold (major units),
+// a threshold finer than the currency (0.5 JPY) rounded up to its minor units (money.CeilMinor)
+// as the SQL that locks balances rounds it. No threshold, or an unreadable one, is never crossed.
 func IsLow(balance int64, currency, threshold string) bool {
-	limit, err := money.Parse(threshold, currency)
-	if err != nil {
-		// A threshold finer than the currency's digits (e.g. "0.5" JPY) compares exactly.
-		t, ok := new(big.Rat).SetString(threshold)
-		if !ok || t.Sign() <= 0 {
-			return false
-		}
-		digits, derr := money.Digits(currency)
-		if derr != nil {
-			return false
-		}
-		b := new(big.Rat).SetFrac64(balance, 1)
-		b.Quo(b, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(digits)), nil)))
-		return b.Cmp(t) < 0
-	}
-	return limit > 0 && balance < limit
+	limit, err := money.CeilMinor(threshold, currency)
+	return err == nil && limit > 0 && balance < limit
 }
 
 // FormatThreshold renders a stored threshold ("100.000000") as the JSON number partners see (100).
