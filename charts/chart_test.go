@@ -387,4 +387,4 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	}
 }
 
-var metricName = regexp.MustCompile(`(?:Name: |NewDesc\()"(codeport_[a-z_]+)"`)
+var metricName = regexp.MustCompile(`(?:Name:\s+|NewDesc\()"(codeport_[a-z_]+)"`)
