@@ -99,8 +99,16 @@ are one of the steps, so 'migrate up' prepares everything the API and workers ne
 		}
 		return run(ctx, m)
 	}
+	cmd.AddCommand(newMigrateUpCommand(withMigrator), newMigrateDownCommand(withMigrator),
+		newMigrateStatusCommand(withMigrator))
+	return cmd
+}
 
-	up := &cobra.Command{
+// withMigratorFunc runs a migrate subcommand's work against the database --database-url names.
+type withMigratorFunc func(ctx context.Context, run func(context.Context, *store.Migrator) error) error
+
+func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
+	return &cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration",
 		Args:  cobra.NoArgs,
@@ -119,6 +127,9 @@ are one of the steps, so 'migrate up' prepares everything the API and workers ne
 			})
 		},
 	}
+}
+
+func newMigrateDownCommand(withMigrator withMigratorFunc) *cobra.Command {
 	var downTo int64
 	down := &cobra.Command{
 		Use:   "down",
@@ -151,7 +162,11 @@ with it: this is for development and recovery, not for production rollbacks.`,
 		},
 	}
 	down.Flags().Int64Var(&downTo, "to", 0, "roll back every migration above this version")
-	status := &cobra.Command{
+	return down
+}
+
+func newMigrateStatusCommand(withMigrator withMigratorFunc) *cobra.Command {
+	return &cobra.Command{
 		Use:   "status",
 		Short: "List migrations and whether each is applied",
 		Args:  cobra.NoArgs,
@@ -170,6 +185,4 @@ with it: this is for development and recovery, not for production rollbacks.`,
 			})
 		},
 	}
-	cmd.AddCommand(up, down, status)
-	return cmd
 }

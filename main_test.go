@@ -47,43 +47,7 @@ func (b *syncBuffer) String() string {
 func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	db := storetest.New(t)
 	state := t.TempDir()
-	run := func() (*devenv.Credentials, string, func()) {
-		ctx, cancel := context.WithCancel(context.Background())
-		out := &syncBuffer{}
-		done := make(chan error, 1)
-		go func() {
-			done <- runDev(ctx, out, devOptions{databaseURL: db.URL, manifests: "config/samples", stateDir: state,
-				addrs: map[string]string{store.EnvironmentProduction: "127.0.0.1:0", store.EnvironmentSandbox: "127.0.0.1:0"}})
-		}()
-		deadline := time.Now().Add(60 * time.Second)
-		for !strings.Contains(out.String(), "curl") {
-			select {
-			case err := <-done:
-				t.Fatalf("dev exited: %v\n%s", err, out.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("dev not ready:\n%s", out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		raw, err := os.ReadFile(filepath.Join(state, "credentials.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var creds devenv.Credentials
-		if err := json.Unmarshal(raw, &creds); err != nil {
-			t.Fatal(err)
-		}
-		return &creds, out.String(), func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("dev shutdown: %v", err)
-			}
-		}
-	}
-
-	creds, banner, stop := run()
+	creds, banner, stop := startDev(t, db.URL, state)
 	acme := creds.Partners["partners/acme"]
 	sandbox, production := acme["sandbox"], acme["production"]
 	if sandbox == nil || production == nil || !strings.HasPrefix(sandbox.APIKey, "cp_test_") ||
@@ -94,22 +58,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	if !strings.Contains(banner, sandbox.APIKey) || !strings.Contains(banner, sandbox.BaseURL+"/catalog/products") {
 		t.Fatalf("banner lacks a working curl line:\n%s", banner)
 	}
-	get := func(url, key string) map[string]any {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		req.Header.Set("x-api-key", key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %d %v", url, resp.StatusCode, body)
-		}
-		return body
-	}
-	if list := get(sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(15) {
+	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(15) {
 		t.Fatalf("sandbox catalog: 10 sample products and 5 test products expected, got %v", list["count"])
 	}
 	body := `{"externalOrderCode":"dev-1","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`
@@ -122,26 +71,88 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	}
 	resp.Body.Close()
 	deadline := time.Now().Add(30 * time.Second)
-	for get(sandbox.BaseURL+"/orders/dev-1", sandbox.APIKey)["status"] != "completed" {
+	for getJSON(t, sandbox.BaseURL+"/orders/dev-1", sandbox.APIKey)["status"] != "completed" {
 		if time.Now().After(deadline) {
 			t.Fatal("sandbox order did not complete")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if w := get(sandbox.BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
+	if w := getJSON(t, sandbox.BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
 		t.Fatalf("wallet after a 10.00 order: %v", w)
 	}
 	stop()
 
-	again, _, stop := run()
+	again, _, stop := startDev(t, db.URL, state)
 	defer stop()
 	if again.Partners["partners/acme"]["sandbox"].APIKey != sandbox.APIKey {
 		t.Fatal("sandbox key changed across restarts")
 	}
 	// Top-ups are applied once: the restart did not credit the wallet again.
-	if w := get(again.Partners["partners/acme"]["sandbox"].BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
+	if w := getJSON(t, again.Partners["partners/acme"]["sandbox"].BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
 		t.Fatalf("wallet after restart: %v", w)
 	}
+}
+
+// startDev runs `codeport dev` on the sample manifests with state directory state until it
+// prints its banner, and returns the credentials it wrote, the banner and a function that stops
+// it.
+func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDev(ctx, out, devOptions{
+			databaseURL: databaseURL,
+			manifests:   "config/samples",
+			stateDir:    state,
+			addrs:       map[string]string{store.EnvironmentProduction: "127.0.0.1:0", store.EnvironmentSandbox: "127.0.0.1:0"},
+		})
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "curl") {
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev not ready:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	raw, err := os.ReadFile(filepath.Join(state, "credentials.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds devenv.Credentials
+	if err := json.Unmarshal(raw, &creds); err != nil {
+		t.Fatal(err)
+	}
+	return &creds, out.String(), func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("dev shutdown: %v", err)
+		}
+	}
+}
+
+// getJSON GETs url with key and returns the JSON object of a 200 answer.
+func getJSON(t *testing.T, url, key string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, body)
+	}
+	return body
 }
 
 // TestFlagUsageNamesTheValueType: a backquoted word in a flag's usage becomes the name of its

@@ -92,40 +92,18 @@ func TestMetricsAndLogs(t *testing.T) {
 	s.call(t, "sandbox", "GET", "/v2/ping", "cp_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA000000", nil)
 	var codesSeen []string
 	for i, product := range []string{"99000000000001", "99000000000003"} {
-		placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(fmt.Sprintf("m-%d", i), line{"productCode": product, "quantity": 2}))
-		done := s.waitOrder(t, "sandbox", key, placed.str("orderId"))
-		products, _ := done.body["products"].([]any)
-		for _, p := range products {
-			for _, c := range p.(map[string]any)["codes"].([]any) {
-				codesSeen = append(codesSeen, c.(map[string]any)["code"].(string))
-			}
-		}
+		codesSeen = append(codesSeen, placeAndCollectCodes(t, s, key, fmt.Sprintf("m-%d", i), product)...)
 	}
 	poll.UntilTrue(t, 10e9, "webhooks delivered", func() bool { return len(rcv.deliveries()) == 2 })
-	req, _ := http.NewRequest(http.MethodGet, s.baseURL["sandbox"]+"/v2/wallet", nil)
-	req.Header.Set("x-api-key", key)
-	req.Header.Set("X-Request-Id", "trace-me-123")
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.Header.Get("X-Request-Id") != "trace-me-123" {
-		t.Fatalf("request id not echoed: %q", resp.Header.Get("X-Request-Id"))
+	_, header := rawRequest(t, http.MethodGet, s.baseURL["sandbox"]+"/v2/wallet", key, "trace-me-123")
+	if header.Get("X-Request-Id") != "trace-me-123" {
+		t.Fatalf("request id not echoed: %q", header.Get("X-Request-Id"))
 	}
 	// A method the router does not know is refused before the middleware, and still counted
 	// and logged.
-	req, _ = http.NewRequest("BREW", s.baseURL["sandbox"]+"/v2/ping", nil)
-	req.Header.Set("X-Request-Id", "brew-1")
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("X-Request-Id") != "brew-1" {
-		t.Fatalf("BREW: %d, request id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	status, header := rawRequest(t, "BREW", s.baseURL["sandbox"]+"/v2/ping", "", "brew-1")
+	if status != http.StatusMethodNotAllowed || header.Get("X-Request-Id") != "brew-1" {
+		t.Fatalf("BREW: %d, request id %q", status, header.Get("X-Request-Id"))
 	}
 
 	after := scrape(t, s.metricsURL)
@@ -155,18 +133,8 @@ func TestMetricsAndLogs(t *testing.T) {
 	// Requests without an id (or with one that is not a plain token) are given distinct ids.
 	issued := map[string]bool{}
 	for _, sent := range []string{"", "", "bad id with spaces"} {
-		req, _ := http.NewRequest(http.MethodGet, s.baseURL["sandbox"]+"/v2/ping", nil)
-		req.Header.Set("x-api-key", key)
-		if sent != "" {
-			req.Header.Set("X-Request-Id", sent)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		id := resp.Header.Get("X-Request-Id")
+		_, header := rawRequest(t, http.MethodGet, s.baseURL["sandbox"]+"/v2/ping", key, sent)
+		id := header.Get("X-Request-Id")
 		if id == "" || id == sent || issued[id] || !regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`).MatchString(id) {
 			t.Fatalf("issued request id %q (sent %q, issued before %v)", id, sent, issued)
 		}
@@ -183,6 +151,49 @@ func TestMetricsAndLogs(t *testing.T) {
 			t.Fatalf("a log line contains a secret (%.12s…)", secret)
 		}
 	}
+	checkRequestLogs(t, text, tn.namespace+"/acme")
+}
+
+// placeAndCollectCodes places an order of two units of product, waits for it to finish and
+// returns the codes it delivered.
+func placeAndCollectCodes(t *testing.T, s *stack, key, ref, product string) []string {
+	t.Helper()
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(ref, line{"productCode": product, "quantity": 2}))
+	done := s.waitOrder(t, "sandbox", key, placed.str("orderId"))
+	var codes []string
+	products, _ := done.body["products"].([]any)
+	for _, p := range products {
+		for _, c := range p.(map[string]any)["codes"].([]any) {
+			codes = append(codes, c.(map[string]any)["code"].(string))
+		}
+	}
+	return codes
+}
+
+// rawRequest sends a body-less request with the API key and the request id given (each left out
+// when empty), discards the response's body and returns the response's status and headers.
+func rawRequest(t *testing.T, method, url, key, requestID string) (int, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	if key != "" {
+		req.Header.Set("x-api-key", key)
+	}
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+// checkRequestLogs checks that every log line is JSON and that the scripted requests with ids
+// trace-me-123 and brew-1 logged complete lines.
+func checkRequestLogs(t *testing.T, text, partner string) {
+	t.Helper()
 	found, brewLogged := false, false
 	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
 		var entry map[string]any
@@ -190,7 +201,7 @@ func TestMetricsAndLogs(t *testing.T) {
 			t.Fatalf("log line is not JSON: %s", l)
 		}
 		if entry["request_id"] == "trace-me-123" {
-			found = entry["route"] == "/v2/wallet" && entry["status"] == float64(200) && entry["partner"] == tn.namespace+"/acme" &&
+			found = entry["route"] == "/v2/wallet" && entry["status"] == float64(200) && entry["partner"] == partner &&
 				entry["account_id"] != nil && entry["latency_ms"] != nil && entry["environment"] == "sandbox"
 		}
 		if entry["request_id"] == "brew-1" {

@@ -103,18 +103,21 @@ func TestOrderAccountRules(t *testing.T) {
 	}
 }
 
+// sandboxCase is an order of sandbox products and the outcome the sandbox promises for it.
+type sandboxCase struct {
+	name      string
+	lines     []line
+	status    string
+	delivered []int // codes per line
+	refund    int64
+}
+
 func TestSandboxOrderOutcomes(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "1000.00"})
 	key := tn.keys["sandbox"]
-	cases := []struct {
-		name      string
-		lines     []line
-		status    string
-		delivered []int // codes per line
-		refund    int64
-	}{
+	cases := []sandboxCase{
 		{"success fixed", []line{{"productCode": "99000000000001", "quantity": 2}}, "completed", []int{2}, 0},
 		{"success open", []line{{"productCode": "99000000000002", "quantity": 1, "price": 700}}, "completed", []int{1}, 0},
 		{"failure", []line{{"productCode": "99000000000003", "quantity": 1}}, "failed", nil, 1000},
@@ -127,53 +130,66 @@ func TestSandboxOrderOutcomes(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			code := fmt.Sprintf("sb-%d", i)
-			placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(code, tc.lines...))
-			if placed.status != 202 || placed.str("status") != "processing" || placed.str("estimatedReadyAt") == "" || placed.body["wallet"] == nil {
-				t.Fatalf("placement: %d %s", placed.status, placed.raw)
-			}
-			if placed.header.Get("X-RateLimit-Limit") == "" {
-				t.Fatal("202 without rate-limit headers")
-			}
-			if tc.name == "slow" {
-				r := s.call(t, "sandbox", "GET", "/v2/orders/"+code, key, nil)
-				if r.str("status") != "processing" || r.str("message") != "Order is still processing" || r.body["products"] != nil {
-					t.Fatalf("slow order not processing: %s", r.raw)
-				}
-			}
-			final := s.waitOrder(t, "sandbox", key, placed.str("orderId"))
-			if final.str("status") != tc.status {
-				t.Fatalf("status %s, want %s: %s", final.str("status"), tc.status, final.raw)
-			}
-			if tc.status == "failed" {
-				if final.str("reason") == "" || final.body["products"] != nil {
-					t.Fatalf("failed order: %s", final.raw)
-				}
-				return
-			}
-			products := final.body["products"].([]any)
-			total := 0
-			for j, p := range products {
-				codes := p.(map[string]any)["codes"].([]any)
-				if len(codes) != tc.delivered[j] {
-					t.Fatalf("line %d: %d codes, want %d", j, len(codes), tc.delivered[j])
-				}
-				for _, c := range codes {
-					if !strings.HasPrefix(c.(map[string]any)["code"].(string), "SANDBOX-") {
-						t.Fatalf("code %v", c)
-					}
-				}
-				total += len(codes)
-			}
-			if tc.status == "partially_completed" && (final.body["delivered"] != float64(total) || final.body["total"] == nil) {
-				t.Fatalf("partial fields: %s", final.raw)
-			}
+			checkSandboxOutcome(t, s, key, fmt.Sprintf("sb-%d", i), tc)
 		})
 	}
 	t.Cleanup(func() {
 		acct := s.account(t, tn, "sandbox")
 		assertLedgerMatches(t, s, acct.ID)
 	})
+}
+
+// checkSandboxOutcome places tc's order as code and checks that it is accepted, then finishes
+// as tc promises.
+func checkSandboxOutcome(t *testing.T, s *stack, key, code string, tc sandboxCase) {
+	t.Helper()
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(code, tc.lines...))
+	if placed.status != 202 || placed.str("status") != "processing" || placed.str("estimatedReadyAt") == "" || placed.body["wallet"] == nil {
+		t.Fatalf("placement: %d %s", placed.status, placed.raw)
+	}
+	if placed.header.Get("X-RateLimit-Limit") == "" {
+		t.Fatal("202 without rate-limit headers")
+	}
+	if tc.name == "slow" {
+		r := s.call(t, "sandbox", "GET", "/v2/orders/"+code, key, nil)
+		if r.str("status") != "processing" || r.str("message") != "Order is still processing" || r.body["products"] != nil {
+			t.Fatalf("slow order not processing: %s", r.raw)
+		}
+	}
+	final := s.waitOrder(t, "sandbox", key, placed.str("orderId"))
+	if final.str("status") != tc.status {
+		t.Fatalf("status %s, want %s: %s", final.str("status"), tc.status, final.raw)
+	}
+	if tc.status == "failed" {
+		if final.str("reason") == "" || final.body["products"] != nil {
+			t.Fatalf("failed order: %s", final.raw)
+		}
+		return
+	}
+	total := checkSandboxCodes(t, final.body["products"].([]any), tc.delivered)
+	if tc.status == "partially_completed" && (final.body["delivered"] != float64(total) || final.body["total"] == nil) {
+		t.Fatalf("partial fields: %s", final.raw)
+	}
+}
+
+// checkSandboxCodes checks that each line of products delivered the number of sandbox codes
+// delivered holds for it, and returns how many codes were delivered in all.
+func checkSandboxCodes(t *testing.T, products []any, delivered []int) int {
+	t.Helper()
+	total := 0
+	for j, p := range products {
+		codes := p.(map[string]any)["codes"].([]any)
+		if len(codes) != delivered[j] {
+			t.Fatalf("line %d: %d codes, want %d", j, len(codes), delivered[j])
+		}
+		for _, c := range codes {
+			if !strings.HasPrefix(c.(map[string]any)["code"].(string), "SANDBOX-") {
+				t.Fatalf("code %v", c)
+			}
+		}
+		total += len(codes)
+	}
+	return total
 }
 
 func assertLedgerMatches(t *testing.T, s *stack, accountID any) {

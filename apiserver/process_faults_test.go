@@ -52,6 +52,33 @@ func (p *serveProcess) kill() {
 	p.kills++
 }
 
+// killEvery is how many accepted orders a serve process lives at most during the load.
+const killEvery = 50
+
+// killUntil kills and restarts the process after every killEvery accepted orders (and at least
+// every 700 ms) until done is closed, so the load sees about twenty crashes however fast this
+// machine places orders.
+func (p *serveProcess) killUntil(done <-chan struct{}, accepted *atomic.Int32) {
+	killer := time.NewTicker(20 * time.Millisecond)
+	defer killer.Stop()
+	giveUp := time.After(5 * time.Minute)
+	lastKill, killedAt := time.Now(), int32(0)
+	for {
+		select {
+		case <-done:
+			return
+		case <-killer.C:
+			if n := accepted.Load(); n >= killedAt+killEvery || time.Since(lastKill) > 700*time.Millisecond {
+				p.kill()
+				p.start()
+				lastKill, killedAt = time.Now(), n
+			}
+		case <-giveUp:
+			p.t.Fatal("load did not finish")
+		}
+	}
+}
+
 // TestKillServeDuringLoad (F1): the serve process (API and workers) is killed with SIGKILL again
 // and again while 1,000 orders are placed. Every order that got a 202 (or a replay of one) exists
 // and reaches a terminal state, no code is delivered twice, and the ledger equals the balance.
@@ -98,56 +125,16 @@ func TestKillServeDuringLoad(t *testing.T) {
 				if n%5 == 0 {
 					product = "99000000000004" // partial: refunds too
 				}
-				body := fmt.Sprintf(`{"externalOrderCode":%q,"currency":"EUR","orderProducts":[{"productCode":%q,"quantity":2}]}`, code, product)
-				for ctx.Err() == nil { // retry the same code until the API answers: idempotency makes it safe
-					req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader(body))
-					req.Header.Set("x-api-key", tn.keys["sandbox"])
-					req.Header.Set("Content-Type", "application/json")
-					resp, err := httpClient.Do(req)
-					if err != nil {
-						time.Sleep(50 * time.Millisecond)
-						continue
-					}
-					resp.Body.Close()
-					if resp.StatusCode == 202 || resp.StatusCode == 200 {
-						accepted.Add(1)
-						accepted2.Store(code, true)
-						break
-					}
-					if resp.StatusCode >= 500 {
-						time.Sleep(50 * time.Millisecond)
-						continue
-					}
-					t.Errorf("order %s: %d", code, resp.StatusCode)
-					break
+				if placeUntilAnswered(ctx, t, httpClient, "http://"+addr+"/v2/orders", tn.keys["sandbox"], code, product) {
+					accepted.Add(1)
+					accepted2.Store(code, true)
 				}
 			}
 		}()
 	}
-	// Kill and restart the process after every 50 accepted orders (and at least every 700 ms),
-	// so the load sees about twenty crashes however fast this machine places orders.
-	const killEvery = 50
-	killer := time.NewTicker(20 * time.Millisecond)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	giveUp := time.After(5 * time.Minute)
-	lastKill, killedAt := time.Now(), int32(0)
-loop:
-	for {
-		select {
-		case <-done:
-			break loop
-		case <-killer.C:
-			if n := accepted.Load(); n >= killedAt+killEvery || time.Since(lastKill) > 700*time.Millisecond {
-				proc.kill()
-				proc.start()
-				lastKill, killedAt = time.Now(), n
-			}
-		case <-giveUp:
-			t.Fatal("load did not finish")
-		}
-	}
-	killer.Stop()
+	proc.killUntil(done, &accepted)
 	if int(accepted.Load()) != total {
 		t.Fatalf("%d of %d orders accepted", accepted.Load(), total)
 	}
@@ -186,4 +173,34 @@ loop:
 		return true
 	})
 	assertLedgerMatches(t, s, acct.ID)
+}
+
+// placeUntilAnswered places an order of two units of product as code at url, and retries the
+// same code until the API answers: idempotency makes it safe. It reports whether the order was
+// accepted (202, or 200 for a replay).
+func placeUntilAnswered(ctx context.Context, t *testing.T, httpClient *http.Client, url, key, code, product string) bool {
+	t.Helper()
+	body := fmt.Sprintf(`{"externalOrderCode":%q,"currency":"EUR","orderProducts":[{"productCode":%q,"quantity":2}]}`,
+		code, product)
+	for ctx.Err() == nil {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 202 || resp.StatusCode == 200 {
+			return true
+		}
+		if resp.StatusCode >= 500 {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		t.Errorf("order %s: %d", code, resp.StatusCode)
+		return false
+	}
+	return false
 }

@@ -115,71 +115,11 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	poll.UntilTrue(t, 10*time.Second, "directory subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
 
 	const partners, perCatalog = 1000, 10
-	type resources struct {
-		catalog  *v1alpha1.Catalog
-		products []v1alpha1.CatalogProduct
-		partner  *v1alpha1.Partner
-		webhooks provisioning.Webhooks
-		keys     []provisioning.Key
-		wallet   *v1alpha1.Wallet
-	}
-	all := make([]resources, partners)
+	all := make([]partnerResources, partners)
 	for i := range all {
-		ns := fmt.Sprintf("team-%d", i/perCatalog)
-		c, products := testCatalog(ns)
-		name := fmt.Sprintf("p%04d", i)
-		r := resources{catalog: c, products: products,
-			partner: &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: name + "@example.com",
-					CatalogRef:   &v1alpha1.LocalObjectReference{Name: c.Name},
-					AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "10.0.0.0/8"}}}},
-			wallet: &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: "production",
-					LowBalanceThreshold: "10.00", TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "100.00"}}}}}
-		if i%10 == 0 {
-			// One endpoint for both environments, or (every other one) production's own.
-			w := &provisioning.Webhook{URL: "https://hooks.example/" + name, Secret: []byte("s3cret-" + name)}
-			r.webhooks = provisioning.Webhooks{"sandbox": w, "production": w}
-			if i%20 == 0 {
-				r.webhooks["production"] = &provisioning.Webhook{URL: "https://hooks.example/live/" + name, Secret: []byte("live-" + name),
-					Events: []string{"order.failed"}}
-			}
-		}
-		for _, env := range provisioning.Environments() {
-			plain, err := auth.GenerateKey(env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.keys = append(r.keys, provisioning.Key{Namespace: ns, Partner: name, Environment: env, Kind: store.KeyKindAPIKey,
-				Source: ns + "/" + name + "-" + env, Plaintext: plain})
-		}
-		all[i] = r
+		all[i] = newPartnerResources(t, i, perCatalog)
 	}
-	apply := func() {
-		t.Helper()
-		for i := 0; i < partners; i += perCatalog {
-			if res, err := prov.ApplyCatalog(ctx, all[i].catalog, all[i].products); err != nil || len(res.Invalid) > 0 {
-				t.Fatalf("catalog %s: %v %v", all[i].catalog.Namespace, err, res.Invalid)
-			}
-		}
-		var wg sync.WaitGroup
-		var failed atomic.Value
-		for w := range 8 {
-			wg.Go(func() {
-				for i := w; i < partners; i += 8 {
-					if err := applyResources(ctx, prov, all[i].partner, all[i].webhooks, all[i].keys, all[i].wallet); err != nil {
-						failed.Store(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if err, ok := failed.Load().(error); ok {
-			t.Fatal(err)
-		}
-	}
-	apply()
+	applyAllResources(ctx, t, prov, all, perCatalog)
 	for i := 0; i < partners; i += 100 {
 		if _, err := dir.Lookup(ctx, all[i].keys[1].Plaintext, store.KeyKindAPIKey); err != nil {
 			t.Fatal(err)
@@ -189,7 +129,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	targeted, flushes := dir.Invalidations()
 	before := currentXID(t, db)
 	began := time.Now()
-	apply()
+	applyAllResources(ctx, t, prov, all, perCatalog)
 	resync := time.Since(began)
 	payloads := notes.until(t, db)
 	for table, rows := range rowsTouchedSince(t, db, before) {
@@ -247,6 +187,104 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		tg, fl := catalogs.Invalidations()
 		return tg == catTargeted+1 && fl == catFlushes
 	})
+}
+
+// partnerResources are the resources of one partner, as its reconcilers provision them.
+type partnerResources struct {
+	catalog  *v1alpha1.Catalog
+	products []v1alpha1.CatalogProduct
+	partner  *v1alpha1.Partner
+	webhooks provisioning.Webhooks
+	keys     []provisioning.Key
+	wallet   *v1alpha1.Wallet
+}
+
+// newPartnerResources declares the i-th partner of a resync test: perCatalog partners share a
+// namespace and its catalog, every tenth has webhooks, every twentieth a production endpoint of
+// its own.
+func newPartnerResources(t *testing.T, i, perCatalog int) partnerResources {
+	t.Helper()
+	ns := fmt.Sprintf("team-%d", i/perCatalog)
+	c, products := testCatalog(ns)
+	name := fmt.Sprintf("p%04d", i)
+	r := partnerResources{
+		catalog:  c,
+		products: products,
+		partner: &v1alpha1.Partner{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.PartnerSpec{
+				DisplayName:  name,
+				ContactEmail: name + "@example.com",
+				CatalogRef:   &v1alpha1.LocalObjectReference{Name: c.Name},
+				AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "10.0.0.0/8"}},
+			},
+		},
+		wallet: &v1alpha1.Wallet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.WalletSpec{
+				PartnerRef:          v1alpha1.LocalObjectReference{Name: name},
+				Environment:         "production",
+				LowBalanceThreshold: "10.00",
+				TopUps:              []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "100.00"}},
+			},
+		},
+	}
+	if i%10 == 0 {
+		// One endpoint for both environments, or (every other one) production's own.
+		w := &provisioning.Webhook{URL: "https://hooks.example/" + name, Secret: []byte("s3cret-" + name)}
+		r.webhooks = provisioning.Webhooks{"sandbox": w, "production": w}
+		if i%20 == 0 {
+			r.webhooks["production"] = &provisioning.Webhook{
+				URL:    "https://hooks.example/live/" + name,
+				Secret: []byte("live-" + name),
+				Events: []string{"order.failed"},
+			}
+		}
+	}
+	for _, env := range provisioning.Environments() {
+		plain, err := auth.GenerateKey(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.keys = append(r.keys, provisioning.Key{
+			Namespace:   ns,
+			Partner:     name,
+			Environment: env,
+			Kind:        store.KeyKindAPIKey,
+			Source:      ns + "/" + name + "-" + env,
+			Plaintext:   plain,
+		})
+	}
+	return r
+}
+
+// applyAllResources applies every shared catalog, then every partner's resources from eight
+// workers, as the reconcilers do in parallel.
+func applyAllResources(
+	ctx context.Context, t *testing.T, prov *provisioning.Provisioner, all []partnerResources, perCatalog int,
+) {
+	t.Helper()
+	for i := 0; i < len(all); i += perCatalog {
+		if res, err := prov.ApplyCatalog(ctx, all[i].catalog, all[i].products); err != nil || len(res.Invalid) > 0 {
+			t.Fatalf("catalog %s: %v %v", all[i].catalog.Namespace, err, res.Invalid)
+		}
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < len(all); i += 8 {
+				if err := applyResources(ctx, prov, all[i].partner, all[i].webhooks, all[i].keys, all[i].wallet); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		t.Fatal(err)
+	}
 }
 
 // applyResources provisions what the Partner, ApiKey and Wallet reconcilers would for one

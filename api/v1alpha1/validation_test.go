@@ -88,26 +88,7 @@ func TestSamplesAccepted(t *testing.T) {
 		if filepath.Base(file) == "kustomization.yaml" {
 			continue
 		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reader := utilyaml.NewYAMLReader(bufioReader(data))
-		for {
-			doc, err := reader.Read()
-			if err != nil {
-				break
-			}
-			if len(bytes.TrimSpace(doc)) == 0 {
-				continue
-			}
-			obj := decode(t, string(doc))
-			obj.SetNamespace(ns)
-			if err := k8s.Create(context.Background(), obj); err != nil {
-				t.Errorf("%s %s/%s rejected: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
-			}
-			kinds[obj.GetKind()]++
-		}
+		applySamples(t, ns, file, kinds)
 	}
 	for _, kind := range []string{"Partner", "Catalog", "ApiKey", "Wallet"} {
 		if kinds[kind] == 0 {
@@ -134,6 +115,31 @@ func TestSamplesAccepted(t *testing.T) {
 	}
 	if !found {
 		t.Error("discountPercentage 7.5 did not round-trip")
+	}
+}
+
+// applySamples creates every document of file in namespace ns and counts them by kind.
+func applySamples(t *testing.T, ns, file string, kinds map[string]int) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := reader.Read()
+		if err != nil {
+			break
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj := decode(t, string(doc))
+		obj.SetNamespace(ns)
+		if err := k8s.Create(context.Background(), obj); err != nil {
+			t.Errorf("%s %s/%s rejected: %v", filepath.Base(file), obj.GetKind(), obj.GetName(), err)
+		}
+		kinds[obj.GetKind()]++
 	}
 }
 

@@ -39,39 +39,83 @@ type issuedKey struct {
 // Provision applies the manifests through the provisioning package, in dependency order
 // (catalogs, partners, keys, wallets), and returns the credentials of the keys they ask for.
 // baseURLs maps environment to the API's address ("http://127.0.0.1:8080").
-func Provision(ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string) (*Credentials, []string, error) {
-	var warnings []string
+func Provision(
+	ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string,
+) (*Credentials, []string, error) {
+	catalogIDs, err := provisionCatalogs(ctx, prov, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings, err := provisionPartners(ctx, prov, m, catalogIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	creds, err := provisionKeys(ctx, prov, m, stateDir, baseURLs)
+	if err != nil {
+		return nil, nil, err
+	}
+	walletWarnings, err := provisionWallets(ctx, prov, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return creds, append(warnings, walletWarnings...), nil
+}
+
+// provisionCatalogs applies every catalog and returns their IDs by "namespace/name".
+func provisionCatalogs(
+	ctx context.Context, prov *provisioning.Provisioner, m *Manifests,
+) (map[string]uuid.UUID, error) {
 	catalogIDs := map[string]uuid.UUID{}
 	for i := range m.Catalogs {
 		c := &m.Catalogs[i]
-		products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
-		for _, src := range c.Spec.ProductsFrom {
-			data, ok := m.configMapData(c.Namespace, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
-			if !ok {
-				return nil, nil, fmt.Errorf("catalog %s/%s: ConfigMap %s key %s is not among the manifests", c.Namespace, c.Name, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
-			}
-			feed, err := provisioning.ParseProductFeed([]byte(data))
-			if err != nil {
-				return nil, nil, fmt.Errorf("catalog %s/%s: ConfigMap %s: %w", c.Namespace, c.Name, src.ConfigMapRef.Name, err)
-			}
-			products = append(products, feed...)
+		products, err := m.catalogProducts(c)
+		if err != nil {
+			return nil, err
 		}
 		res, err := prov.ApplyCatalog(ctx, c, products)
 		if err != nil {
-			return nil, nil, fmt.Errorf("catalog %s/%s: %w", c.Namespace, c.Name, err)
+			return nil, fmt.Errorf("catalog %s/%s: %w", c.Namespace, c.Name, err)
 		}
 		if len(res.Invalid) > 0 {
-			return nil, nil, fmt.Errorf("catalog %s/%s has invalid products: %v", c.Namespace, c.Name, res.Invalid)
+			return nil, fmt.Errorf("catalog %s/%s has invalid products: %v", c.Namespace, c.Name, res.Invalid)
 		}
 		catalogIDs[c.Namespace+"/"+c.Name] = res.ID
 	}
+	return catalogIDs, nil
+}
+
+// catalogProducts is a catalog's inline products followed by those of the ConfigMaps it names.
+func (m *Manifests) catalogProducts(c *v1alpha1.Catalog) ([]v1alpha1.CatalogProduct, error) {
+	products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
+	for _, src := range c.Spec.ProductsFrom {
+		data, ok := m.configMapData(c.Namespace, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
+		if !ok {
+			return nil, fmt.Errorf("catalog %s/%s: ConfigMap %s key %s is not among the manifests",
+				c.Namespace, c.Name, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
+		}
+		feed, err := provisioning.ParseProductFeed([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("catalog %s/%s: ConfigMap %s: %w", c.Namespace, c.Name, src.ConfigMapRef.Name, err)
+		}
+		products = append(products, feed...)
+	}
+	return products, nil
+}
+
+// provisionPartners applies every partner, with the catalog and webhook secrets it names; a
+// missing catalog or secret is a warning, not an error.
+func provisionPartners(
+	ctx context.Context, prov *provisioning.Provisioner, m *Manifests, catalogIDs map[string]uuid.UUID,
+) ([]string, error) {
+	var warnings []string
 	for i := range m.Partners {
 		p := &m.Partners[i]
 		var catalogID *uuid.UUID
 		if p.Spec.CatalogRef != nil {
 			id, ok := catalogIDs[p.Namespace+"/"+p.Spec.CatalogRef.Name]
 			if !ok {
-				warnings = append(warnings, fmt.Sprintf("partner %s/%s: catalog %s not found; its catalog is empty", p.Namespace, p.Name, p.Spec.CatalogRef.Name))
+				warnings = append(warnings, fmt.Sprintf("partner %s/%s: catalog %s not found; its catalog is empty",
+					p.Namespace, p.Name, p.Spec.CatalogRef.Name))
 			} else {
 				catalogID = &id
 			}
@@ -79,44 +123,45 @@ func Provision(ctx context.Context, prov *provisioning.Provisioner, m *Manifests
 		webhooks, err := provisioning.ResolveWebhooks(&p.Spec, func(ref v1alpha1.SecretKeySelector) ([]byte, bool, error) {
 			secret, ok := m.secretData(p.Namespace, ref.Name, ref.Key)
 			if !ok {
-				warnings = append(warnings, fmt.Sprintf("partner %s/%s: webhook secret %s not among the manifests; its webhook is off",
+				warnings = append(warnings, fmt.Sprintf(
+					"partner %s/%s: webhook secret %s not among the manifests; its webhook is off",
 					p.Namespace, p.Name, ref.Name))
 			}
 			return secret, ok, nil
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
+			return nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		if _, err := prov.ApplyPartner(ctx, p, catalogID, webhooks); err != nil {
-			return nil, nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
+			return nil, fmt.Errorf("partner %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
-	creds, err := provisionKeys(ctx, prov, m, stateDir, baseURLs)
-	if err != nil {
-		return nil, nil, err
-	}
+	return warnings, nil
+}
+
+// provisionWallets applies every wallet; top-ups it cannot apply are warnings.
+func provisionWallets(ctx context.Context, prov *provisioning.Provisioner, m *Manifests) ([]string, error) {
+	var warnings []string
 	for i := range m.Wallets {
 		w := &m.Wallets[i]
 		res, err := prov.ApplyWallet(ctx, w)
 		if err != nil {
-			return nil, nil, fmt.Errorf("wallet %s/%s: %w", w.Namespace, w.Name, err)
+			return nil, fmt.Errorf("wallet %s/%s: %w", w.Namespace, w.Name, err)
 		}
 		for id, why := range res.Invalid {
 			warnings = append(warnings, fmt.Sprintf("wallet %s/%s: top-up %s not applied: %s", w.Namespace, w.Name, id, why))
 		}
 	}
-	return creds, warnings, nil
+	return warnings, nil
 }
 
-func provisionKeys(ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string) (*Credentials, error) {
+func provisionKeys(
+	ctx context.Context, prov *provisioning.Provisioner, m *Manifests, stateDir string, baseURLs map[string]string,
+) (*Credentials, error) {
 	keysPath := filepath.Join(stateDir, "keys.json")
-	issued := map[string]issuedKey{}
-	if raw, err := os.ReadFile(keysPath); err == nil {
-		if err := json.Unmarshal(raw, &issued); err != nil {
-			return nil, fmt.Errorf("read %s: %w", keysPath, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read %s: %w", keysPath, err)
+	issued, err := readIssuedKeys(keysPath)
+	if err != nil {
+		return nil, err
 	}
 	creds := &Credentials{Partners: map[string]map[string]*Endpoint{}}
 	for i := range m.ApiKeys {
@@ -128,44 +173,23 @@ func provisionKeys(ctx context.Context, prov *provisioning.Provisioner, m *Manif
 			kind = string(v1alpha1.ApiKeyTypeAPIKey)
 		}
 		prev, ok := issued[source]
-		reuse := ok && prev.Rotation == k.Spec.Rotation
-		if reuse {
-			// A key revoked meanwhile (or of another environment) is replaced, as the operator does.
-			exists, active, err := prov.KeyState(ctx, prev.Plaintext)
-			if err != nil {
-				return nil, err
-			}
-			keyEnv, _ := auth.ParseKey(prev.Plaintext)
-			reuse = keyEnv == env && (active || !exists)
+		plaintext, err := keyPlaintext(ctx, prov, prev, ok && prev.Rotation == k.Spec.Rotation, env)
+		if err != nil {
+			return nil, err
 		}
-		plaintext := prev.Plaintext
-		if !reuse {
-			var err error
-			if plaintext, err = auth.GenerateKey(env); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := prov.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
-			Environment: env, Kind: kind, Source: source, Rotation: k.Spec.Rotation, Plaintext: plaintext}); err != nil {
+		if _, err := prov.RegisterKey(ctx, provisioning.Key{
+			Namespace:   k.Namespace,
+			Partner:     k.Spec.PartnerRef.Name,
+			Environment: env,
+			Kind:        kind,
+			Source:      source,
+			Rotation:    k.Spec.Rotation,
+			Plaintext:   plaintext,
+		}); err != nil {
 			return nil, fmt.Errorf("api key %s: %w", source, err)
 		}
 		issued[source] = issuedKey{Rotation: k.Spec.Rotation, Plaintext: plaintext}
-
-		partner := k.Namespace + "/" + k.Spec.PartnerRef.Name
-		if creds.Partners[partner] == nil {
-			creds.Partners[partner] = map[string]*Endpoint{}
-		}
-		ep := creds.Partners[partner][env]
-		if ep == nil {
-			base := strings.TrimSuffix(baseURLs[env], "/")
-			ep = &Endpoint{BaseURL: base + "/v2", V1BaseURL: base + "/v1"}
-			creds.Partners[partner][env] = ep
-		}
-		if kind == string(v1alpha1.ApiKeyTypeBearerToken) {
-			ep.V1Token = plaintext
-		} else {
-			ep.APIKey = plaintext
-		}
+		creds.add(k.Namespace+"/"+k.Spec.PartnerRef.Name, env, strings.TrimSuffix(baseURLs[env], "/"), kind, plaintext)
 	}
 	if err := writeJSON(keysPath, issued); err != nil {
 		return nil, err
@@ -174,6 +198,57 @@ func provisionKeys(ctx context.Context, prov *provisioning.Provisioner, m *Manif
 		return nil, err
 	}
 	return creds, nil
+}
+
+// readIssuedKeys reads the keys issued by earlier runs; a missing file means none.
+func readIssuedKeys(keysPath string) (map[string]issuedKey, error) {
+	issued := map[string]issuedKey{}
+	if raw, err := os.ReadFile(keysPath); err == nil {
+		if err := json.Unmarshal(raw, &issued); err != nil {
+			return nil, fmt.Errorf("read %s: %w", keysPath, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", keysPath, err)
+	}
+	return issued, nil
+}
+
+// keyPlaintext keeps the key issued earlier (prev) while it is of the current rotation, and
+// generates a new one otherwise.
+func keyPlaintext(
+	ctx context.Context, prov *provisioning.Provisioner, prev issuedKey, current bool, env string,
+) (string, error) {
+	reuse := current
+	if reuse {
+		// A key revoked meanwhile (or of another environment) is replaced, as the operator does.
+		exists, active, err := prov.KeyState(ctx, prev.Plaintext)
+		if err != nil {
+			return "", err
+		}
+		keyEnv, _ := auth.ParseKey(prev.Plaintext)
+		reuse = keyEnv == env && (active || !exists)
+	}
+	if reuse {
+		return prev.Plaintext, nil
+	}
+	return auth.GenerateKey(env)
+}
+
+// add records a key as the credential of partner's endpoint in env, served at base.
+func (c *Credentials) add(partner, env, base, kind, plaintext string) {
+	if c.Partners[partner] == nil {
+		c.Partners[partner] = map[string]*Endpoint{}
+	}
+	ep := c.Partners[partner][env]
+	if ep == nil {
+		ep = &Endpoint{BaseURL: base + "/v2", V1BaseURL: base + "/v1"}
+		c.Partners[partner][env] = ep
+	}
+	if kind == string(v1alpha1.ApiKeyTypeBearerToken) {
+		ep.V1Token = plaintext
+	} else {
+		ep.APIKey = plaintext
+	}
 }
 
 // writeJSON writes a file readable by its owner only: it holds plaintext keys.

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -97,59 +99,58 @@ func build(raw []byte, base string) (pageAPI, error) {
 		return pageAPI{}, fmt.Errorf("parse OpenAPI document: %w", err)
 	}
 	api := pageAPI{Title: d.Info.Title, Version: d.Info.Version, Description: d.Info.Description, Base: base}
-	paths := make([]string, 0, len(d.Paths))
-	for p := range d.Paths {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
 	seenErrors := map[string]bool{}
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(d.Paths)) {
 		for method, op := range d.Paths[p] {
-			po := pageOp{Method: strings.ToUpper(method), Path: base + p, Anchor: op.OperationID, Summary: op.Summary, Description: op.Description}
-			for _, prm := range op.Parameters {
-				var s struct{ Type any }
-				_ = json.Unmarshal(prm.Schema, &s)
-				req := ""
-				if prm.Required {
-					req = " (required)"
-				}
-				po.Params = append(po.Params, pageParam{Name: prm.Name, In: prm.In + req, Type: fmt.Sprint(s.Type), Description: prm.Description})
-			}
-			if op.RequestBody != nil {
-				if c, ok := op.RequestBody.Content["application/json"]; ok {
-					po.RequestSchema, po.RequestExample = pretty(c.Schema), pretty(c.Example)
-				}
-			}
-			codes := make([]string, 0, len(op.Responses))
-			for code := range op.Responses {
-				codes = append(codes, code)
-			}
-			sort.Strings(codes)
-			for _, code := range codes {
-				r := op.Responses[code]
-				pr := pageResponse{Status: code, Description: r.Description}
-				if c, ok := r.Content["application/json"]; ok {
-					pr.Schema, pr.Example = pretty(c.Schema), pretty(c.Example)
-				}
-				po.Responses = append(po.Responses, pr)
-				if code >= "400" && pr.Example != "" && !seenErrors[pr.Example] {
-					seenErrors[pr.Example] = true
-					api.Errors = append(api.Errors, pageResponse{Status: code, Description: r.Description, Example: pr.Example})
-				}
-			}
+			po := buildOp(strings.ToUpper(method), base+p, op)
 			api.Ops = append(api.Ops, po)
+			// The first operation to show an error body makes it an example of the Errors section.
+			for _, pr := range po.Responses {
+				if pr.Status >= "400" && pr.Example != "" && !seenErrors[pr.Example] {
+					seenErrors[pr.Example] = true
+					api.Errors = append(api.Errors, pageResponse{Status: pr.Status, Description: pr.Description, Example: pr.Example})
+				}
+			}
 		}
 	}
 	sort.SliceStable(api.Ops, func(i, j int) bool { return api.Ops[i].Path < api.Ops[j].Path })
-	names := make([]string, 0, len(d.Components.Schemas))
-	for n := range d.Components.Schemas {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(d.Components.Schemas)) {
 		api.Schemas = append(api.Schemas, pageSchema{Name: n, JSON: pretty(d.Components.Schemas[n])})
 	}
 	return api, nil
+}
+
+// buildOp is one operation as the page shows it, responses in order of status.
+func buildOp(method, path string, op operation) pageOp {
+	po := pageOp{Method: method, Path: path, Anchor: op.OperationID, Summary: op.Summary, Description: op.Description}
+	for _, prm := range op.Parameters {
+		var s struct{ Type any }
+		_ = json.Unmarshal(prm.Schema, &s)
+		req := ""
+		if prm.Required {
+			req = " (required)"
+		}
+		po.Params = append(po.Params, pageParam{
+			Name:        prm.Name,
+			In:          prm.In + req,
+			Type:        fmt.Sprint(s.Type),
+			Description: prm.Description,
+		})
+	}
+	if op.RequestBody != nil {
+		if c, ok := op.RequestBody.Content["application/json"]; ok {
+			po.RequestSchema, po.RequestExample = pretty(c.Schema), pretty(c.Example)
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(op.Responses)) {
+		r := op.Responses[code]
+		pr := pageResponse{Status: code, Description: r.Description}
+		if c, ok := r.Content["application/json"]; ok {
+			pr.Schema, pr.Example = pretty(c.Schema), pretty(c.Example)
+		}
+		po.Responses = append(po.Responses, pr)
+	}
+	return po
 }
 
 var page = template.Must(template.New("docs").Parse(`<!doctype html>

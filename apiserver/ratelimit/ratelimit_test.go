@@ -23,41 +23,46 @@ func backends(t *testing.T) map[string]Limiter {
 
 func TestWindowSemantics(t *testing.T) {
 	for name, l := range backends(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			key := t.Name() + time.Now().String()
-			// A window in the near future: Redis expires keys of windows already over.
-			now := time.Now().Truncate(time.Minute).Add(time.Hour + 30*time.Second)
-			reset := now.Truncate(time.Minute).Add(time.Minute)
-			for i := 1; i <= 3; i++ {
-				d, err := l.Allow(ctx, key, 3, now)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !d.Allowed || d.Remaining != 3-i || d.Limit != 3 || !d.Reset.Equal(reset) {
-					t.Fatalf("request %d: %+v", i, d)
-				}
-			}
-			d, _ := l.Allow(ctx, key, 3, now.Add(20*time.Second))
-			if d.Allowed || d.Remaining != 0 {
-				t.Fatalf("4th request allowed: %+v", d)
-			}
-			if got := d.RetryAfter(now.Add(20 * time.Second)); got != 10 {
-				t.Fatalf("RetryAfter = %d, want 10", got)
-			}
-			want := [3]Header{{"X-RateLimit-Limit", 3}, {"X-RateLimit-Remaining", 0}, {"X-RateLimit-Reset", reset.Unix()}}
-			if h := d.Headers(); h != want {
-				t.Fatalf("headers %v, want %v", h, want)
-			}
-			d, _ = l.Allow(ctx, key, 3, reset)
-			if !d.Allowed || d.Remaining != 2 {
-				t.Fatalf("new window: %+v", d)
-			}
-			other, _ := l.Allow(ctx, key+"-other", 3, now)
-			if !other.Allowed || other.Remaining != 2 {
-				t.Fatalf("keys not independent: %+v", other)
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkWindowSemantics(t, l) })
+	}
+}
+
+// checkWindowSemantics checks that l allows the limit within a window, refuses and answers the
+// request after it, starts afresh in the next window and counts keys apart.
+func checkWindowSemantics(t *testing.T, l Limiter) {
+	t.Helper()
+	ctx := context.Background()
+	key := t.Name() + time.Now().String()
+	// A window in the near future: Redis expires keys of windows already over.
+	now := time.Now().Truncate(time.Minute).Add(time.Hour + 30*time.Second)
+	reset := now.Truncate(time.Minute).Add(time.Minute)
+	for i := 1; i <= 3; i++ {
+		d, err := l.Allow(ctx, key, 3, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.Remaining != 3-i || d.Limit != 3 || !d.Reset.Equal(reset) {
+			t.Fatalf("request %d: %+v", i, d)
+		}
+	}
+	d, _ := l.Allow(ctx, key, 3, now.Add(20*time.Second))
+	if d.Allowed || d.Remaining != 0 {
+		t.Fatalf("4th request allowed: %+v", d)
+	}
+	if got := d.RetryAfter(now.Add(20 * time.Second)); got != 10 {
+		t.Fatalf("RetryAfter = %d, want 10", got)
+	}
+	want := [3]Header{{"X-RateLimit-Limit", 3}, {"X-RateLimit-Remaining", 0}, {"X-RateLimit-Reset", reset.Unix()}}
+	if h := d.Headers(); h != want {
+		t.Fatalf("headers %v, want %v", h, want)
+	}
+	d, _ = l.Allow(ctx, key, 3, reset)
+	if !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("new window: %+v", d)
+	}
+	other, _ := l.Allow(ctx, key+"-other", 3, now)
+	if !other.Allowed || other.Remaining != 2 {
+		t.Fatalf("keys not independent: %+v", other)
 	}
 }
 

@@ -118,7 +118,9 @@ func (ch *churn) editedSince(t time.Time) bool {
 }
 
 // checkResults asserts what every answer must be and computes the phases' figures.
-func (ch *churn) checkResults(results []result, orders map[string]*order, durations map[int]time.Duration, f *findings) (map[int]*phaseStats, map[string]int) {
+func (ch *churn) checkResults(
+	results []result, orders map[string]*order, durations map[int]time.Duration, f *findings,
+) (map[int]*phaseStats, map[string]int) {
 	stats := map[int]*phaseStats{}
 	for phase, d := range durations {
 		stats[phase] = &phaseStats{duration: d, statuses: map[string]int{}}
@@ -132,63 +134,12 @@ func (ch *churn) checkResults(results []result, orders map[string]*order, durati
 		if s == nil {
 			continue
 		}
-		s.requests++
-		if s.from.IsZero() || r.start.Before(s.from) {
-			s.from = r.start
-		}
-		if end := r.start.Add(r.dur); end.After(s.to) {
-			s.to = end
-		}
 		affected := killAffected(r)
-		label := fmt.Sprintf("%d", r.status)
-		if r.status == 0 {
-			label = "no answer"
-		}
-		s.statuses[label]++
+		s.record(r, affected)
 		if affected {
-			s.killAffected++
-		} else {
-			s.latencies = append(s.latencies, r.dur)
-		}
-		if r.op == opOrder && r.status == http.StatusAccepted {
-			s.accepted++
-		}
-		where := fmt.Sprintf("%s %s %s on %s at %s", r.op, partnerName(r.partner), r.env, r.replica.name, r.start.Format("15:04:05.000"))
-		if r.status >= 500 {
-			s.fiveXX++
-		}
-		switch {
-		case affected:
-			continue
-		case r.status == 0:
-			f.add("no answer outside a replica kill", "%s: %s", where, r.err)
-			continue
-		case r.status >= 500:
-			f.add(fmt.Sprintf("%d %s", r.status, r.message), "%s (%s)", where, r.code)
-		}
-		// The issue's bound holds outside the killed replica: once killed, a replica restarts cold
-		// (new process, empty caches) and its answers are exempt from the bound, not from the
-		// other checks.
-		if r.dur > latencyLimit && !r.replica.killedBefore(r.start) {
-			f.add("slower than 1 s outside the killed replica", "%s: %s, %d (%s after %s started; load average %.1f)", where,
-				r.dur.Round(time.Millisecond), r.status, r.replica.age(r.start).Round(100*time.Millisecond), r.replica.name, ch.machine.at(r.start))
-		}
-		if !r.rateHeaders {
-			f.add("answer without X-RateLimit-* headers", "%s: %d %s", where, r.status, r.message)
-		}
-		if r.partner == limited && r.env == store.EnvironmentProduction && r.status != http.StatusTooManyRequests && r.op != opProbe {
-			allowed[r.reset]++
-		}
-		if r.status >= 400 && r.status < 500 {
-			why := ch.explained(r)
-			if why == "" {
-				f.add(fmt.Sprintf("unexplained %d %s", r.status, r.message), "%s (%s)", where, r.code)
-				continue
-			}
-			reasons[fmt.Sprintf("%d %s", r.status, why)]++
 			continue
 		}
-		ch.checkAnswer(r, orders, where, f)
+		ch.checkResult(r, orders, f, reasons, allowed)
 	}
 	for reset, n := range allowed {
 		if n > limitedPerMin {
@@ -200,6 +151,76 @@ func (ch *churn) checkResults(results []result, orders map[string]*order, durati
 		slices.Sort(s.latencies)
 	}
 	return stats, reasons
+}
+
+// record counts r in the phase's figures; the latency of a request affected by a kill is left
+// out.
+func (s *phaseStats) record(r *result, affected bool) {
+	s.requests++
+	if s.from.IsZero() || r.start.Before(s.from) {
+		s.from = r.start
+	}
+	if end := r.start.Add(r.dur); end.After(s.to) {
+		s.to = end
+	}
+	label := fmt.Sprintf("%d", r.status)
+	if r.status == 0 {
+		label = "no answer"
+	}
+	s.statuses[label]++
+	if affected {
+		s.killAffected++
+	} else {
+		s.latencies = append(s.latencies, r.dur)
+	}
+	if r.op == opOrder && r.status == http.StatusAccepted {
+		s.accepted++
+	}
+	if r.status >= 500 {
+		s.fiveXX++
+	}
+}
+
+// checkResult asserts what an answer not affected by a kill must be. It counts the reasons of
+// expected refusals in reasons, and the limited partner's allowed requests per window in
+// allowed.
+func (ch *churn) checkResult(
+	r *result, orders map[string]*order, f *findings, reasons map[string]int, allowed map[int64]int,
+) {
+	where := fmt.Sprintf("%s %s %s on %s at %s",
+		r.op, partnerName(r.partner), r.env, r.replica.name, r.start.Format("15:04:05.000"))
+	switch {
+	case r.status == 0:
+		f.add("no answer outside a replica kill", "%s: %s", where, r.err)
+		return
+	case r.status >= 500:
+		f.add(fmt.Sprintf("%d %s", r.status, r.message), "%s (%s)", where, r.code)
+	}
+	// The issue's bound holds outside the killed replica: once killed, a replica restarts cold
+	// (new process, empty caches) and its answers are exempt from the bound, not from the
+	// other checks.
+	if r.dur > latencyLimit && !r.replica.killedBefore(r.start) {
+		f.add("slower than 1 s outside the killed replica",
+			"%s: %s, %d (%s after %s started; load average %.1f)", where, r.dur.Round(time.Millisecond), r.status,
+			r.replica.age(r.start).Round(100*time.Millisecond), r.replica.name, ch.machine.at(r.start))
+	}
+	if !r.rateHeaders {
+		f.add("answer without X-RateLimit-* headers", "%s: %d %s", where, r.status, r.message)
+	}
+	if r.partner == limited && r.env == store.EnvironmentProduction && r.status != http.StatusTooManyRequests &&
+		r.op != opProbe {
+		allowed[r.reset]++
+	}
+	if r.status >= 400 && r.status < 500 {
+		why := ch.explained(r)
+		if why == "" {
+			f.add(fmt.Sprintf("unexplained %d %s", r.status, r.message), "%s (%s)", where, r.code)
+			return
+		}
+		reasons[fmt.Sprintf("%d %s", r.status, why)]++
+		return
+	}
+	ch.checkAnswer(r, orders, where, f)
 }
 
 // checkAnswer asserts the 2xx semantics of each operation.
@@ -262,7 +283,9 @@ func (c *cluster) waitTerminal(ctx context.Context, limit time.Duration) (time.D
 // checkOrders asserts that every acknowledged order exists once with its id, and that every
 // order is terminal and was debited once, refunded exactly its undelivered value, and delivered
 // the codes it says.
-func (c *cluster) checkOrders(ctx context.Context, partners []*partner, sent map[string]*order, f *findings) (map[string]int, error) {
+func (c *cluster) checkOrders(
+	ctx context.Context, partners []*partner, sent map[string]*order, f *findings,
+) (map[string]int, error) {
 	var rows []orderRow
 	if err := c.db.Gorm.WithContext(ctx).Raw(ordersSQL).Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
@@ -278,36 +301,53 @@ func (c *cluster) checkOrders(ctx context.Context, partners []*partner, sent map
 	for _, o := range rows {
 		byStatus[o.Status]++
 		inDB[owner[o.AccountID]+" "+o.ExternalOrderCode] = o
-		where := fmt.Sprintf("order %s (%s, %s)", o.ExternalOrderCode, owner[o.AccountID], o.ID)
-		if o.Status == store.OrderProcessing {
-			f.add("order not terminal", "%s", where)
-			continue
-		}
-		if o.DebitedAmount != o.TotalPrice || o.Debits != 1 || o.DebitSum != -o.DebitedAmount {
-			f.add("order not debited exactly once", "%s: total %d, debited %d, %d debit entries summing to %d",
-				where, o.TotalPrice, o.DebitedAmount, o.Debits, o.DebitSum)
-		}
-		wantRefund := min(o.UndeliveredValue, o.DebitedAmount)
-		wantRefunds := int64(0)
-		if wantRefund > 0 {
-			wantRefunds = 1
-		}
-		if o.RefundedAmount != wantRefund || o.Refunds != wantRefunds || o.RefundSum != wantRefund {
-			f.add("undelivered units not refunded exactly once", "%s: undelivered value %d, refunded %d, %d refund entries summing to %d",
-				where, o.UndeliveredValue, o.RefundedAmount, o.Refunds, o.RefundSum)
-		}
-		wantStatus := store.OrderPartiallyCompleted
-		switch o.CodesDelivered {
-		case o.TotalQuantity:
-			wantStatus = store.OrderCompleted
-		case 0:
-			wantStatus = store.OrderFailed
-		}
-		if o.Delivered != o.CodesDelivered || o.Status != wantStatus {
-			f.add("order status disagrees with its codes", "%s: %s, delivered %d, %d codes of %d units",
-				where, o.Status, o.Delivered, o.CodesDelivered, o.TotalQuantity)
-		}
+		checkOrderRow(o, fmt.Sprintf("order %s (%s, %s)", o.ExternalOrderCode, owner[o.AccountID], o.ID), f)
 	}
+	checkAcknowledged(sent, inDB, f)
+	if err := c.checkEntriesAndCodes(ctx, f); err != nil {
+		return nil, err
+	}
+	return byStatus, nil
+}
+
+// checkOrderRow asserts that an order is terminal, was debited once, refunded exactly its
+// undelivered value, and has the status its delivered codes give it.
+func checkOrderRow(o orderRow, where string, f *findings) {
+	if o.Status == store.OrderProcessing {
+		f.add("order not terminal", "%s", where)
+		return
+	}
+	if o.DebitedAmount != o.TotalPrice || o.Debits != 1 || o.DebitSum != -o.DebitedAmount {
+		f.add("order not debited exactly once", "%s: total %d, debited %d, %d debit entries summing to %d",
+			where, o.TotalPrice, o.DebitedAmount, o.Debits, o.DebitSum)
+	}
+	wantRefund := min(o.UndeliveredValue, o.DebitedAmount)
+	wantRefunds := int64(0)
+	if wantRefund > 0 {
+		wantRefunds = 1
+	}
+	if o.RefundedAmount != wantRefund || o.Refunds != wantRefunds || o.RefundSum != wantRefund {
+		f.add("undelivered units not refunded exactly once",
+			"%s: undelivered value %d, refunded %d, %d refund entries summing to %d",
+			where, o.UndeliveredValue, o.RefundedAmount, o.Refunds, o.RefundSum)
+	}
+	wantStatus := store.OrderPartiallyCompleted
+	switch o.CodesDelivered {
+	case o.TotalQuantity:
+		wantStatus = store.OrderCompleted
+	case 0:
+		wantStatus = store.OrderFailed
+	}
+	if o.Delivered != o.CodesDelivered || o.Status != wantStatus {
+		f.add("order status disagrees with its codes", "%s: %s, delivered %d, %d codes of %d units",
+			where, o.Status, o.Delivered, o.CodesDelivered, o.TotalQuantity)
+	}
+}
+
+// checkAcknowledged asserts that every order answered with an id is stored with that id, and
+// that no order never acknowledged was stored. inDB holds the stored orders by
+// "partner environment externalOrderCode".
+func checkAcknowledged(sent map[string]*order, inDB map[string]orderRow, f *findings) {
 	for code, o := range sent {
 		row, ok := inDB[partnerName(o.partner)+" "+o.env+" "+code]
 		switch {
@@ -318,29 +358,39 @@ func (c *cluster) checkOrders(ctx context.Context, partners []*partner, sent map
 		case o.orderID == "" && ok:
 			// Placed without an acknowledgement: only a request that got no answer, or a 5xx, may
 			// leave that behind, and a retry would have been answered 200 replayed.
-			f.add("order placed although never acknowledged", "%s (%s %s): answers %v", code, partnerName(o.partner), o.env, o.answers)
+			f.add("order placed although never acknowledged", "%s (%s %s): answers %v",
+				code, partnerName(o.partner), o.env, o.answers)
 		}
 	}
+}
+
+// checkEntriesAndCodes asserts that every debit and refund belongs to an order, and that no code
+// was delivered twice.
+func (c *cluster) checkEntriesAndCodes(ctx context.Context, f *findings) error {
 	var orphans []struct{ Kind, Reference string }
-	err := c.db.Gorm.WithContext(ctx).Raw(`SELECT e.kind, e.reference FROM wallet_entries e WHERE e.kind IN ('order_debit', 'refund')
-		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`).Scan(&orphans).Error
+	err := c.db.Gorm.WithContext(ctx).Raw(`SELECT e.kind, e.reference FROM wallet_entries e
+		WHERE e.kind IN ('order_debit', 'refund')
+		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`).
+		Scan(&orphans).Error
 	if err != nil {
-		return nil, fmt.Errorf("read orphan entries: %w", err)
+		return fmt.Errorf("read orphan entries: %w", err)
 	}
 	for _, o := range orphans {
 		f.add("ledger entry without its order", "%s %s", o.Kind, o.Reference)
 	}
 	var codes struct{ Total, Distinct, Reused int64 }
 	err = c.db.Gorm.WithContext(ctx).Raw(`SELECT count(*) AS total, count(DISTINCT digest) AS distinct,
-		(SELECT count(*) FROM (SELECT stock_id FROM delivered_codes WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1) s) AS reused
+		(SELECT count(*) FROM (SELECT stock_id FROM delivered_codes WHERE stock_id IS NOT NULL
+			GROUP BY stock_id HAVING count(*) > 1) s) AS reused
 		FROM delivered_codes`).Scan(&codes).Error
 	if err != nil {
-		return nil, fmt.Errorf("read delivered codes: %w", err)
+		return fmt.Errorf("read delivered codes: %w", err)
 	}
 	if codes.Total != codes.Distinct || codes.Reused != 0 {
-		f.add("code delivered twice", "%d codes delivered, %d distinct, %d stock rows delivered more than once", codes.Total, codes.Distinct, codes.Reused)
+		f.add("code delivered twice", "%d codes delivered, %d distinct, %d stock rows delivered more than once",
+			codes.Total, codes.Distinct, codes.Reused)
 	}
-	return byStatus, nil
+	return nil
 }
 
 // checkLedger asserts, for every wallet, that the ledger sums to the balance and that every

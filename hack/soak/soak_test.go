@@ -55,27 +55,11 @@ func TestSoak(t *testing.T) {
 	go machine.run(ctx)
 
 	c := newCluster(t)
-	prodA, err := c.startServe(ctx, "production-a", store.EnvironmentProduction)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prodB, err := c.startServe(ctx, "production-b", store.EnvironmentProduction)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sandbox, err := c.startServe(ctx, "sandbox", store.EnvironmentSandbox)
-	if err != nil {
-		t.Fatal(err)
-	}
+	prodA := startReplica(ctx, t, c, "production-a", store.EnvironmentProduction)
+	prodB := startReplica(ctx, t, c, "production-b", store.EnvironmentProduction)
+	sandbox := startReplica(ctx, t, c, "sandbox", store.EnvironmentSandbox)
 	startOperator := func() (*process, error) { return c.startOperator(ctx, prodA.base+"/v2", sandbox.base+"/v2") }
-	for range 2 {
-		if _, err := startOperator(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.waitLeader(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startTwoOperators(ctx, t, c, startOperator)
 	partners, err := c.onboard(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +71,8 @@ func TestSoak(t *testing.T) {
 		}
 		t.Logf("%s", out)
 	}
-	t.Logf("topology up and %d partners onboarded through the Kubernetes API in %s", len(partners), time.Since(began).Round(time.Millisecond))
+	t.Logf("topology up and %d partners onboarded through the Kubernetes API in %s",
+		len(partners), time.Since(began).Round(time.Millisecond))
 
 	l := newLoad(partners, []*replica{prodA, prodB}, sandbox, workers)
 	durations := map[int]time.Duration{}
@@ -120,14 +105,7 @@ func TestSoak(t *testing.T) {
 	baseline := duration / 4
 	drained := withoutOperators(phaseBefore, baseline)
 
-	for range 2 {
-		if _, err := startOperator(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.waitLeader(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	startTwoOperators(ctx, t, c, startOperator)
 	ch := &churn{c: c, l: l, start: startOperator, duration: duration, machine: machine, churned: map[string]bool{}}
 	before := c.cpuByRole()
 	requestsBefore := c.apiserverRequests(ctx)
@@ -152,13 +130,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	for i := range partners {
-		for _, env := range environments {
-			if err := c.waitWallet(ctx, keyName(i, env), int32(1+ch.topUps)); err != nil { //nolint:gosec // a handful
-				f.add("top-ups not all applied", "%v", err)
-			}
-		}
-	}
+	c.checkTopUpsApplied(ctx, len(partners), ch.topUps, f)
 	t.Logf("operator reconciles (running operators): wallet %.0f, apikey %.0f, partner %.0f, catalog %.0f",
 		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="wallet"`),
 		c.metricSum(ctx, "controller_runtime_reconcile_total", `controller="apikey"`),
@@ -193,6 +165,41 @@ func TestSoak(t *testing.T) {
 	if lines := f.report(); len(lines) > 0 {
 		t.Errorf("the topology did not hold:\n%s", strings.Join(lines, "\n"))
 		logTails(t, c)
+	}
+}
+
+// startReplica starts an API replica serving environment.
+func startReplica(ctx context.Context, t *testing.T, c *cluster, name, environment string) *replica {
+	t.Helper()
+	r, err := c.startServe(ctx, name, environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// startTwoOperators starts two operator processes with start and waits for one to lead.
+func startTwoOperators(ctx context.Context, t *testing.T, c *cluster, start func() (*process, error)) {
+	t.Helper()
+	for range 2 {
+		if _, err := start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.waitLeader(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkTopUpsApplied waits until every wallet of the first n partners is Ready with its
+// onboarding top-up and the churn's topUps applied.
+func (c *cluster) checkTopUpsApplied(ctx context.Context, n, topUps int, f *findings) {
+	for i := range n {
+		for _, env := range environments {
+			if err := c.waitWallet(ctx, keyName(i, env), int32(1+topUps)); err != nil { //nolint:gosec // a handful
+				f.add("top-ups not all applied", "%v", err)
+			}
+		}
 	}
 }
 
