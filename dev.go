@@ -43,7 +43,8 @@ provisioned the way the operator would; the keys they ask for are written to
 	}
 	f := cmd.Flags()
 	databaseURLFlag(cmd, &databaseURL)
-	f.StringVar(&manifests, "manifests", "config/samples", "directory of Partner, Catalog, ApiKey and Wallet manifests to provision")
+	f.StringVar(&manifests, "manifests", "config/samples",
+		"directory of Partner, Catalog, ApiKey and Wallet manifests to provision")
 	f.StringVar(&stateDir, "state-dir", ".codeport", "directory for the embedded database, keys and credentials.json")
 	f.StringVar(&productionAddr, "production-addr", "127.0.0.1:8080", "listen address of the production API")
 	f.StringVar(&sandboxAddr, "sandbox-addr", "127.0.0.1:8081", "listen address of the sandbox API")
@@ -184,10 +185,13 @@ func devCipher(stateDir string) (*codes.Cipher, error) {
 	return loadCipher(string(raw))
 }
 
-func printDevBanner(out io.Writer, baseURLs map[string]string, creds *devenv.Credentials, m *devenv.Manifests, credsPath string) {
+func printDevBanner(
+	out io.Writer, baseURLs map[string]string, creds *devenv.Credentials, m *devenv.Manifests, credsPath string,
+) {
 	fmt.Fprintf(out, "codeport dev: production API %s/v2, sandbox API %s/v2 (legacy /v1 on both)\n",
 		baseURLs[store.EnvironmentProduction], baseURLs[store.EnvironmentSandbox])
-	fmt.Fprintf(out, "codeport dev: provisioned %d partner(s), %d catalog(s), %d key(s), %d wallet(s); credentials in %s\n",
+	fmt.Fprintf(out,
+		"codeport dev: provisioned %d partner(s), %d catalog(s), %d key(s), %d wallet(s); credentials in %s\n",
 		len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets), credsPath)
 	partners := make([]string, 0, len(creds.Partners))
 	for p := range creds.Partners {
@@ -196,7 +200,8 @@ func printDevBanner(out io.Writer, baseURLs map[string]string, creds *devenv.Cre
 	sort.Strings(partners)
 	for _, p := range partners {
 		if ep := creds.Partners[p][store.EnvironmentSandbox]; ep != nil && ep.APIKey != "" {
-			fmt.Fprintf(out, "codeport dev: try it (%s, sandbox):\n  curl -s -H 'x-api-key: %s' '%s/catalog/products?take=5'\n", p, ep.APIKey, ep.BaseURL)
+			fmt.Fprintf(out, "codeport dev: try it (%s, sandbox):\n"+
+				"  curl -s -H 'x-api-key: %s' '%s/catalog/products?take=5'\n", p, ep.APIKey, ep.BaseURL)
 			break
 		}
 	}

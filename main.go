@@ -41,7 +41,8 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(), newOperatorCommand())
+	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(),
+		newOperatorCommand())
 	return root
 }
 
@@ -51,7 +52,8 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the codeport version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "codeport %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "codeport %s (%s, %s/%s)\n",
+				version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

@@ -26,9 +26,10 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		databaseURL, codesKey, metricsAddr, probeAddr, kubeconfig, sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
-		leaderElect, secureMetrics, cacheAllSecrets                                                                           bool
-		leaseDuration, renewDeadline, retryPeriod                                                                             time.Duration
+		databaseURL, codesKey, metricsAddr, probeAddr, kubeconfig  string
+		sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
+		leaderElect, secureMetrics, cacheAllSecrets                bool
+		leaseDuration, renewDeadline, retryPeriod                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -90,9 +91,13 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				return err
 			}
 			defer db.Close()
-			err = controllers.Setup(mgr, controllers.Options{Provisioner: provisioning.New(db, cipher), Metrics: crmetrics.Registry, BaseURLs: map[string]string{
-				store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
-			}})
+			err = controllers.Setup(mgr, controllers.Options{
+				Provisioner: provisioning.New(db, cipher),
+				Metrics:     crmetrics.Registry,
+				BaseURLs: map[string]string{
+					store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
+				},
+			})
 			if err != nil {
 				return err
 			}
@@ -114,15 +119,20 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 		"how long a leader's lease lasts without renewal: the longest a SIGKILLed leader delays its successor")
 	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
 		"how long the leader keeps trying to renew before it gives up leadership (less than the lease duration)")
-	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often candidates try to acquire or renew the lease")
-	f.BoolVar(&cacheAllSecrets, "cache-all-secrets", false, "benchmark baseline only: cache every Secret and ConfigMap of the cluster in full")
+	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"how often candidates try to acquire or renew the lease")
+	f.BoolVar(&cacheAllSecrets, "cache-all-secrets", false,
+		"benchmark baseline only: cache every Secret and ConfigMap of the cluster in full")
 	_ = f.MarkHidden("cache-all-secrets")
 	f.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"namespace of the leader-election Lease (default: the pod's own namespace; required outside a cluster)")
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (\"0\" disables it)")
-	f.BoolVar(&secureMetrics, "metrics-secure", true, "serve metrics over HTTPS, authenticated and authorised by the API server")
+	f.BoolVar(&secureMetrics, "metrics-secure", true,
+		"serve metrics over HTTPS, authenticated and authorised by the API server")
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	f.StringVar(&sandboxBaseURL, "sandbox-base-url", "", "sandbox API base URL written into key Secrets (baseUrl), e.g. https://sandbox.api.example/v2")
-	f.StringVar(&productionBaseURL, "production-base-url", "", "production API base URL written into key Secrets (baseUrl)")
+	f.StringVar(&sandboxBaseURL, "sandbox-base-url", "",
+		"sandbox API base URL written into key Secrets (baseUrl), e.g. https://sandbox.api.example/v2")
+	f.StringVar(&productionBaseURL, "production-base-url", "",
+		"production API base URL written into key Secrets (baseUrl)")
 	return cmd
 }

@@ -24,11 +24,12 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var (
-		environment, addr, metricsAddr, otlpEndpoint, databaseURL, redisURL, trustedProxies, codesKey, smtpURL, smtpFrom string
-		workers, profiling, webhooksToPrivate                                                                            bool
-		concurrency                                                                                                      int
-		maxConns, minIdleConns                                                                                           int32
-		rescueAfter                                                                                                      time.Duration
+		environment, addr, metricsAddr, otlpEndpoint, databaseURL string
+		redisURL, trustedProxies, codesKey, smtpURL, smtpFrom     string
+		workers, profiling, webhooksToPrivate                     bool
+		concurrency                                               int
+		maxConns, minIdleConns                                    int32
+		rescueAfter                                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -69,7 +70,11 @@ requests and running fulfilment jobs finish, then exits.`,
 				defer cancel()
 				_ = stopTracing(flushCtx)
 			}()
-			db, err := store.Open(ctx, databaseURL, store.Options{Tracing: tracing, MaxConns: maxConns, MinIdleConns: minIdleConns})
+			db, err := store.Open(ctx, databaseURL, store.Options{
+				Tracing:      tracing,
+				MaxConns:     maxConns,
+				MinIdleConns: minIdleConns,
+			})
 			if err != nil {
 				return err
 			}
@@ -109,12 +114,15 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&environment, "environment", "", "environment served: production or sandbox (required)")
 	f.StringVar(&addr, "addr", ":8080", "listen address, HOST:PORT")
 	f.StringVar(&otlpEndpoint, "otlp-endpoint", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
-		"base URL of an OTLP/HTTP collector, e.g. http://otel-collector:4318; spans go to its /v1/traces (default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
-	f.StringVar(&metricsAddr, "metrics-addr", ":9090", "Prometheus /metrics listen address, apart from the API (\"\" disables it)")
+		"base URL of an OTLP/HTTP collector, e.g. http://otel-collector:4318; spans go to its /v1/traces "+
+			"(default $OTEL_EXPORTER_OTLP_ENDPOINT; unset: tracing off)")
+	f.StringVar(&metricsAddr, "metrics-addr", ":9090",
+		"Prometheus /metrics listen address, apart from the API (\"\" disables it)")
 	f.BoolVar(&profiling, "pprof", false, "also serve Go's pprof profiles (/debug/pprof/) on the metrics address")
 	databaseURLFlag(cmd, &databaseURL)
 	f.Int32Var(&maxConns, "database-max-conns", 0,
-		fmt.Sprintf("database connections of this process (default: pool_max_conns of the URL, else %d)", store.DefaultMaxConns))
+		fmt.Sprintf("database connections of this process (default: pool_max_conns of the URL, else %d)",
+			store.DefaultMaxConns))
 	f.Int32Var(&minIdleConns, "database-min-idle-conns", 8,
 		"idle database connections kept open, and opened before the API starts listening")
 	credentialFlag(f, &redisURL, "redis-url", "CODEPORT_REDIS_URL",
@@ -124,7 +132,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	codesKeyFlag(f, &codesKey)
 	smtpFlags(f, &smtpURL, &smtpFrom)
 	f.BoolVar(&webhooksToPrivate, "webhook-allow-private-networks", false,
-		"deliver webhooks to loopback, link-local and private (cluster-internal) addresses too; off, a partner's webhook URL cannot reach the service's own network")
+		"deliver webhooks to loopback, link-local and private (cluster-internal) addresses too; "+
+			"off, a partner's webhook URL cannot reach the service's own network")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
@@ -135,14 +144,17 @@ requests and running fulfilment jobs finish, then exits.`,
 // codesKeyFlag binds --codes-key, defaulting to $CODEPORT_CODES_KEY.
 func codesKeyFlag(f *pflag.FlagSet, target *string) {
 	credentialFlag(f, target, "codes-key", "CODEPORT_CODES_KEY",
-		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest (default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
+		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest "+
+			"(default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
 }
 
 // smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
 func smtpFlags(f *pflag.FlagSet, url, from *string) {
 	credentialFlag(f, url, "smtp-url", "CODEPORT_SMTP_URL",
-		"SMTP server for low-balance e-mails: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://host:465 (default $CODEPORT_SMTP_URL; unset: no e-mails)")
-	f.StringVar(from, "smtp-from", envOr("CODEPORT_SMTP_FROM", "codeport@localhost"), "sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM)")
+		"SMTP server for low-balance e-mails: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://host:465 "+
+			"(default $CODEPORT_SMTP_URL; unset: no e-mails)")
+	f.StringVar(from, "smtp-from", envOr("CODEPORT_SMTP_FROM", "codeport@localhost"),
+		"sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM)")
 }
 
 func envOr(key, fallback string) string {
@@ -154,7 +166,8 @@ func envOr(key, fallback string) string {
 
 func loadCipher(key string) (*codes.Cipher, error) {
 	if strings.TrimSpace(key) == "" {
-		return nil, errors.New("--codes-key (or CODEPORT_CODES_KEY) is required: codes and webhook secrets are stored encrypted with it")
+		return nil, errors.New(
+			"--codes-key (or CODEPORT_CODES_KEY) is required: codes and webhook secrets are stored encrypted with it")
 	}
 	raw, err := codes.ParseKey(key)
 	if err != nil {
@@ -180,5 +193,6 @@ func newLimiter(redisURL string, log *slog.Logger) (ratelimit.Limiter, func(), e
 	if err := client.Ping(ctx).Err(); err != nil {
 		log.Warn("Redis unreachable at start; rate limits are per process until it answers", slog.Any("err", err))
 	}
-	return ratelimit.NewFallback(ratelimit.NewRedis(client), ratelimit.NewMemory(), log), func() { _ = client.Close() }, nil
+	limiter := ratelimit.NewFallback(ratelimit.NewRedis(client), ratelimit.NewMemory(), log)
+	return limiter, func() { _ = client.Close() }, nil
 }

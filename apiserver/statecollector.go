@@ -65,11 +65,16 @@ type StateCollector struct {
 // NewStateCollector reads from db.
 func NewStateCollector(db *store.DB, log *slog.Logger) *StateCollector {
 	return &StateCollector{db: db, log: log,
-		queueDepth: prometheus.NewDesc("codeport_queue_jobs", "Jobs waiting to run, by queue.", []string{"queue"}, nil),
-		queueAge:   prometheus.NewDesc("codeport_queue_oldest_job_age_seconds", "Age of the oldest job waiting to run, by queue.", []string{"queue"}, nil),
-		stock:      prometheus.NewDesc("codeport_code_stock", "Undelivered production codes, by product.", []string{"product_code"}, nil),
-		balance:    prometheus.NewDesc("codeport_wallet_balance", "Wallet balance in major units.", []string{"partner", "environment", "currency"}, nil),
-		low:        prometheus.NewDesc("codeport_wallet_low_balance", "1 while the balance is below its threshold.", []string{"partner", "environment", "currency"}, nil),
+		queueDepth: prometheus.NewDesc("codeport_queue_jobs",
+			"Jobs waiting to run, by queue.", []string{"queue"}, nil),
+		queueAge: prometheus.NewDesc("codeport_queue_oldest_job_age_seconds",
+			"Age of the oldest job waiting to run, by queue.", []string{"queue"}, nil),
+		stock: prometheus.NewDesc("codeport_code_stock",
+			"Undelivered production codes, by product.", []string{"product_code"}, nil),
+		balance: prometheus.NewDesc("codeport_wallet_balance",
+			"Wallet balance in major units.", []string{"partner", "environment", "currency"}, nil),
+		low: prometheus.NewDesc("codeport_wallet_low_balance",
+			"1 while the balance is below its threshold.", []string{"partner", "environment", "currency"}, nil),
 	}
 }
 
@@ -105,7 +110,8 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 		if b.LowBalance {
 			low = 1
 		}
-		ch <- prometheus.MustNewConstMetric(c.balance, prometheus.GaugeValue, float64(b.Balance)/float64(scale), b.Partner, b.Environment, b.Currency)
+		ch <- prometheus.MustNewConstMetric(c.balance, prometheus.GaugeValue, float64(b.Balance)/float64(scale),
+			b.Partner, b.Environment, b.Currency)
 		ch <- prometheus.MustNewConstMetric(c.low, prometheus.GaugeValue, low, b.Partner, b.Environment, b.Currency)
 	}
 }

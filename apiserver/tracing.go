@@ -20,7 +20,9 @@ import (
 // http://otel-collector:4318) as OTEL_EXPORTER_OTLP_ENDPOINT gives it: the traces path v1/traces
 // is appended to it. With an empty endpoint tracing is off and a no-op provider is returned.
 // Shut it down to flush.
-func NewTracerProvider(ctx context.Context, endpoint, service string) (trace.TracerProvider, func(context.Context) error, error) {
+func NewTracerProvider(
+	ctx context.Context, endpoint, service string,
+) (trace.TracerProvider, func(context.Context) error, error) {
 	if endpoint == "" {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}

@@ -210,7 +210,8 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 		return r.issue(ctx, k, secret)
 	case keyRotate:
 		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
-			"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
+			"Rotation %d requested: key %s revoked, a new key is issued",
+			k.Spec.Rotation, auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
 		return r.issue(ctx, k, secret)
 	case keyRevoked:
 		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
@@ -219,7 +220,8 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 		return r.issue(ctx, k, secret)
 	case keyUnregistered:
 		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
-			"Key %s was missing from the database (restored backup?): registered again from the Secret", auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
+			"Key %s was missing from the database (restored backup?): registered again from the Secret",
+			auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
 	case keyCurrent:
 	}
 	plaintext := string(secret.Data[SecretKeyAPIKey])
@@ -238,7 +240,9 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
 // registers its digest, which revokes every previous key of this ApiKey.
-func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret) (ctrl.Result, error) {
+func (r *ApiKeyReconciler) issue(
+	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret,
+) (ctrl.Result, error) {
 	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("generate key: %w", err)
@@ -268,12 +272,14 @@ func (r *ApiKeyReconciler) issue(ctx context.Context, k *v1alpha1.ApiKey, existi
 		err = r.Update(ctx, secret)
 	}
 	if err != nil {
-		return ctrl.Result{}, failed(v1alpha1.ReasonSecretError, fmt.Errorf("write key Secret %s: %w", k.Spec.SecretName, err))
+		return ctrl.Result{}, failed(v1alpha1.ReasonSecretError,
+			fmt.Errorf("write key Secret %s: %w", k.Spec.SecretName, err))
 	}
 	if err := r.register(ctx, k, plaintext, k.Spec.Rotation); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue", "Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue",
+		"Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
 	if existing == nil && k.Status.KeyPrefix == "" {
 		r.count(k, "issued")
 	} else if k.Spec.Rotation > k.Status.Rotation {
@@ -367,11 +373,12 @@ func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCach
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ApiKey{}).
 		Owns(&corev1.Secret{}).
-		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, p client.Object) []reconcile.Request {
-			return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexPartnerRef, p)
-		})).
-		WatchesRawSource(source.Kind(refs, metadataOf("Secret"),
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, p client.Object) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexPartnerRef, p)
+			})).
+		WatchesRawSource(source.Kind(refs, metadataOf("Secret"), handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
 				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexSecretName, s)
 			}))).
 		Named("apikey").

@@ -103,8 +103,11 @@ const (
 
 // referrers lists, in obj's namespace, the objects of list's kind whose index field holds obj's
 // name, as reconcile requests.
-func referrers(ctx context.Context, c client.Reader, list client.ObjectList, index string, obj client.Object) []ctrl.Request {
-	if err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()}); err != nil {
+func referrers(
+	ctx context.Context, c client.Reader, list client.ObjectList, index string, obj client.Object,
+) []ctrl.Request {
+	err := c.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{index: obj.GetName()})
+	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list referring objects", "index", index, "name", obj.GetName())
 		return nil
 	}

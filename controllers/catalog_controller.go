@@ -72,7 +72,8 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 		data, ok := cm.Data[src.ConfigMapRef.Key]
 		if !ok {
 			setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonConfigMapNotFound,
-				fmt.Sprintf("ConfigMap %s has no key %q; the last good catalog stays in service", src.ConfigMapRef.Name, src.ConfigMapRef.Key))
+				fmt.Sprintf("ConfigMap %s has no key %q; the last good catalog stays in service",
+					src.ConfigMapRef.Name, src.ConfigMapRef.Key))
 			return ctrl.Result{}, nil
 		}
 		feed, err := provisioning.ParseProductFeed([]byte(data))
@@ -109,22 +110,23 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 
 // SetupWithManager watches Catalogs and the ConfigMaps they read products from.
 func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Catalog{}, indexProductsFromCM, func(o client.Object) []string {
-		var names []string
-		for _, src := range o.(*v1alpha1.Catalog).Spec.ProductsFrom {
-			if !slices.Contains(names, src.ConfigMapRef.Name) {
-				names = append(names, src.ConfigMapRef.Name)
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Catalog{}, indexProductsFromCM,
+		func(o client.Object) []string {
+			var names []string
+			for _, src := range o.(*v1alpha1.Catalog).Spec.ProductsFrom {
+				if !slices.Contains(names, src.ConfigMapRef.Name) {
+					names = append(names, src.ConfigMapRef.Name)
+				}
 			}
-		}
-		return names
-	})
+			return names
+		})
 	if err != nil {
 		return fmt.Errorf("index Catalogs by productsFrom ConfigMap: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Catalog{}).
-		WatchesRawSource(source.Kind(refs, metadataOf("ConfigMap"),
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
+		WatchesRawSource(source.Kind(refs, metadataOf("ConfigMap"), handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
 				return referrers(ctx, r.Client, &v1alpha1.CatalogList{}, indexProductsFromCM, cm)
 			}))).
 		Named("catalog").

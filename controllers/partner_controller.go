@@ -80,7 +80,8 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	}
 	switch {
 	case webhookProblem != "":
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonWebhookSecretNotFound, webhookProblem)
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false,
+			v1alpha1.ReasonWebhookSecretNotFound, webhookProblem)
 		result.RequeueAfter = r.Options.NotReadyRetry
 	case p.Spec.Suspended:
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonSuspended,
@@ -115,7 +116,8 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotFound,
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false,
+			v1alpha1.ReasonCatalogNotFound,
 			fmt.Sprintf("Catalog %q not found in namespace %s: create it or fix spec.catalogRef", name, p.Namespace))
 		return nil, false, nil
 	case err != nil:
@@ -126,8 +128,8 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 	case provisioning.IsNotFound(err):
 		// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog watch
 		// brings the partner back when it is.
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, v1alpha1.ReasonCatalogNotReady,
-			fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name))
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false,
+			v1alpha1.ReasonCatalogNotReady, fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name))
 		return nil, false, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("resolve Catalog %s: %w", name, err)
@@ -145,7 +147,8 @@ func (r *PartnerReconciler) webhooks(ctx context.Context, p *v1alpha1.Partner) (
 		var s corev1.Secret
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, &s)
 		if apierrors.IsNotFound(err) {
-			problems = append(problems, fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", ref.Name))
+			problems = append(problems,
+				fmt.Sprintf("webhook Secret %q not found; events are not sent until it exists", ref.Name))
 			return nil, false, nil
 		}
 		if err != nil {
@@ -187,11 +190,12 @@ func (r *PartnerReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCac
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Partner{}).
-		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, c client.Object) []reconcile.Request {
-			return referrers(ctx, r.Client, &v1alpha1.PartnerList{}, indexCatalogRef, c)
-		})).
-		WatchesRawSource(source.Kind(refs, metadataOf("Secret"),
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
+		Watches(&v1alpha1.Catalog{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, c client.Object) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.PartnerList{}, indexCatalogRef, c)
+			})).
+		WatchesRawSource(source.Kind(refs, metadataOf("Secret"), handler.TypedEnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {
 				return referrers(ctx, r.Client, &v1alpha1.PartnerList{}, indexWebhookSecret, s)
 			}))).
 		Named("partner").

@@ -91,14 +91,22 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	reader := mgr.GetAPIReader()
-	if err := (&CatalogReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}).SetupWithManager(mgr, refs); err != nil {
+	catalogs := &CatalogReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}
+	if err := catalogs.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("catalog controller: %w", err)
 	}
-	if err := (&PartnerReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}).SetupWithManager(mgr, refs); err != nil {
+	partners := &PartnerReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}
+	if err := partners.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("partner controller: %w", err)
 	}
-	keys := &ApiKeyReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,
-		keyEvents: newKeyEvents(opts.Metrics)}
+	keys := &ApiKeyReconciler{
+		Client:      mgr.GetClient(),
+		APIReader:   reader,
+		Provisioner: prov,
+		Recorder:    recorder,
+		Options:     opts,
+		keyEvents:   newKeyEvents(opts.Metrics),
+	}
 	if err := keys.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
@@ -106,14 +114,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger)); err != nil {
 		return fmt.Errorf("ledger follower: %w", err)
 	}
-	if err := (&WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}).SetupWithManager(mgr, ledger); err != nil {
+	wallets := &WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}
+	if err := wallets.SetupWithManager(mgr, ledger); err != nil {
 		return fmt.Errorf("wallet controller: %w", err)
 	}
 	return nil
 }
 
 // setCondition records a condition for the resource's current generation.
-func setCondition(conditions *[]metav1.Condition, generation int64, conditionType string, ok bool, reason, message string) {
+func setCondition(
+	conditions *[]metav1.Condition, generation int64, conditionType string, ok bool, reason, message string,
+) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
@@ -207,7 +218,8 @@ func withFinalizer(ctx context.Context, c client.Client, obj client.Object, fina
 	apply func(context.Context) (ctrl.Result, error), observe func()) (ctrl.Result, error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		if err := finalize(ctx); err != nil {
-			return reportFailure(ctx, c, obj, failed(v1alpha1.ReasonDeleting, fmt.Errorf("deletion waits until the data plane is updated: %w", err)))
+			return reportFailure(ctx, c, obj, failed(v1alpha1.ReasonDeleting,
+				fmt.Errorf("deletion waits until the data plane is updated: %w", err)))
 		}
 		if controllerutil.RemoveFinalizer(obj, Finalizer) {
 			return ctrl.Result{}, c.Update(ctx, obj)
@@ -224,7 +236,8 @@ func withFinalizer(ctx context.Context, c client.Client, obj client.Object, fina
 
 // reportFailure records a failure outside apply (finalizer, finalize) in the status.
 func reportFailure(ctx context.Context, c client.Client, obj client.Object, err error) (ctrl.Result, error) {
-	return applyWithStatus(ctx, c, obj, func(context.Context) (ctrl.Result, error) { return ctrl.Result{}, err }, func() {})
+	fail := func(context.Context) (ctrl.Result, error) { return ctrl.Result{}, err }
+	return applyWithStatus(ctx, c, obj, fail, func() {})
 }
 
 // applyWithStatus runs apply and writes the status it computed, once, as a patch, and only when
@@ -247,11 +260,12 @@ func applyWithStatus(ctx context.Context, c client.Client, obj client.Object,
 	case reconcileErr != nil && superseded(reconcileErr):
 	case reconcileErr != nil:
 		if conditions != nil {
-			setCondition(conditions, generation, v1alpha1.ConditionReady, false, failureReason(reconcileErr), errorMessage(reconcileErr))
+			setCondition(conditions, generation, v1alpha1.ConditionReady, false,
+				failureReason(reconcileErr), errorMessage(reconcileErr))
 		}
 	case conditions != nil:
-		if ready := meta.FindStatusCondition(*conditions, v1alpha1.ConditionReady); ready != nil && ready.Status == metav1.ConditionTrue &&
-			ready.ObservedGeneration == generation {
+		ready := meta.FindStatusCondition(*conditions, v1alpha1.ConditionReady)
+		if ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == generation {
 			observe()
 		}
 	}

@@ -63,7 +63,8 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 	}
 	res, err := r.Provisioner.ApplyWallet(ctx, w)
 	if err != nil {
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, err.Error())
+		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false,
+			v1alpha1.ReasonReconcileError, err.Error())
 		return ctrl.Result{}, err
 	}
 	w.Status.Balances = res.Balances
@@ -76,25 +77,28 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 			ids = append(ids, id+": "+why)
 		}
 		sort.Strings(ids)
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false, v1alpha1.ReasonInvalidTopUp,
-			"Top-ups not applied: "+strings.Join(ids, "; "))
+		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false,
+			v1alpha1.ReasonInvalidTopUp, "Top-ups not applied: "+strings.Join(ids, "; "))
 	case len(res.Removed) > 0:
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false, v1alpha1.ReasonTopUpRemoved,
-			fmt.Sprintf("Top-ups %s were removed from spec but stay applied: the ledger is append-only; correct a balance with a new top-up",
-				strings.Join(res.Removed, ", ")))
+		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false,
+			v1alpha1.ReasonTopUpRemoved,
+			fmt.Sprintf("Top-ups %s were removed from spec but stay applied: "+
+				"the ledger is append-only; correct a balance with a new top-up", strings.Join(res.Removed, ", ")))
 	default:
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, true, v1alpha1.ReasonReconciled,
-			fmt.Sprintf("%d top-ups applied", res.Applied))
+		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, true,
+			v1alpha1.ReasonReconciled, fmt.Sprintf("%d top-ups applied", res.Applied))
 	}
-	setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled, "Wallet in service")
+	setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, true,
+		v1alpha1.ReasonReconciled, "Wallet in service")
 	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
 }
 
 // SetupWithManager watches Wallets, their Partners, and ledger changes.
 func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan event.GenericEvent) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Wallet{}, walletPartnerIndex, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.Wallet).Spec.PartnerRef.Name}
-	})
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Wallet{}, walletPartnerIndex,
+		func(o client.Object) []string {
+			return []string{o.(*v1alpha1.Wallet).Spec.PartnerRef.Name}
+		})
 	if err != nil {
 		return fmt.Errorf("index wallets by partner: %w", err)
 	}
@@ -114,7 +118,9 @@ const walletPartnerIndex = "spec.partnerRef.name"
 
 func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list v1alpha1.WalletList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingFields{walletPartnerIndex: obj.GetName()}); err != nil {
+	err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{walletPartnerIndex: obj.GetName()})
+	if err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, len(list.Items))
@@ -164,9 +170,18 @@ type ledgerFollower struct {
 	sent map[string]time.Time
 }
 
-func newLedgerFollower(prov *provisioning.Provisioner, c client.Client, events chan<- event.GenericEvent) *ledgerFollower {
-	return &ledgerFollower{prov: prov, client: c, events: events, now: time.Now, owners: map[string]provisioning.Owner{},
-		due: map[string]bool{}, sent: map[string]time.Time{}}
+func newLedgerFollower(
+	prov *provisioning.Provisioner, c client.Client, events chan<- event.GenericEvent,
+) *ledgerFollower {
+	return &ledgerFollower{
+		prov:   prov,
+		client: c,
+		events: events,
+		now:    time.Now,
+		owners: map[string]provisioning.Owner{},
+		due:    map[string]bool{},
+		sent:   map[string]time.Time{},
+	}
 }
 
 // NeedLeaderElection: only the leader reconciles, so only the leader needs the events.
@@ -254,7 +269,8 @@ func (l *ledgerFollower) refresh(ctx context.Context, accounts []string) {
 			continue
 		}
 		var list v1alpha1.WalletList
-		err = l.client.List(ctx, &list, client.InNamespace(owner.Namespace), client.MatchingFields{walletPartnerIndex: owner.Partner})
+		err = l.client.List(ctx, &list, client.InNamespace(owner.Namespace),
+			client.MatchingFields{walletPartnerIndex: owner.Partner})
 		if err != nil {
 			slog.WarnContext(ctx, "ledger refresh: list wallets", slog.Any("err", err))
 			continue

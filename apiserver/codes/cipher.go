@@ -38,7 +38,8 @@ func ParseKey(s string) ([]byte, error) {
 			return b, nil
 		}
 	}
-	return nil, fmt.Errorf("codes key must be %d bytes, base64 or hex encoded (generate one with `openssl rand -base64 32`)", KeySize)
+	return nil, fmt.Errorf(
+		"codes key must be %d bytes, base64 or hex encoded (generate one with `openssl rand -base64 32`)", KeySize)
 }
 
 // NewKey returns a random master key, base64 encoded.

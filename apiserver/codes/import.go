@@ -82,7 +82,9 @@ func ReadCodes(r io.Reader, each func(code string) error) error {
 // Import encrypts the codes read from r into the production stock of productCode, in batches
 // (each batch its own transaction, so a huge file never holds one long transaction). Codes
 // already known are skipped and counted. progress, when set, is called after each batch.
-func Import(ctx context.Context, db *gorm.DB, c *Cipher, productCode, batch string, r io.Reader, progress func(ImportResult)) (ImportResult, error) {
+func Import(
+	ctx context.Context, db *gorm.DB, c *Cipher, productCode, batch string, r io.Reader, progress func(ImportResult),
+) (ImportResult, error) {
 	if !productCodePattern.MatchString(productCode) {
 		return ImportResult{}, fmt.Errorf("product code %q must be 14 digits", productCode)
 	}
@@ -123,7 +125,13 @@ func Import(ctx context.Context, db *gorm.DB, c *Cipher, productCode, batch stri
 			return nil
 		}
 		seen[string(digest)] = true
-		pending = append(pending, store.CodeStock{ProductCode: productCode, Ciphertext: ct, Digest: digest, Batch: batch, ImportedAt: time.Now()})
+		pending = append(pending, store.CodeStock{
+			ProductCode: productCode,
+			Ciphertext:  ct,
+			Digest:      digest,
+			Batch:       batch,
+			ImportedAt:  time.Now(),
+		})
 		if len(pending) == importBatch {
 			return flush()
 		}

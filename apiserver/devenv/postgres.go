@@ -113,7 +113,8 @@ func postgresBinDir() (string, error) {
 
 // versionOf reads the major version of the server binaries in bindir.
 func versionOf(bindir string) int {
-	out, err := exec.Command(filepath.Join(bindir, "postgres"), "--version").Output() //nolint:gosec // bindir comes from pg_config or the distribution layout
+	//nolint:gosec // bindir comes from pg_config or the distribution layout
+	out, err := exec.Command(filepath.Join(bindir, "postgres"), "--version").Output()
 	if err != nil {
 		return 0
 	}
@@ -133,20 +134,27 @@ func isExecutable(path string) bool {
 
 func rootWrappers(stateDir, bindir, runtimeDir, dataDir string) (string, error) {
 	if _, err := user.Lookup(unprivilegedUser); err != nil {
-		if out, err := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", unprivilegedUser).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("create user %s to run PostgreSQL (it refuses to run as root): %w: %s", unprivilegedUser, err, bytes.TrimSpace(out))
+		useradd := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", unprivilegedUser)
+		if out, err := useradd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("create user %s to run PostgreSQL (it refuses to run as root): %w: %s",
+				unprivilegedUser, err, bytes.TrimSpace(out))
 		}
 	}
 	root := filepath.Join(stateDir, "postgres", "bin-wrappers")
-	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil { //nolint:gosec // the postgres user runs these wrappers
+	bin := filepath.Join(root, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil { //nolint:gosec // the postgres user runs these wrappers
 		return "", fmt.Errorf("create wrappers: %w", err)
 	}
 	for _, tool := range []string{"initdb", "pg_ctl", "postgres"} {
 		// embedded-postgres creates the runtime directory and its password file as the calling
 		// user (root); give them to the server's user before every call.
-		script := fmt.Sprintf("#!/bin/sh\nchown -R %[1]s %[2]q 2>/dev/null\n[ -d %[3]q ] && chown -R %[1]s %[3]q\nexec runuser -u %[1]s -- %[4]q \"$@\"\n",
+		script := fmt.Sprintf("#!/bin/sh\n"+
+			"chown -R %[1]s %[2]q 2>/dev/null\n"+
+			"[ -d %[3]q ] && chown -R %[1]s %[3]q\n"+
+			"exec runuser -u %[1]s -- %[4]q \"$@\"\n",
 			unprivilegedUser, runtimeDir, dataDir, filepath.Join(bindir, tool))
-		if err := os.WriteFile(filepath.Join(root, "bin", tool), []byte(script), 0o755); err != nil { //nolint:gosec // wrappers must be executable
+		wrapper := filepath.Join(bin, tool)
+		if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil { //nolint:gosec // wrappers must be executable
 			return "", fmt.Errorf("write wrapper %s: %w", tool, err)
 		}
 	}
@@ -178,7 +186,7 @@ func handOver(stateDir, pgDir string) error {
 			return fmt.Errorf("stat %s: %w", dir, err)
 		}
 		if st.Mode()&0o001 == 0 {
-			if err := os.Chmod(dir, st.Mode().Perm()|0o001); err != nil { //nolint:gosec // search-only access for the postgres user
+			if err := os.Chmod(dir, st.Mode().Perm()|0o001); err != nil { //nolint:gosec // search-only access for postgres
 				return fmt.Errorf("allow %s to reach %s: %w", unprivilegedUser, dir, err)
 			}
 		}

@@ -56,7 +56,9 @@ func (f *Fulfiller) WithTracing(tp trace.TracerProvider) *Fulfiller {
 }
 
 // NewFulfiller builds a fulfiller; hooks run in every finishing transaction.
-func NewFulfiller(db *store.DB, cipher *codes.Cipher, slowDelay time.Duration, log *slog.Logger, hooks ...Hook) *Fulfiller {
+func NewFulfiller(
+	db *store.DB, cipher *codes.Cipher, slowDelay time.Duration, log *slog.Logger, hooks ...Hook,
+) *Fulfiller {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -169,7 +171,8 @@ func (f *Fulfiller) stockUnits(tx *gorm.DB, o *store.Order) ([]unit, string, err
 			return nil, "", err
 		}
 		if len(stock) < l.Quantity {
-			reason = fmt.Sprintf("Insufficient stock for product %s: %d of %d units delivered", l.ProductCode, len(stock), l.Quantity)
+			reason = fmt.Sprintf("Insufficient stock for product %s: %d of %d units delivered",
+				l.ProductCode, len(stock), l.Quantity)
 		}
 		for u, s := range stock {
 			id := s.ID
@@ -179,7 +182,9 @@ func (f *Fulfiller) stockUnits(tx *gorm.DB, o *store.Order) ([]unit, string, err
 	return units, reason, nil
 }
 
-func (f *Fulfiller) finish(ctx context.Context, tx *gorm.DB, environment string, o *store.Order, units []unit, reason string) error {
+func (f *Fulfiller) finish(
+	ctx context.Context, tx *gorm.DB, environment string, o *store.Order, units []unit, reason string,
+) error {
 	now := f.now()
 	delivered := make([]store.DeliveredCode, len(units))
 	perLine := map[int]int{}

@@ -38,7 +38,12 @@ func Job(orderID uuid.UUID, environment string) (store.Job, error) {
 	if err != nil {
 		return store.Job{}, fmt.Errorf("fulfilment job of %s: %w", orderID, err)
 	}
-	return store.Job{Kind: Args{}.Kind(), Queue: QueueName(environment), Args: args, MaxAttempts: river.MaxAttemptsDefault}, nil
+	return store.Job{
+		Kind:        Args{}.Kind(),
+		Queue:       QueueName(environment),
+		Args:        args,
+		MaxAttempts: river.MaxAttemptsDefault,
+	}, nil
 }
 
 // WorkerConfig tunes the workers.
@@ -60,7 +65,12 @@ type WorkerConfig struct {
 
 // DefaultWorkerConfig works env's queue with production settings.
 func DefaultWorkerConfig(environments ...string) WorkerConfig {
-	return WorkerConfig{Environments: environments, Concurrency: 20, JobTimeout: 30 * time.Second, RescueAfter: time.Minute}
+	return WorkerConfig{
+		Environments: environments,
+		Concurrency:  20,
+		JobTimeout:   30 * time.Second,
+		RescueAfter:  time.Minute,
+	}
 }
 
 type worker struct {

@@ -117,7 +117,8 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		return err
 	}
 	if target.SealedSecret == nil {
-		return fmt.Errorf("deliver %s: the webhook secret is not sealed yet (the operator seals it on its next reconcile of the partner)", ev.ID)
+		return fmt.Errorf("deliver %s: the webhook secret is not sealed yet "+
+			"(the operator seals it on its next reconcile of the partner)", ev.ID)
 	}
 	secret, err := w.secrets.OpenSecret(target.SealedSecret, target.Owner)
 	if err != nil {
@@ -145,8 +146,8 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 300 && resp.StatusCode <= 399:
-		return fmt.Errorf("deliver %s: receiver answered %d (redirects are not followed; the endpoint must answer 2xx itself)",
-			ev.ID, resp.StatusCode)
+		return fmt.Errorf("deliver %s: receiver answered %d "+
+			"(redirects are not followed; the endpoint must answer 2xx itself)", ev.ID, resp.StatusCode)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("deliver %s: receiver answered %d", ev.ID, resp.StatusCode)
 	}

@@ -56,7 +56,8 @@ func (s *SMTP) Send(ctx context.Context, to, subject, body string) error {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	var conn net.Conn
 	if u.Scheme == "smtps" {
-		conn, err = tls.DialWithDialer(dialer, "tcp", net.JoinHostPort(host, port), &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		conn, err = tls.DialWithDialer(dialer, "tcp", net.JoinHostPort(host, port),
+			&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
 	} else {
 		conn, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
 	}
@@ -181,7 +182,13 @@ const webhookTimeout = 10 * time.Second
 // opens the webhook signing secrets.
 func Workers(db *store.DB, secrets *codes.Cipher, d Delivery) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
-		w := &deliverWorker{db: db, secrets: secrets, client: newWebhookClient(webhookTimeout, d.AllowPrivateNetworks), retry: d.Retry, timeout: webhookTimeout}
+		w := &deliverWorker{
+			db:      db,
+			secrets: secrets,
+			client:  newWebhookClient(webhookTimeout, d.AllowPrivateNetworks),
+			retry:   d.Retry,
+			timeout: webhookTimeout,
+		}
 		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return fmt.Errorf("register webhook worker: %w", err)
 		}

@@ -86,7 +86,9 @@ func sqlTx(tx *gorm.DB) (*sql.Tx, error) {
 
 // raise records an event for the account's webhook (when it has one that wants this type) and
 // schedules its delivery, in tx.
-func (n *Notifier) raise(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, eventType string, data any) error {
+func (n *Notifier) raise(
+	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, eventType string, data any,
+) error {
 	target, err := store.WebhookFor(ctx, tx, accountID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -97,7 +99,13 @@ func (n *Notifier) raise(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, 
 	if len(target.EventTypes) > 0 && !slices.Contains(target.EventTypes, eventType) {
 		return nil
 	}
-	ev := Event{ID: "evt_" + uuid.Must(uuid.NewV7()).String(), Type: eventType, Environment: environment, CreatedAt: apitime.Of(time.Now()), Data: data}
+	ev := Event{
+		ID:          "evt_" + uuid.Must(uuid.NewV7()).String(),
+		Type:        eventType,
+		Environment: environment,
+		CreatedAt:   apitime.Of(time.Now()),
+		Data:        data,
+	}
 	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
@@ -135,7 +143,9 @@ func (n *Notifier) OrderFinished(ctx context.Context, tx *gorm.DB, f fulfilment.
 // BalanceCrossedBelow raises balance.low and schedules the e-mail, in the transaction of the
 // debit that crossed the threshold. Callers invoke it only on a crossing, so there is one of
 // each per crossing, however many orders follow while the balance stays low.
-func (n *Notifier) BalanceCrossedBelow(ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult) error {
+func (n *Notifier) BalanceCrossedBelow(
+	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
+) error {
 	balance, err := money.Number(res.BalanceAfter, currency)
 	if err != nil {
 		return err
@@ -144,7 +154,8 @@ func (n *Notifier) BalanceCrossedBelow(ctx context.Context, tx *gorm.DB, account
 	if err != nil {
 		return err
 	}
-	if err := n.raise(ctx, tx, accountID, environment, EventBalanceLow, BalanceData{Currency: currency, Balance: balance, Threshold: threshold}); err != nil {
+	data := BalanceData{Currency: currency, Balance: balance, Threshold: threshold}
+	if err := n.raise(ctx, tx, accountID, environment, EventBalanceLow, data); err != nil {
 		return err
 	}
 	if !n.mail {
@@ -154,7 +165,8 @@ func (n *Notifier) BalanceCrossedBelow(ctx context.Context, tx *gorm.DB, account
 	if err != nil {
 		return err
 	}
-	_, err = n.queue.InsertTx(ctx, stx, EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold},
+	_, err = n.queue.InsertTx(ctx, stx,
+		EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold},
 		&river.InsertOpts{Queue: QueueName(environment), MaxAttempts: n.maxAttempts})
 	if err != nil {
 		return fmt.Errorf("schedule low-balance e-mail: %w", err)

@@ -153,37 +153,12 @@ func buildOp(method, path string, op operation) pageOp {
 	return po
 }
 
-var page = template.Must(template.New("docs").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>codeport API reference</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem 2rem;color:#222;line-height:1.45}
-h1{margin-bottom:0}h2{border-bottom:2px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
-.op{border:1px solid #ddd;border-radius:6px;padding:.5rem 1rem;margin:1rem 0}
-.method{font-weight:bold;display:inline-block;min-width:4rem}
-pre{background:#f6f6f6;padding:.6rem;overflow:auto;font-size:.85rem;border-radius:4px}
-table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:.3rem .5rem;text-align:left;vertical-align:top}
-nav a{margin-right:1rem}
-</style></head><body>
-<h1>codeport API reference</h1>
-<nav>{{range .}}<a href="#{{.Version}}">{{.Title}} {{.Version}}</a>{{end}}</nav>
-{{range .}}
-<h2 id="{{.Version}}">{{.Title}} <small>{{.Version}}</small></h2>
-<p>{{.Description}}</p>
-{{range .Ops}}<section class="op" id="{{.Anchor}}">
-<h3><span class="method">{{.Method}}</span> <code>{{.Path}}</code></h3>
-<p><strong>{{.Summary}}</strong>{{if .Description}}. {{.Description}}{{end}}</p>
-{{if .Params}}<table><tr><th>Parameter</th><th>In</th><th>Type</th><th>Description</th></tr>
-{{range .Params}}<tr><td><code>{{.Name}}</code></td><td>{{.In}}</td><td>{{.Type}}</td><td>{{.Description}}</td></tr>{{end}}</table>{{end}}
-{{if .RequestSchema}}<h4>Request body</h4><pre>{{.RequestSchema}}</pre>{{if .RequestExample}}<h4>Example</h4><pre>{{.RequestExample}}</pre>{{end}}{{end}}
-<h4>Responses</h4><table><tr><th>Status</th><th>Description</th><th>Example</th></tr>
-{{range .Responses}}<tr><td>{{.Status}}</td><td>{{.Description}}</td><td>{{if .Example}}<pre>{{.Example}}</pre>{{end}}</td></tr>{{end}}</table>
-</section>{{end}}
-<h3>Errors</h3><table><tr><th>Status</th><th>When</th><th>Body</th></tr>
-{{range .Errors}}<tr><td>{{.Status}}</td><td>{{.Description}}</td><td><pre>{{.Example}}</pre></td></tr>{{end}}</table>
-<h3>Schemas</h3>{{range .Schemas}}<h4 id="schema-{{.Name}}">{{.Name}}</h4><pre>{{.JSON}}</pre>{{end}}
-{{end}}
-</body></html>`))
+// pageHTML is the template of the reference page.
+//
+//go:embed page.html
+var pageHTML string
+
+var page = template.Must(template.New("docs").Parse(strings.TrimSuffix(pageHTML, "\n")))
 
 // HTML renders both documents as one self-contained page (no scripts, no external assets).
 func HTML() ([]byte, error) {

@@ -54,7 +54,9 @@ var (
 
 // ApplyCatalog validates the catalog's products (inline plus those read from ConfigMaps by the
 // caller) and, when all are valid, replaces the catalog's products in one transaction.
-func (p *Provisioner) ApplyCatalog(ctx context.Context, c *v1alpha1.Catalog, products []v1alpha1.CatalogProduct) (CatalogResult, error) {
+func (p *Provisioner) ApplyCatalog(
+	ctx context.Context, c *v1alpha1.Catalog, products []v1alpha1.CatalogProduct,
+) (CatalogResult, error) {
 	defaultPct := string(c.Spec.DefaultDiscountPercentage)
 	if defaultPct == "" {
 		defaultPct = "0"
@@ -157,7 +159,8 @@ func productRow(in *v1alpha1.CatalogProduct, defaultPct string, position int) (s
 		return row, "name is required"
 	case !countryPattern.MatchString(in.CountryCode):
 		return row, "countryCode must be an ISO 3166-1 alpha-2 code"
-	case row.Status != catalog.StatusActive && row.Status != catalog.StatusInactive && row.Status != catalog.StatusPreorder:
+	case row.Status != catalog.StatusActive && row.Status != catalog.StatusInactive &&
+		row.Status != catalog.StatusPreorder:
 		return row, "status must be active, inactive or preorder"
 	}
 	if _, err := money.Digits(in.CurrencyCode); err != nil || len(in.CurrencyCode) != 3 {
@@ -228,7 +231,8 @@ func denomination(in *v1alpha1.CatalogProduct, row *store.CatalogProduct, pct st
 			return "denomination default must be between min and max"
 		}
 		row.DenominationType = catalog.DenominationOpen
-		row.DenominationMin, row.DenominationMax, row.DenominationStep, row.DenominationDefault = d.Min, d.Max, d.Step, d.Default
+		row.DenominationMin, row.DenominationMax = d.Min, d.Max
+		row.DenominationStep, row.DenominationDefault = d.Step, d.Default
 		if _, err := BuyingPrice(0, pct); err != nil {
 			return err.Error()
 		}

@@ -46,7 +46,9 @@ type Webhooks map[string]*Webhook
 // else the partner-wide one. read returns the signing secret a reference selects, or ok false
 // when there is none (that environment then gets no events; the caller reports why). Each
 // Secret is read once however many environments share it.
-func ResolveWebhooks(spec *v1alpha1.PartnerSpec, read func(v1alpha1.SecretKeySelector) (secret []byte, ok bool, err error)) (Webhooks, error) {
+func ResolveWebhooks(
+	spec *v1alpha1.PartnerSpec, read func(v1alpha1.SecretKeySelector) (secret []byte, ok bool, err error),
+) (Webhooks, error) {
 	out := Webhooks{}
 	type found struct {
 		secret []byte
@@ -154,7 +156,9 @@ func NormalizeWhitelist(entries []string) ([]string, error) {
 	return out, nil
 }
 
-func accountRow(partnerID uuid.UUID, environment string, policy v1alpha1.AccessPolicy, suspended bool) (store.Account, error) {
+func accountRow(
+	partnerID uuid.UUID, environment string, policy v1alpha1.AccessPolicy, suspended bool,
+) (store.Account, error) {
 	whitelist, err := NormalizeWhitelist(policy.IPWhitelist)
 	if err != nil {
 		return store.Account{}, err
@@ -190,7 +194,9 @@ func accountRow(partnerID uuid.UUID, environment string, policy v1alpha1.AccessP
 // ApplyPartner upserts the partner and both of its accounts (policy with per-environment
 // overrides applied) and its webhook endpoints, in one transaction. catalogID is the resolved
 // catalogRef (nil when none).
-func (p *Provisioner) ApplyPartner(ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhooks Webhooks) (PartnerResult, error) {
+func (p *Provisioner) ApplyPartner(
+	ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhooks Webhooks,
+) (PartnerResult, error) {
 	row := store.Partner{Namespace: partner.Namespace, Name: partner.Name, DisplayName: partner.Spec.DisplayName,
 		ContactEmail: partner.Spec.ContactEmail, CatalogID: catalogID, Suspended: partner.Spec.Suspended}
 	envs := Environments()
@@ -252,8 +258,12 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 				return err
 			}
 		}
-		endpoint := store.WebhookEndpoint{URL: want.URL, SealedSecret: sealed, EventTypes: pq.StringArray(append([]string{}, want.Events...)),
-			Enabled: true}
+		endpoint := store.WebhookEndpoint{
+			URL:          want.URL,
+			SealedSecret: sealed,
+			EventTypes:   pq.StringArray(append([]string{}, want.Events...)),
+			Enabled:      true,
+		}
 		if have.URL == endpoint.URL && bytes.Equal(have.SealedSecret, endpoint.SealedSecret) && have.Enabled &&
 			slices.Equal(have.EventTypes, endpoint.EventTypes) {
 			continue

@@ -110,7 +110,9 @@ const thresholdDigits = 6
 
 // setThreshold writes a changed threshold and re-evaluates the low flags of every currency the
 // wallet holds or is topped up in.
-func (p *Provisioner) setThreshold(ctx context.Context, accountID uuid.UUID, threshold string, topUps []v1alpha1.TopUp) error {
+func (p *Provisioner) setThreshold(
+	ctx context.Context, accountID uuid.UUID, threshold string, topUps []v1alpha1.TopUp,
+) error {
 	scales := map[string]int64{}
 	for _, t := range topUps {
 		if s, err := money.Scale(t.Currency); err == nil {

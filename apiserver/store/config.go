@@ -36,7 +36,8 @@ func UpsertCatalog(tx *gorm.DB, c *Catalog, products []CatalogProduct) (uuid.UUI
 
 func upsertCatalogRow(tx *gorm.DB, c *Catalog) error {
 	err := tx.Raw(`WITH up AS (
-		INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id, default_discount_percentage)
+		INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id,
+			default_discount_percentage)
 		VALUES (?, ?, ?, ?, ?, ?, ?::numeric)
 		ON CONFLICT (namespace, name) DO UPDATE SET description = EXCLUDED.description, valid_from = EXCLUDED.valid_from,
 			valid_to = EXCLUDED.valid_to, catalog_type_id = EXCLUDED.catalog_type_id,
@@ -76,7 +77,8 @@ func syncProducts(tx *gorm.DB, catalogID uuid.UUID, products []CatalogProduct) e
 	for i := range products {
 		products[i].CatalogID = catalogID
 	}
-	if err := tx.Exec(`CREATE TEMP TABLE staged_products (LIKE catalog_products INCLUDING DEFAULTS) ON COMMIT DROP`).Error; err != nil {
+	err := tx.Exec(`CREATE TEMP TABLE staged_products (LIKE catalog_products INCLUDING DEFAULTS) ON COMMIT DROP`).Error
+	if err != nil {
 		return fmt.Errorf("stage products: %w", err)
 	}
 	if len(products) > 0 {
@@ -135,7 +137,8 @@ func productDataColumns(tx *gorm.DB) ([]string, error) {
 
 // DeleteCatalog retires a catalog; partners bound to it then see an empty catalog.
 func DeleteCatalog(ctx context.Context, db *gorm.DB, namespace, name string) error {
-	err := db.WithContext(ctx).Model(&Catalog{}).Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
+	err := db.WithContext(ctx).Model(&Catalog{}).
+		Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
 		Update("deleted_at", time.Now()).Error
 	if err != nil {
 		return fmt.Errorf("delete catalog %s/%s: %w", namespace, name, err)
@@ -146,7 +149,9 @@ func DeleteCatalog(ctx context.Context, db *gorm.DB, namespace, name string) err
 // CatalogID returns the id of a live catalog.
 func CatalogID(ctx context.Context, db *gorm.DB, namespace, name string) (uuid.UUID, error) {
 	var c Catalog
-	err := db.WithContext(ctx).Select("id").Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).Take(&c).Error
+	err := db.WithContext(ctx).Select("id").
+		Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
+		Take(&c).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return uuid.Nil, ErrNotFound
 	}
@@ -236,7 +241,8 @@ func RetirePartner(ctx context.Context, db *gorm.DB, namespace, name string) err
 		if err != nil {
 			return fmt.Errorf("find partner %s/%s: %w", namespace, name, err)
 		}
-		if err := tx.Exec(`UPDATE accounts SET suspended = true, updated_at = now() WHERE partner_id = ?`, p.ID).Error; err != nil {
+		err = tx.Exec(`UPDATE accounts SET suspended = true, updated_at = now() WHERE partner_id = ?`, p.ID).Error
+		if err != nil {
 			return fmt.Errorf("suspend accounts: %w", err)
 		}
 		if err := tx.Exec(`UPDATE api_keys SET revoked_at = now() WHERE revoked_at IS NULL AND account_id IN
@@ -282,7 +288,8 @@ func WebhookEndpoints(tx *gorm.DB, partnerID uuid.UUID) (map[string]WebhookEndpo
 // it. An endpoint already as given is not written.
 func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, environment string, w *WebhookEndpoint) error {
 	if w == nil {
-		if err := tx.Where("partner_id = ? AND environment = ?", partnerID, environment).Delete(&WebhookEndpoint{}).Error; err != nil {
+		err := tx.Where("partner_id = ? AND environment = ?", partnerID, environment).Delete(&WebhookEndpoint{}).Error
+		if err != nil {
 			return fmt.Errorf("remove %s webhook: %w", environment, err)
 		}
 		return nil
@@ -292,7 +299,8 @@ func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, environment string, w *Webh
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (partner_id, environment) DO UPDATE SET url = EXCLUDED.url, sealed_secret = EXCLUDED.sealed_secret,
 			event_types = EXCLUDED.event_types, enabled = EXCLUDED.enabled, updated_at = now()
-		WHERE (webhook_endpoints.url, webhook_endpoints.sealed_secret, webhook_endpoints.event_types, webhook_endpoints.enabled)
+		WHERE (webhook_endpoints.url, webhook_endpoints.sealed_secret, webhook_endpoints.event_types,
+		       webhook_endpoints.enabled)
 		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.sealed_secret, EXCLUDED.event_types, EXCLUDED.enabled)`,
 		partnerID, environment, w.URL, w.SealedSecret, w.EventTypes, w.Enabled).Error
 	if err != nil {
@@ -353,15 +361,20 @@ func WebhookFor(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (WebhookT
 	var row WebhookEndpoint
 	err := db.WithContext(ctx).Raw(`SELECT w.* FROM webhook_endpoints w
 		JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
-		JOIN partners p ON p.id = a.partner_id WHERE a.id = ? AND w.enabled AND p.deleted_at IS NULL`, accountID).Scan(&row).Error
+		JOIN partners p ON p.id = a.partner_id
+		WHERE a.id = ? AND w.enabled AND p.deleted_at IS NULL`, accountID).Scan(&row).Error
 	if err != nil {
 		return WebhookTarget{}, fmt.Errorf("find webhook: %w", err)
 	}
 	if row.URL == "" {
 		return WebhookTarget{}, ErrNotFound
 	}
-	return WebhookTarget{URL: row.URL, SealedSecret: row.SealedSecret, Owner: WebhookSecretOwner(row.PartnerID, row.Environment),
-		EventTypes: row.EventTypes}, nil
+	return WebhookTarget{
+		URL:          row.URL,
+		SealedSecret: row.SealedSecret,
+		Owner:        WebhookSecretOwner(row.PartnerID, row.Environment),
+		EventTypes:   row.EventTypes,
+	}, nil
 }
 
 // InsertWebhookEvent records an event before its delivery is scheduled.
@@ -387,7 +400,8 @@ func WebhookEventByID(ctx context.Context, db *gorm.DB, id string) (WebhookEvent
 
 // MarkWebhookDelivered records the first successful delivery of an event.
 func MarkWebhookDelivered(ctx context.Context, db *gorm.DB, id string) error {
-	err := db.WithContext(ctx).Model(&WebhookEvent{}).Where("id = ? AND delivered_at IS NULL", id).Update("delivered_at", time.Now()).Error
+	err := db.WithContext(ctx).Model(&WebhookEvent{}).Where("id = ? AND delivered_at IS NULL", id).
+		Update("delivered_at", time.Now()).Error
 	if err != nil {
 		return fmt.Errorf("mark webhook delivered: %w", err)
 	}
@@ -405,7 +419,8 @@ type Contact struct {
 // ContactOf returns an account's partner contact.
 func ContactOf(ctx context.Context, db *gorm.DB, accountID uuid.UUID) (Contact, error) {
 	var c Contact
-	err := db.WithContext(ctx).Raw(`SELECT p.namespace || '/' || p.name AS partner, p.display_name, p.contact_email, a.environment
+	err := db.WithContext(ctx).Raw(`SELECT p.namespace || '/' || p.name AS partner, p.display_name, p.contact_email,
+			a.environment
 		FROM accounts a JOIN partners p ON p.id = a.partner_id WHERE a.id = ?`, accountID).Scan(&c).Error
 	if err != nil {
 		return Contact{}, fmt.Errorf("find contact: %w", err)

@@ -30,12 +30,14 @@ func ReadGauges(ctx context.Context, db *gorm.DB) (Gauges, error) {
 	var g Gauges
 	db = db.WithContext(ctx)
 	if err := db.Raw(`SELECT queue, count(*) AS jobs,
-			COALESCE(EXTRACT(EPOCH FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())), 0)::float8 AS oldest_age_seconds
-		FROM river_job WHERE state IN ('available', 'retryable', 'scheduled') GROUP BY queue`).Scan(&g.Queues).Error; err != nil {
+			COALESCE(EXTRACT(EPOCH FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())), 0)::float8
+				AS oldest_age_seconds
+		FROM river_job WHERE state IN ('available', 'retryable', 'scheduled') GROUP BY queue`).
+		Scan(&g.Queues).Error; err != nil {
 		return Gauges{}, fmt.Errorf("queue gauges: %w", err)
 	}
-	if err := db.Raw(`SELECT product_code, count(*) FILTER (WHERE order_id IS NULL) AS codes FROM code_stock GROUP BY product_code`).
-		Scan(&g.Stock).Error; err != nil {
+	if err := db.Raw(`SELECT product_code, count(*) FILTER (WHERE order_id IS NULL) AS codes
+		FROM code_stock GROUP BY product_code`).Scan(&g.Stock).Error; err != nil {
 		return Gauges{}, fmt.Errorf("stock gauges: %w", err)
 	}
 	if err := db.Raw(`SELECT p.namespace || '/' || p.name AS partner, a.environment, b.currency, b.balance, b.low_balance

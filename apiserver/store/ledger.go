@@ -126,7 +126,8 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 	if err != nil {
 		return locked.unchanged(), err
 	}
-	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, writeEntryArgs(&e, res.BalanceAfter, res.IsLow)...); err != nil {
+	args := writeEntryArgs(&e, res.BalanceAfter, res.IsLow)
+	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, args...); err != nil {
 		return locked.unchanged(), fmt.Errorf("write ledger entry: %w", err)
 	}
 	return res, nil
@@ -179,8 +180,8 @@ func LedgerSum(db *gorm.DB, accountID uuid.UUID) (map[string]int64, error) {
 		Currency string
 		Total    int64
 	}
-	err := db.Raw(`SELECT currency, sum(amount)::bigint AS total FROM wallet_entries WHERE account_id = ? GROUP BY currency`,
-		accountID).Scan(&rows).Error
+	err := db.Raw(`SELECT currency, sum(amount)::bigint AS total FROM wallet_entries
+		WHERE account_id = ? GROUP BY currency`, accountID).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("sum ledger: %w", err)
 	}

@@ -14,7 +14,10 @@ import (
 // connection; when that connection is lost it reconnects with backoff. onSubscribed runs each
 // time the subscription is (re)established, including the first: notifications sent before it
 // were missed, so callers must assume anything changed (e.g. drop caches filled meanwhile).
-func Listen(ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string), onSubscribed func()) error {
+func Listen(
+	ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string),
+	onSubscribed func(),
+) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := listenOnce(ctx, pool, channels, onNotify, func() {
@@ -36,7 +39,10 @@ func Listen(ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify
 	}
 }
 
-func listenOnce(ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string), onListening func()) error {
+func listenOnce(
+	ctx context.Context, pool *pgxpool.Pool, channels []string, onNotify func(channel, payload string),
+	onListening func(),
+) error {
 	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("listen: connect: %w", err)

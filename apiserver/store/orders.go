@@ -157,7 +157,8 @@ func FinishOrder(tx *gorm.DB, orderID uuid.UUID, status string, delivered int, r
 // StockCount returns the number of undelivered codes of a product.
 func StockCount(ctx context.Context, db *gorm.DB, productCode string) (int64, error) {
 	var n int64
-	err := db.WithContext(ctx).Model(&CodeStock{}).Where("product_code = ? AND order_id IS NULL", productCode).Count(&n).Error
+	err := db.WithContext(ctx).Model(&CodeStock{}).Where("product_code = ? AND order_id IS NULL", productCode).
+		Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("count stock: %w", err)
 	}

@@ -60,14 +60,15 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
 	codes, skus := make([]string, n), make([]string, n)
 	for i, l := range o.Lines {
-		lineNos[i], codes[i], prices[i], quantities[i], skus[i] = int64(l.LineNo), l.ProductCode, l.UnitPrice, int64(l.Quantity), l.SKU
+		lineNos[i], codes[i], skus[i] = int64(l.LineNo), l.ProductCode, l.SKU
+		prices[i], quantities[i] = l.UnitPrice, int64(l.Quantity)
 	}
 	scale := int64(1)
 	if debit != nil {
 		scale = debit.Scale
 	}
-	return []any{pgUUID(o.ID), pgUUID(o.AccountID), o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice, o.TotalQuantity,
-		o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
+	return []any{pgUUID(o.ID), pgUUID(o.AccountID), o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice,
+		o.TotalQuantity, o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
 		lineNos, codes, prices, quantities, skus,
 		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
 		debit != nil, scale}
@@ -80,7 +81,9 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 // when the account already has an order with the external order code; ErrInsufficientBalance
 // when the balance is short and ErrNeedsTransaction when the debit would cross the low-balance
 // threshold, having written nothing either.
-func (db *DB) PlaceOrder(ctx context.Context, o *Order, fulfilment Job, debit *LedgerEntry) (inserted bool, res LedgerResult, err error) {
+func (db *DB) PlaceOrder(
+	ctx context.Context, o *Order, fulfilment Job, debit *LedgerEntry,
+) (inserted bool, res LedgerResult, err error) {
 	if debit == nil {
 		inserted, err := insertedOrder(db.Pool.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
 		return inserted, LedgerResult{}, err
@@ -196,7 +199,13 @@ func (l *lockedBalances) unchanged() LedgerResult {
 		return LedgerResult{Balances: l.balances}
 	}
 	b := l.balances[l.current]
-	return LedgerResult{BalanceAfter: b.Balance, WasLow: b.LowBalance, IsLow: b.LowBalance, Threshold: l.threshold, Balances: l.balances}
+	return LedgerResult{
+		BalanceAfter: b.Balance,
+		WasLow:       b.LowBalance,
+		IsLow:        b.LowBalance,
+		Threshold:    l.threshold,
+		Balances:     l.balances,
+	}
 }
 
 // apply is the result of an entry of amount (signed minor units) on the locked balances, its
@@ -217,8 +226,14 @@ func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
 	isLow := l.threshold > 0 && after < l.threshold
 	balances := slices.Clone(l.balances)
 	balances[l.current] = Balance{Currency: l.currency, Balance: after, LowBalance: isLow}
-	return LedgerResult{Applied: true, BalanceAfter: after, WasLow: before.LowBalance, IsLow: isLow, Threshold: l.threshold,
-		Balances: balances}, nil
+	return LedgerResult{
+		Applied:      true,
+		BalanceAfter: after,
+		WasLow:       before.LowBalance,
+		IsLow:        isLow,
+		Threshold:    l.threshold,
+		Balances:     balances,
+	}, nil
 }
 
 // IsTransient reports whether err is a deadlock (40P01) or serialization failure (40001): the

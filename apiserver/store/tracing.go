@@ -31,12 +31,15 @@ type batchKey struct{}
 // are worth a span.
 func traced(ctx context.Context) bool { return trace.SpanFromContext(ctx).SpanContext().IsValid() }
 
-func (q *queryTracer) start(ctx context.Context, name, statement string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+func (q *queryTracer) start(
+	ctx context.Context, name, statement string, opts ...trace.SpanStartOption,
+) (context.Context, trace.Span) {
 	attrs := []attribute.KeyValue{attribute.String("db.system", "postgresql")}
 	if statement != "" {
 		attrs = append(attrs, attribute.String("db.statement", statement))
 	}
-	return q.tracer.Start(ctx, name, append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))...)
+	opts = append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return q.tracer.Start(ctx, name, opts...)
 }
 
 func end(span trace.Span, err error, opts ...trace.SpanEndOption) {

@@ -15,8 +15,11 @@ import (
 // balances first, then the account row, which it only updates (FOR NO KEY UPDATE, compatible
 // with the KEY SHARE of placements' foreign-key checks). Rows whose values would not change are
 // not written. It reports whether anything was written.
-func SetLowBalanceThreshold(tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64) (bool, error) {
-	if err := tx.Exec(`SELECT 1 FROM wallet_balances WHERE account_id = ? ORDER BY currency FOR UPDATE`, accountID).Error; err != nil {
+func SetLowBalanceThreshold(
+	tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64,
+) (bool, error) {
+	err := tx.Exec(`SELECT 1 FROM wallet_balances WHERE account_id = ? ORDER BY currency FOR UPDATE`, accountID).Error
+	if err != nil {
 		return false, fmt.Errorf("lock wallet balances: %w", err)
 	}
 	res := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now()

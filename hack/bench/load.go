@@ -106,19 +106,23 @@ func placeOrders(base string, keys []string, clients int, duration time.Duration
 	}
 	m := attack(targeter, vegeta.Rate{Freq: 0}, uint64(clients), duration)
 	if m.StatusCodes["202"] != int(m.Requests) {
-		return result{}, fmt.Errorf("B3: %d of %d orders accepted (status codes %v, errors %v)", m.StatusCodes["202"], m.Requests, m.StatusCodes, m.Errors)
+		return result{}, fmt.Errorf("B3: %d of %d orders accepted (status codes %v, errors %v)",
+			m.StatusCodes["202"], m.Requests, m.StatusCodes, m.Errors)
 	}
 	return result{max: m.Throughput, p50: ms(m.Latencies.P50), p99: ms(m.Latencies.P99)}, nil
 }
 
 // placementToCompleted runs B4: 1-unit sandbox orders at rate per second; it returns the p50 and
 // p99 of the time from placement to completion, in milliseconds, from the orders' own timestamps.
-func placementToCompleted(ctx context.Context, db *store.DB, base, key string, rate int, duration time.Duration) (float64, float64, error) {
+func placementToCompleted(
+	ctx context.Context, db *store.DB, base, key string, rate int, duration time.Duration,
+) (float64, float64, error) {
 	var n atomic.Int64
 	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
 		t.Method, t.URL = http.MethodPost, base+"/orders"
 		t.Header = http.Header{"X-Api-Key": []string{key}, "Content-Type": []string{"application/json"}}
-		t.Body = []byte(fmt.Sprintf(`{"externalOrderCode":"b4-%d","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`, n.Add(1)))
+		t.Body = []byte(fmt.Sprintf(`{"externalOrderCode":"b4-%d","currency":"EUR",`+
+			`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`, n.Add(1)))
 		return nil
 	}
 	attacker := newAttacker(16)
@@ -130,8 +134,8 @@ func placementToCompleted(ctx context.Context, db *store.DB, base, key string, r
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var processing int64
-		if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing' AND external_order_code LIKE 'b4-%'`).
-			Scan(&processing).Error; err != nil {
+		if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders
+			WHERE status = 'processing' AND external_order_code LIKE 'b4-%'`).Scan(&processing).Error; err != nil {
 			return 0, 0, fmt.Errorf("count processing: %w", err)
 		}
 		if processing == 0 {

@@ -67,16 +67,29 @@ func main() {
 	flag.IntVar(&cfg.partners, "partners", 1000, "partners to provision, each with a production key")
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of each B1-B3 measurement, ours and the baseline taking turns; the medians are reported")
+	flag.IntVar(&cfg.rounds, "rounds", 3,
+		"rounds of each B1-B3 measurement, ours and the baseline taking turns; the medians are reported")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
-	figures := flag.String("figures", defaultFigures, "figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. operator (O1-O3: the operator's cold start, memory and failover against envtest) runs only when named")
-	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000, "operator figures: partners, each with a catalog ref, two ApiKeys and a Wallet")
-	flag.IntVar(&cfg.noiseSecrets, "operator-unrelated-secrets", 10000, "operator figures: Secrets in the cluster that have nothing to do with codeport")
-	flag.IntVar(&cfg.noiseBytes, "operator-unrelated-secret-bytes", 4096, "operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
-	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, -b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
-	baselineAddr := flag.String("serve-baseline", "", "serve the Fiber baseline at this address, GET path answering file for each path=file argument (the bench starts it so)")
-	baselineRedis := flag.String("baseline-redis", "", "with -serve-baseline: count every request in this Redis first, one MULTI/EXEC of INCR and EXPIREAT per request")
+	figures := flag.String("figures", defaultFigures,
+		"figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), "+
+			"scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. "+
+			"operator (O1-O3: the operator's cold start, memory and failover against envtest) runs only when named")
+	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000,
+		"operator figures: partners, each with a catalog ref, two ApiKeys and a Wallet")
+	flag.IntVar(&cfg.noiseSecrets, "operator-unrelated-secrets", 10000,
+		"operator figures: Secrets in the cluster that have nothing to do with codeport")
+	flag.IntVar(&cfg.noiseBytes, "operator-unrelated-secret-bytes", 4096,
+		"operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
+		"write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, "+
+			"-b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
+	baselineAddr := flag.String("serve-baseline", "",
+		"serve the Fiber baseline at this address, GET path answering file for each path=file argument "+
+			"(the bench starts it so)")
+	baselineRedis := flag.String("baseline-redis", "",
+		"with -serve-baseline: count every request in this Redis first, "+
+			"one MULTI/EXEC of INCR and EXPIREAT per request")
 	flag.Parse()
 	if *baselineAddr != "" {
 		if err := serveBaseline(*baselineAddr, *baselineRedis, flag.Args()); err != nil {
@@ -113,7 +126,9 @@ func main() {
 
 // profiled runs measure and, in a run's first round when -cpuprofile is set, records a CPU
 // profile of srv meanwhile into PREFIX-figure.prof.
-func (cfg config) profiled(ctx context.Context, srv *server, figure string, round int, measure func() (result, error)) (result, error) {
+func (cfg config) profiled(
+	ctx context.Context, srv *server, figure string, round int, measure func() (result, error),
+) (result, error) {
 	if cfg.cpuProfile == "" || round > 0 {
 		return measure()
 	}
@@ -326,7 +341,9 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 // limits are shared through Redis, as replicas of one environment run, and against the Fiber
 // baseline making the same Redis round trip per request before it answers; it returns the rows
 // and the serve process's peak RSS.
-func sharedLimiterFigures(ctx context.Context, cfg config, t *tenants, binary string, listBaseline float64) ([]row, float64, error) {
+func sharedLimiterFigures(
+	ctx context.Context, cfg config, t *tenants, binary string, listBaseline float64,
+) ([]row, float64, error) {
 	redisURL, err := storetest.RedisURL()
 	if err != nil {
 		return nil, 0, err
@@ -421,7 +438,8 @@ type row struct {
 
 func printTables(cfg config, rows []row, curve []scalePoint) {
 	host, _ := os.Hostname()
-	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. %s per measurement; B1-B3 are medians of %d rounds.\n\n",
+	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. "+
+		"%s per measurement; B1-B3 are medians of %d rounds.\n\n",
 		host, numCPU(), cfg.partners, cfg.products, cfg.duration, cfg.rounds)
 	fmt.Println("| Figure | codeport | baseline | ratio | target | result |")
 	fmt.Println("|---|---|---|---|---|---|")

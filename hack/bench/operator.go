@@ -89,7 +89,8 @@ func coldStartFigures(ctx context.Context, cfg config, binary, dir string) ([]ro
 	if err := c.createNoise(ctx, cfg.noiseSecrets, cfg.noiseBytes); err != nil {
 		return nil, err
 	}
-	progress("O1 created in %s; creating %d partners with their catalog, keys and wallets", time.Since(started).Round(time.Millisecond), cfg.operatorPartners)
+	progress("O1 created in %s; creating %d partners with their catalog, keys and wallets",
+		time.Since(started).Round(time.Millisecond), cfg.operatorPartners)
 	started = time.Now()
 	if err := c.createTenants(ctx, cfg.operatorPartners); err != nil {
 		return nil, err
@@ -123,7 +124,8 @@ func coldStartFigures(ctx context.Context, cfg config, binary, dir string) ([]ro
 			return 0, 0, 0, err
 		}
 		hwm, rss, err := op.memory()
-		progress("O2 %s: every object reconciled in %s, VmHWM %.1f MB, VmRSS %.1f MB", name, pass.Round(100*time.Millisecond), hwm, rss)
+		progress("O2 %s: every object reconciled in %s, VmHWM %.1f MB, VmRSS %.1f MB",
+			name, pass.Round(100*time.Millisecond), hwm, rss)
 		return pass, hwm, rss, err
 	}
 	pass, hwm, rss, err := restart("restart")
@@ -198,7 +200,8 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 				once.Do(func() {
 					killedAt = time.Now()
 					killErr = a.kill()
-					progress("O3 SIGKILLed the leader after %s (%d keys issued)", killedAt.Sub(start).Round(100*time.Millisecond), issued)
+					progress("O3 SIGKILLed the leader after %s (%d keys issued)",
+						killedAt.Sub(start).Round(100*time.Millisecond), issued)
 				})
 				return
 			}
@@ -229,14 +232,17 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 	if err := c.checkOneKeyEach(ctx, 2*cfg.operatorPartners); err != nil {
 		return nil, fmt.Errorf("O3: %w", err)
 	}
-	progress("O3 all Ready %s after onboarding began; every ApiKey has exactly one key, the one in its Secret", total.Round(100*time.Millisecond))
+	progress("O3 all Ready %s after onboarding began; every ApiKey has exactly one key, the one in its Secret",
+		total.Round(100*time.Millisecond))
+	keys := float64(2 * cfg.operatorPartners)
 	return []row{
-		{fmt.Sprintf("O3 failover: onboarding %d partners, objects created in (s)", cfg.operatorPartners), created.Seconds(), 0, "", true},
+		{fmt.Sprintf("O3 failover: onboarding %d partners, objects created in (s)", cfg.operatorPartners),
+			created.Seconds(), 0, "", true},
 		{"O3 failover: leader SIGKILLed at (s)", killedAt.Sub(start).Seconds(), 0, "", true},
 		{"O3 failover: takeover after the kill, 15 s lease (s)", takeover.Seconds(), 0, "", true},
 		{"O3 failover: all Ready, from onboarding start (s)", total.Seconds(), 0, "", true},
 		{"O3 failover: all Ready, from the kill (s)", total.Seconds() - killedAt.Sub(start).Seconds(), 0, "", true},
-		{"O3 failover: ApiKeys with exactly one key, the one in their Secret", float64(2 * cfg.operatorPartners), float64(2 * cfg.operatorPartners), "all", true},
+		{"O3 failover: ApiKeys with exactly one key, the one in their Secret", keys, keys, "all", true},
 	}, nil
 }
 
@@ -257,7 +263,8 @@ func startCluster(ctx context.Context, dir string) (*cluster, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		out, err := exec.Command("hack/envtest.sh").Output()
 		if err != nil {
-			return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set and hack/envtest.sh failed (run from the repository root): %w", err)
+			return nil, fmt.Errorf(
+				"KUBEBUILDER_ASSETS is not set and hack/envtest.sh failed (run from the repository root): %w", err)
 		}
 		if err := os.Setenv("KUBEBUILDER_ASSETS", strings.TrimSpace(string(out))); err != nil {
 			return nil, err
@@ -341,8 +348,14 @@ func (c *cluster) createNoise(ctx context.Context, n, size int) error {
 		for i := range n {
 			data := make([]byte, size)
 			_, _ = rand.Read(data)
-			objs <- &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: noiseNamespace, Name: fmt.Sprintf("unrelated-%05d", i),
-				Labels: map[string]string{"app": "something-else"}}, Data: map[string][]byte{"tls.key": data}}
+			objs <- &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: noiseNamespace,
+					Name:      fmt.Sprintf("unrelated-%05d", i),
+					Labels:    map[string]string{"app": "something-else"},
+				},
+				Data: map[string][]byte{"tls.key": data},
+			}
 		}
 	}()
 	return c.createAll(ctx, objs)
@@ -354,10 +367,22 @@ func benchPartnerName(i int) string { return fmt.Sprintf("p%04d", i) }
 // and a production Wallet, the partner first.
 func (c *cluster) createTenants(ctx context.Context, n int) error {
 	price := int64(2000)
-	catalog := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "main"},
-		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5",
-			Products: []v1alpha1.CatalogProduct{{ProductCode: "10000000000001", Name: "Credit 20", CountryCode: "DE", CurrencyCode: "EUR",
-				Price: &price, Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed}, Status: "active"}}}}
+	catalog := &v1alpha1.Catalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "main"},
+		Spec: v1alpha1.CatalogSpec{
+			ValidFrom:                 metav1.NewTime(time.Now().Add(-time.Hour)),
+			DefaultDiscountPercentage: "5",
+			Products: []v1alpha1.CatalogProduct{{
+				ProductCode:  "10000000000001",
+				Name:         "Credit 20",
+				CountryCode:  "DE",
+				CurrencyCode: "EUR",
+				Price:        &price,
+				Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed},
+				Status:       "active",
+			}},
+		},
+	}
 	if err := c.k8s.Create(ctx, catalog); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
@@ -375,9 +400,15 @@ func (c *cluster) createTenants(ctx context.Context, n int) error {
 					Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: e,
 						SecretName: name + "-" + string(e) + "-key"}}
 			}
-			objs <- &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name},
-				Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: v1alpha1.EnvironmentProduction,
-					LowBalanceThreshold: "10.00", TopUps: []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}}}}
+			objs <- &v1alpha1.Wallet{
+				ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name},
+				Spec: v1alpha1.WalletSpec{
+					PartnerRef:          v1alpha1.LocalObjectReference{Name: name},
+					Environment:         v1alpha1.EnvironmentProduction,
+					LowBalanceThreshold: "10.00",
+					TopUps:              []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}},
+				},
+			}
 		}
 	}()
 	return c.createAll(ctx, objs)
@@ -468,7 +499,8 @@ func (c *cluster) checkOneKeyEach(ctx context.Context, n int) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT source, count(*), count(*) FILTER (WHERE revoked_at IS NULL), (array_agg(digest))[1] FROM api_keys GROUP BY source`)
+	rows, err := conn.Query(ctx, `SELECT source, count(*), count(*) FILTER (WHERE revoked_at IS NULL),
+		(array_agg(digest))[1] FROM api_keys GROUP BY source`)
 	if err != nil {
 		return fmt.Errorf("keys: %w", err)
 	}
@@ -535,9 +567,11 @@ func (c *cluster) startOperator(binary, name string, extra ...string) (*operator
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"operator", "--kubeconfig", c.kubeconfig, "--database-url", c.database.URL, "--codes-key", codesKey,
+	args := append([]string{"operator",
+		"--kubeconfig", c.kubeconfig, "--database-url", c.database.URL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
-		"--sandbox-base-url", "https://sandbox.api.example/v2", "--production-base-url", "https://api.example/v2"}, extra...)
+		"--sandbox-base-url", "https://sandbox.api.example/v2", "--production-base-url", "https://api.example/v2",
+	}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -545,7 +579,14 @@ func (c *cluster) startOperator(binary, name string, extra ...string) (*operator
 		_ = f.Close()
 		return nil, fmt.Errorf("start operator: %w", err)
 	}
-	op := &operator{name: name, log: logPath, metrics: "http://" + metrics + "/metrics", cmd: cmd, started: time.Now(), exited: make(chan struct{})}
+	op := &operator{
+		name:    name,
+		log:     logPath,
+		metrics: "http://" + metrics + "/metrics",
+		cmd:     cmd,
+		started: time.Now(),
+		exited:  make(chan struct{}),
+	}
 	go func() {
 		_ = cmd.Wait()
 		_ = f.Close()
@@ -671,7 +712,8 @@ func (o *operator) waitFullPass(ctx context.Context, n int) (time.Duration, erro
 		done := map[string]float64{}
 		depth := 0.0
 		for k, v := range m {
-			if match := controllerLabel.FindStringSubmatch(k); match != nil && strings.HasPrefix(k, "controller_runtime_reconcile_total{") {
+			match := controllerLabel.FindStringSubmatch(k)
+			if match != nil && strings.HasPrefix(k, "controller_runtime_reconcile_total{") {
 				done[match[1]] += v
 			}
 			if strings.HasPrefix(k, "workqueue_depth{") {

@@ -23,8 +23,10 @@ import (
 const placementScript = `\set n random(0, :accounts - 1)
 BEGIN;
 SELECT account_id AS acct FROM bench_accounts WHERE n = :n \gset
-INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity, estimated_ready_at)
-    VALUES (gen_random_uuid(), :acct, 'pgbench-' || gen_random_uuid(), '\x00', 'EUR', ` + "%[1]d" + `, 1, now() + interval '2 seconds')
+INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
+        estimated_ready_at)
+    VALUES (gen_random_uuid(), :acct, 'pgbench-' || gen_random_uuid(), '\x00', 'EUR', ` + "%[1]d" + `, 1,
+        now() + interval '2 seconds')
     ON CONFLICT (account_id, external_order_code) DO NOTHING RETURNING id AS order_id \gset
 SELECT b.balance, b.low_balance FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
     WHERE b.account_id = :acct AND b.currency = 'EUR' FOR UPDATE OF b;
@@ -44,9 +46,12 @@ COMMIT;
 
 // pgbenchPlacements runs placementScript with pgbench against databaseURL: clients connections
 // for duration, over the funded accounts. It returns transactions per second and the p99.
-func pgbenchPlacements(ctx context.Context, db *store.DB, databaseURL string, clients int, duration time.Duration) (result, error) {
+func pgbenchPlacements(
+	ctx context.Context, db *store.DB, databaseURL string, clients int, duration time.Duration,
+) (result, error) {
 	if err := db.Gorm.WithContext(ctx).Exec(`CREATE TABLE IF NOT EXISTS bench_accounts AS
-		SELECT (row_number() OVER (ORDER BY account_id) - 1)::int AS n, account_id FROM wallet_balances WHERE currency = 'EUR'`).Error; err != nil {
+		SELECT (row_number() OVER (ORDER BY account_id) - 1)::int AS n, account_id
+		FROM wallet_balances WHERE currency = 'EUR'`).Error; err != nil {
 		return result{}, fmt.Errorf("pgbench accounts: %w", err)
 	}
 	var accounts int64
@@ -62,7 +67,8 @@ func pgbenchPlacements(ctx context.Context, db *store.DB, databaseURL string, cl
 	if err := os.WriteFile(script, fmt.Appendf(nil, placementScript, orderUnitPrice), 0o600); err != nil {
 		return result{}, fmt.Errorf("pgbench script: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, "pgbench", "--no-vacuum", "--protocol", "prepared", "--file", script, "--define", fmt.Sprintf("accounts=%d", accounts),
+	cmd := exec.CommandContext(ctx, "pgbench", "--no-vacuum", "--protocol", "prepared",
+		"--file", script, "--define", fmt.Sprintf("accounts=%d", accounts),
 		"--client", strconv.Itoa(clients), "--jobs", "2", "--time", strconv.Itoa(int(duration.Seconds())),
 		"--log", "--log-prefix", filepath.Join(dir, "tx"), databaseURL)
 	cmd.Dir = dir

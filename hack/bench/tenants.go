@@ -60,10 +60,18 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 	price := int64(2000)
 	items := make([]v1alpha1.CatalogProduct, products)
 	for i := range items {
-		items[i] = v1alpha1.CatalogProduct{ProductCode: fmt.Sprintf("1%013d", i), Name: fmt.Sprintf("Product %d", i),
-			Brand: fmt.Sprintf("brand-%d", i%20), CountryCode: []string{"DE", "GB", "FR"}[i%3], CurrencyCode: "EUR", Price: &price,
-			MainCategory: "Gaming", Tags: []string{"gaming", fmt.Sprintf("t%d", i%7)}, Status: "active",
-			Languages: []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}}}
+		items[i] = v1alpha1.CatalogProduct{
+			ProductCode:  fmt.Sprintf("1%013d", i),
+			Name:         fmt.Sprintf("Product %d", i),
+			Brand:        fmt.Sprintf("brand-%d", i%20),
+			CountryCode:  []string{"DE", "GB", "FR"}[i%3],
+			CurrencyCode: "EUR",
+			Price:        &price,
+			MainCategory: "Gaming",
+			Tags:         []string{"gaming", fmt.Sprintf("t%d", i%7)},
+			Status:       "active",
+			Languages:    []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}},
+		}
 	}
 	cat := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "main"},
 		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5"}}
@@ -77,9 +85,18 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 	t.keys = make([]string, 0, partners)
 	for i := range partners {
 		name := partnerName(i)
-		p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: v1alpha1.PartnerSpec{DisplayName: "Bench", ContactEmail: "bench@example.com", CatalogRef: &v1alpha1.LocalObjectReference{Name: "main"},
-				AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100_000_000}}}}
+		p := &v1alpha1.Partner{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: v1alpha1.PartnerSpec{
+				DisplayName:  "Bench",
+				ContactEmail: "bench@example.com",
+				CatalogRef:   &v1alpha1.LocalObjectReference{Name: "main"},
+				AccessPolicy: v1alpha1.AccessPolicy{
+					IPWhitelist: []string{"127.0.0.1"},
+					RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 100_000_000},
+				},
+			},
+		}
 		if _, err := t.prov.ApplyPartner(ctx, p, &res.ID, nil); err != nil {
 			return fmt.Errorf("partner %s: %w", name, err)
 		}
@@ -114,9 +131,14 @@ func (t *tenants) addKey(ctx context.Context, partner, environment string) (stri
 
 // fund tops a partner's wallet in environment up with more than any run spends.
 func (t *tenants) fund(ctx context.Context, partner, environment string) error {
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partner + "-" + environment},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: partner}, Environment: v1alpha1.Environment(environment),
-			TopUps: []v1alpha1.TopUp{{ID: "bench", Currency: "EUR", Amount: "100000000.00"}}}}
+	w := &v1alpha1.Wallet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partner + "-" + environment},
+		Spec: v1alpha1.WalletSpec{
+			PartnerRef:  v1alpha1.LocalObjectReference{Name: partner},
+			Environment: v1alpha1.Environment(environment),
+			TopUps:      []v1alpha1.TopUp{{ID: "bench", Currency: "EUR", Amount: "100000000.00"}},
+		},
+	}
 	if _, err := t.prov.ApplyWallet(ctx, w); err != nil {
 		return fmt.Errorf("wallet of %s: %w", partner, err)
 	}
