@@ -61,7 +61,8 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(15) {
 		t.Fatalf("sandbox catalog: 10 sample products and 5 test products expected, got %v", list["count"])
 	}
-	body := `{"externalOrderCode":"dev-1","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`
+	body := `{"externalOrderCode":"dev-1","currency":"EUR",` +
+		`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`
 	req, _ := http.NewRequest(http.MethodPost, sandbox.BaseURL+"/orders", strings.NewReader(body))
 	req.Header.Set("x-api-key", sandbox.APIKey)
 	req.Header.Set("Content-Type", "application/json")
@@ -88,7 +89,8 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 		t.Fatal("sandbox key changed across restarts")
 	}
 	// Top-ups are applied once: the restart did not credit the wallet again.
-	if w := getJSON(t, again.Partners["partners/acme"]["sandbox"].BaseURL+"/wallet", sandbox.APIKey); w["balances"].(map[string]any)["EUR"] != 990.0 {
+	w := getJSON(t, again.Partners["partners/acme"]["sandbox"].BaseURL+"/wallet", sandbox.APIKey)
+	if w["balances"].(map[string]any)["EUR"] != 990.0 {
 		t.Fatalf("wallet after restart: %v", w)
 	}
 }
@@ -187,7 +189,9 @@ func TestFlagUsageNamesTheValueType(t *testing.T) {
 // environment variable, and --help prints no flag's value from the environment.
 func TestHelpKeepsCredentialsFromTheEnvironmentOut(t *testing.T) {
 	const sentinel = "not-for-the-terminal"
-	for _, env := range []string{"CODEPORT_DATABASE_URL", "CODEPORT_CODES_KEY", "CODEPORT_REDIS_URL", "CODEPORT_SMTP_URL"} {
+	for _, env := range []string{
+		"CODEPORT_DATABASE_URL", "CODEPORT_CODES_KEY", "CODEPORT_REDIS_URL", "CODEPORT_SMTP_URL",
+	} {
 		t.Setenv(env, "postgres://u:"+sentinel+"@h/"+env)
 	}
 	for _, args := range [][]string{{"serve"}, {"operator"}, {"dev"}, {"migrate", "up"}, {"codes", "import"}} {
@@ -233,8 +237,8 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 	root := newRootCommand()
 	root.SetErr(logs)
 	root.SetArgs([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
-		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32), "--redis-url", "",
-		"--otlp-endpoint", collector.URL})
+		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32),
+		"--redis-url", "", "--otlp-endpoint", collector.URL})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	var addr string

@@ -143,7 +143,9 @@ func TestIPWhitelist(t *testing.T) {
 	}
 	// An override for one environment applies to it alone.
 	tn2 := s.onboard(t, "split", func(p *v1alpha1.Partner) {
-		p.Spec.Environments = &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{IPWhitelist: []string{"198.51.100.7"}}}
+		p.Spec.Environments = &v1alpha1.EnvironmentOverrides{
+			Sandbox: &v1alpha1.AccessPolicy{IPWhitelist: []string{"198.51.100.7"}},
+		}
 	})
 	if r := s.call(t, "production", "GET", "/v2/ping", tn2.keys["production"], nil); r.status != 200 {
 		t.Fatalf("production: %d %s", r.status, r.raw)
@@ -199,8 +201,10 @@ func TestCatalogList(t *testing.T) {
 		t.Fatalf("default take: %s", r.raw)
 	}
 	for q, msg := range map[string]string{
-		"take=0": "take must be an integer between 1 and 100", "take=101": "take must be an integer between 1 and 100",
-		"take=ten": "take must be an integer between 1 and 100", "skip=-1": "skip must be an integer greater than or equal to 0",
+		"take=0":   "take must be an integer between 1 and 100",
+		"take=101": "take must be an integer between 1 and 100",
+		"take=ten": "take must be an integer between 1 and 100",
+		"skip=-1":  "skip must be an integer greater than or equal to 0",
 		"skip=1.5": "skip must be an integer greater than or equal to 0",
 	} {
 		expectError(t, s.call(t, "production", "GET", "/v2/catalog/products?"+q, key, nil), 400, msg)
@@ -258,8 +262,10 @@ func TestProductDetail(t *testing.T) {
 		t.Errorf("tags must be an array: %v", fixed.body["tags"])
 	}
 	open := s.call(t, "production", "GET", "/v2/catalog/products/10000000000002", key, nil)
-	for k, v := range map[string]any{"denominationType": "open", "denominationMinValue": float64(500), "denominationMaxValue": float64(10000),
-		"denominationStep": float64(100), "denominationDefaultValue": float64(2500), "discountPercentage": 7.5} {
+	for k, v := range map[string]any{
+		"denominationType": "open", "denominationMinValue": float64(500), "denominationMaxValue": float64(10000),
+		"denominationStep": float64(100), "denominationDefaultValue": float64(2500), "discountPercentage": 7.5,
+	} {
 		if open.body[k] != v {
 			t.Errorf("open %s = %v, want %v", k, open.body[k], v)
 		}

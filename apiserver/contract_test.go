@@ -59,7 +59,8 @@ func (c *contract) load() error {
 // (answers carry codes, balances and prices) and forbid type sniffing.
 func checkContract(t *testing.T, req *http.Request, body []byte, resp *http.Response, raw []byte) {
 	t.Helper()
-	if cc, sniff := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || sniff != "nosniff" {
+	cc, sniff := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options")
+	if cc != "no-store" || sniff != "nosniff" {
 		t.Errorf("%s %s: %d with Cache-Control %q and X-Content-Type-Options %q, want no-store and nosniff",
 			req.Method, req.URL.Path, resp.StatusCode, cc, sniff)
 	}

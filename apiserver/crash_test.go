@@ -48,7 +48,8 @@ func runWorkerProcess(url string) int {
 func finishedOrders(t *testing.T, db *store.DB, accountID any) int64 {
 	t.Helper()
 	var n int64
-	if err := db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND status <> 'processing'`, accountID).Scan(&n).Error; err != nil {
+	if err := db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND status <> 'processing'`, accountID).
+		Scan(&n).Error; err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -72,7 +73,9 @@ func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
 		case 2:
 			product, status = "99000000000003", "failed"
 		}
-		if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order(code, line{"productCode": product, "quantity": 4})); r.status != 202 {
+		r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+			order(code, line{"productCode": product, "quantity": 4}))
+		if r.status != 202 {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
 		want[code] = status
@@ -140,7 +143,8 @@ func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
 				delivered++
 			}
 		}
-		if wantUnits := map[string]int{"completed": 4, "partially_completed": 2, "failed": 0}[status]; delivered != wantUnits {
+		wantUnits := map[string]int{"completed": 4, "partially_completed": 2, "failed": 0}[status]
+		if delivered != wantUnits {
 			t.Fatalf("order %s delivered %d units, want %d", code, delivered, wantUnits)
 		}
 	}

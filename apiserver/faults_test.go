@@ -35,7 +35,7 @@ func TestRedisOutageFallsBackToProcessLimits(t *testing.T) {
 	limiter := ratelimit.NewFallback(ratelimit.NewRedis(rdb), ratelimit.NewMemory(), nil)
 	s := newStack(t, stackOptions{limiter: limiter, logs: logs, metrics: true, noWorker: true})
 	limiter.SetLogger(s.logger)
-	tn := s.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 3} })
+	tn := s.onboard(t, "acme", withRateLimit(3))
 	awayFromMinuteEnd()
 	for i := range 3 {
 		if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 200 {
@@ -116,7 +116,10 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	if got := ping(direct, "198.51.100.7"); got != 403 {
 		t.Fatalf("spoofed X-Forwarded-For accepted from an untrusted peer: %d", got)
 	}
-	proxied := newStack(t, stackOptions{noWorker: true, trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	proxied := newStack(t, stackOptions{
+		noWorker:       true,
+		trustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+	})
 	if got := ping(proxied, "198.51.100.7"); got != 200 {
 		t.Fatalf("client behind a trusted proxy refused: %d", got)
 	}
@@ -142,7 +145,8 @@ func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 	rcv := newReceiver(t, 0)
 	s.setWebhook(t, tn, rcv.server.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
-	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("dump-1", line{"productCode": "99000000000001", "quantity": 3}))
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+		order("dump-1", line{"productCode": "99000000000001", "quantity": 3}))
 	done := s.waitOrder(t, "sandbox", tn.keys["sandbox"], placed.str("orderId"))
 	poll.UntilTrue(t, 10*time.Second, "the webhook delivered", func() bool { return len(rcv.deliveries()) == 1 })
 	secrets := []string{webhookSecret}
@@ -207,11 +211,13 @@ func TestTenantIsolationEveryEndpoint(t *testing.T) {
 	if r := s.call(t, "production", "GET", "/v2/catalog/products", kb, nil); r.body["count"] != float64(1) {
 		t.Fatalf("beta's list: %s", r.raw)
 	}
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", ka, order("iso-1", line{"productCode": "20000000000001", "quantity": 1})), 404,
-		"Product 20000000000001 was not found in your catalog")
+	r := s.call(t, "production", "POST", "/v2/orders", ka,
+		order("iso-1", line{"productCode": "20000000000001", "quantity": 1}))
+	expectError(t, r, 404, "Product 20000000000001 was not found in your catalog")
 	wa := s.call(t, "production", "GET", "/v2/wallet", ka, nil)
 	wb := s.call(t, "production", "GET", "/v2/wallet", kb, nil)
-	if string(wa.raw) != `{"balances":{"EUR":10.00},"lowBalance":false,"threshold":0}` || string(wb.raw) != `{"balances":{"GBP":20.00},"lowBalance":false,"threshold":0}` {
+	if string(wa.raw) != `{"balances":{"EUR":10.00},"lowBalance":false,"threshold":0}` ||
+		string(wb.raw) != `{"balances":{"GBP":20.00},"lowBalance":false,"threshold":0}` {
 		t.Fatalf("wallets: %s / %s", wa.raw, wb.raw)
 	}
 	ca := s.call(t, "production", "GET", "/v1/catalog", "Bearer "+a.keys["bearer:production"], nil)
@@ -219,6 +225,6 @@ func TestTenantIsolationEveryEndpoint(t *testing.T) {
 	if ca.str("id") == cb.str("id") || cb.str("id") != res.ID.String() {
 		t.Fatalf("v1 catalogs: %s / %s", ca.raw, cb.raw)
 	}
-	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product?ean=4000000000001", "Bearer "+a.keys["bearer:production"], nil), 404,
-		"Product with ean 4000000000001 was not found in your catalog")
+	r = s.call(t, "production", "GET", "/v1/catalog/product?ean=4000000000001", "Bearer "+a.keys["bearer:production"], nil)
+	expectError(t, r, 404, "Product with ean 4000000000001 was not found in your catalog")
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store/storetest"
 	"github.com/codeport/codeport/internal/poll"
@@ -23,10 +22,13 @@ func awayFromMinuteEnd() {
 
 func TestRateLimit(t *testing.T) {
 	rdb := storetest.Redis(t)
-	for name, limiter := range map[string]ratelimit.Limiter{"memory": ratelimit.NewMemory(), "redis": ratelimit.NewRedis(rdb)} {
+	for name, limiter := range map[string]ratelimit.Limiter{
+		"memory": ratelimit.NewMemory(),
+		"redis":  ratelimit.NewRedis(rdb),
+	} {
 		t.Run(name, func(t *testing.T) {
 			s := newStack(t, stackOptions{limiter: limiter})
-			tn := s.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 5} })
+			tn := s.onboard(t, "acme", withRateLimit(5))
 			awayFromMinuteEnd()
 			for i := range 5 {
 				// Errors count too: the third request is a 404.
@@ -36,7 +38,8 @@ func TestRateLimit(t *testing.T) {
 				}
 				r := s.call(t, "production", "GET", path, tn.keys["production"], nil)
 				if r.header.Get("X-RateLimit-Limit") != "5" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(4-i) {
-					t.Fatalf("request %d: limit %q remaining %q", i, r.header.Get("X-RateLimit-Limit"), r.header.Get("X-RateLimit-Remaining"))
+					t.Fatalf("request %d: limit %q remaining %q",
+						i, r.header.Get("X-RateLimit-Limit"), r.header.Get("X-RateLimit-Remaining"))
 				}
 				reset, _ := strconv.ParseInt(r.header.Get("X-RateLimit-Reset"), 10, 64)
 				if reset%60 != 0 || reset <= time.Now().Unix() || reset > time.Now().Unix()+60 {
@@ -63,7 +66,7 @@ func TestSharedLimitAcrossReplicas(t *testing.T) {
 	// Two stacks are two replicas sharing one Redis: together they allow the budget once.
 	a := newStack(t, stackOptions{limiter: ratelimit.NewRedis(rdb)})
 	b := newStack(t, stackOptions{limiter: ratelimit.NewRedis(rdb), noWorker: true})
-	tn := a.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 4} })
+	tn := a.onboard(t, "acme", withRateLimit(4))
 	awayFromMinuteEnd()
 	statuses := []int{}
 	for i := range 6 {

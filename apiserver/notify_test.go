@@ -104,8 +104,14 @@ func (s *stack) setWebhooks(t *testing.T, tn *tenant, webhooks provisioning.Webh
 	}
 	p := &v1alpha1.Partner{}
 	p.Namespace, p.Name = tn.namespace, tn.name
-	p.Spec = v1alpha1.PartnerSpec{DisplayName: tn.name, ContactEmail: tn.name + "@example.com",
-		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}
+	p.Spec = v1alpha1.PartnerSpec{
+		DisplayName:  tn.name,
+		ContactEmail: tn.name + "@example.com",
+		AccessPolicy: v1alpha1.AccessPolicy{
+			IPWhitelist: []string{"127.0.0.1", "::1"},
+			RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000},
+		},
+	}
 	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, webhooks); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +125,11 @@ func TestWebhooks(t *testing.T) {
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "1000.00"})
 	key := tn.keys["sandbox"]
 	want := map[string]string{}
+	events := map[string]string{
+		"wh-ok":      "order.completed",
+		"wh-fail":    "order.failed",
+		"wh-partial": "order.partially_completed",
+	}
 	for code, l := range map[string]line{
 		"wh-ok":      {"productCode": "99000000000001", "quantity": 1},
 		"wh-fail":    {"productCode": "99000000000003", "quantity": 1},
@@ -128,7 +139,7 @@ func TestWebhooks(t *testing.T) {
 		if r.status != 202 {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
-		want[r.str("orderId")] = map[string]string{"wh-ok": "order.completed", "wh-fail": "order.failed", "wh-partial": "order.partially_completed"}[code]
+		want[r.str("orderId")] = events[code]
 	}
 	poll.UntilTrue(t, 30*time.Second, "three events delivered", func() bool {
 		ok := 0
@@ -170,8 +181,8 @@ func TestWebhooks(t *testing.T) {
 				t.Fatal("retries carried different bodies")
 			}
 		}
-		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type || ev.Data.ExternalOrderCode == "" ||
-			ev.Environment != "sandbox" {
+		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type ||
+			ev.Data.ExternalOrderCode == "" || ev.Environment != "sandbox" {
 			t.Fatalf("event %s: %s", id, attempts[3].body)
 		}
 	}
@@ -184,7 +195,9 @@ func TestWebhookEventFilter(t *testing.T) {
 	s.setWebhook(t, tn, rcv.server.URL, notify.EventOrderFailed)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	for code, product := range map[string]string{"f-ok": "99000000000001", "f-fail": "99000000000003"} {
-		if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order(code, line{"productCode": product, "quantity": 1})); r.status != 202 {
+		r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+			order(code, line{"productCode": product, "quantity": 1}))
+		if r.status != 202 {
 			t.Fatal(r.status)
 		}
 		s.waitOrder(t, "sandbox", tn.keys["sandbox"], code)
@@ -208,13 +221,16 @@ func TestWebhooksPerEnvironment(t *testing.T) {
 		"sandbox":    {URL: sandboxRcv.server.URL, Secret: []byte(webhookSecret)},
 		"production": {URL: liveRcv.server.URL, Secret: []byte(liveSecret)},
 	})
-	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t", strings.NewReader("ENV-"+tn.namespace+"\n"), nil); err != nil {
+	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t",
+		strings.NewReader("ENV-"+tn.namespace+"\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	for env, product := range map[string]string{"sandbox": "99000000000001", "production": "10000000000001"} {
-		if r := s.call(t, env, "POST", "/v2/orders", tn.keys[env], order("same-code", line{"productCode": product, "quantity": 1})); r.status != 202 {
+		r := s.call(t, env, "POST", "/v2/orders", tn.keys[env],
+			order("same-code", line{"productCode": product, "quantity": 1}))
+		if r.status != 202 {
 			t.Fatalf("%s: %d %s", env, r.status, r.raw)
 		}
 	}
@@ -269,7 +285,9 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 	t.Cleanup(rcv.Close)
 	s.setWebhook(t, tn, rcv.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
-	if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("wh-redirect", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 {
+	r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+		order("wh-redirect", line{"productCode": "99000000000001", "quantity": 1}))
+	if r.status != 202 {
 		t.Fatalf("%d %s", r.status, r.raw)
 	}
 	poll.UntilTrue(t, 30*time.Second, "the event delivered", func() bool {
@@ -279,7 +297,8 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusOK}; fmt.Sprint(answered) != fmt.Sprint(want) {
+	want := []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusOK}
+	if fmt.Sprint(answered) != fmt.Sprint(want) {
 		t.Fatalf("receiver answered %v, want %v: each redirect a failed attempt, then delivered", answered, want)
 	}
 	if n := elsewhereHits.Load(); n != 0 {
@@ -296,7 +315,9 @@ func TestWebhooksGoToPublicAddressesOnly(t *testing.T) {
 	rcv := newReceiver(t, 0)
 	s.setWebhook(t, tn, rcv.server.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
-	if r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("wh-private", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 {
+	r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+		order("wh-private", line{"productCode": "99000000000001", "quantity": 1}))
+	if r.status != 202 {
 		t.Fatalf("%d %s", r.status, r.raw)
 	}
 	var attempts int
@@ -305,7 +326,8 @@ func TestWebhooksGoToPublicAddressesOnly(t *testing.T) {
 		err := s.db.Pool.QueryRow(t.Context(), `
 			SELECT j.attempt, coalesce(array_to_string(j.errors::text[], ' '), '')
 			FROM river_job j JOIN webhook_events e ON e.id = j.args->>'eventId'
-			WHERE j.kind = 'codeport.deliver_webhook' AND e.payload->'data'->>'externalOrderCode' = 'wh-private'`).Scan(&attempts, &errs)
+			WHERE j.kind = 'codeport.deliver_webhook' AND e.payload->'data'->>'externalOrderCode' = 'wh-private'`).
+			Scan(&attempts, &errs)
 		return err == nil && attempts >= 2 && strings.Count(errs, notify.ErrNonPublicAddress.Error()) >= 2
 	})
 	if d := rcv.deliveries(); len(d) != 0 {
@@ -379,14 +401,17 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	for i := range 10 {
 		fmt.Fprintf(&stock, "MAIL-%s-%d\n", tn.namespace, i)
 	}
-	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t", strings.NewReader(stock.String()), nil); err != nil {
+	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t",
+		strings.NewReader(stock.String()), nil); err != nil {
 		t.Fatal(err)
 	}
 	// 100.00 EUR with a 50.00 threshold; each order is 20.00.
 	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	place := func(code string) {
 		t.Helper()
-		if r := s.call(t, "production", "POST", "/v2/orders", key, order(code, line{"productCode": "10000000000001", "quantity": 1})); r.status != 202 {
+		r := s.call(t, "production", "POST", "/v2/orders", key,
+			order(code, line{"productCode": "10000000000001", "quantity": 1}))
+		if r.status != 202 {
 			t.Fatalf("%s: %d %s", code, r.status, r.raw)
 		}
 	}
@@ -400,14 +425,17 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 		t.Fatalf("%d e-mails while the balance stayed low", n)
 	}
 	// A top-up re-arms the alert; the next crossing mails again.
-	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"}, v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.00"})
+	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"},
+		v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.00"})
 	place("o5") // 70 -> 50: not below
 	place("o6") // 30: crosses
 	poll.UntilTrue(t, 10*time.Second, "second e-mail", func() bool { return box.count() == 2 })
 	box.mu.Lock()
 	first := box.mail[0]
 	box.mu.Unlock()
-	for _, want := range []string{"To: acme@example.com", "Subject: Low balance", tn.namespace + "/acme", "production", "EUR", "40.00", "50.00"} {
+	for _, want := range []string{
+		"To: acme@example.com", "Subject: Low balance", tn.namespace + "/acme", "production", "EUR", "40.00", "50.00",
+	} {
 		if !strings.Contains(first, want) {
 			t.Errorf("e-mail lacks %q:\n%s", want, first)
 		}
@@ -418,7 +446,8 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 		Data map[string]any
 	}
 	_ = json.Unmarshal(rcv.deliveries()[0].body, &ev)
-	if ev.Type != "balance.low" || ev.Data["currency"] != "EUR" || fmt.Sprint(ev.Data["balance"]) != "40" || fmt.Sprint(ev.Data["threshold"]) != "50" {
+	if ev.Type != "balance.low" || ev.Data["currency"] != "EUR" || fmt.Sprint(ev.Data["balance"]) != "40" ||
+		fmt.Sprint(ev.Data["threshold"]) != "50" {
 		t.Fatalf("balance.low event: %+v", ev)
 	}
 }

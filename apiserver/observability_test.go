@@ -78,7 +78,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 func TestMetricsAndLogs(t *testing.T) {
 	logs := &lockedBuffer{}
 	s := newStack(t, stackOptions{metrics: true, logs: logs})
-	tn := s.onboard(t, "acme", func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: 1000} })
+	tn := s.onboard(t, "acme", withRateLimit(1000))
 	rcv := newReceiver(t, 0)
 	s.setWebhook(t, tn, rcv.server.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
@@ -228,7 +228,8 @@ func TestTracing(t *testing.T) {
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	key := tn.keys["sandbox"]
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	body := strings.NewReader(`{"externalOrderCode":"traced","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`)
+	body := strings.NewReader(`{"externalOrderCode":"traced","currency":"EUR",` +
+		`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`)
 	req, _ := http.NewRequest(http.MethodPost, s.baseURL["sandbox"]+"/v2/orders", body)
 	req.Header.Set("x-api-key", key)
 	req.Header.Set("Content-Type", "application/json")
@@ -268,6 +269,7 @@ func TestTracing(t *testing.T) {
 		for _, span := range recorder.Ended() {
 			t.Log(span.Name(), span.SpanContext().TraceID())
 		}
-		t.Fatalf("server spans %d, statement spans %d, batch spans %d, fulfilment span %v", server, statements, batches, fulfilled)
+		t.Fatalf("server spans %d, statement spans %d, batch spans %d, fulfilment span %v",
+			server, statements, batches, fulfilled)
 	}
 }

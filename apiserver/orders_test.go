@@ -36,25 +36,51 @@ func TestOrderValidationMessages(t *testing.T) {
 		message string
 	}{
 		{"empty lines", order("v1"), 400, "orderProducts must not be empty"},
-		{"lines absent", map[string]any{"externalOrderCode": "v2", "currency": "EUR"}, 400, "orderProducts must not be empty"},
-		{"no product code", order("v3", line{"quantity": 1}), 400, "Each line requires a productCode and a quantity of at least 1"},
-		{"zero quantity", order("v4", line{"productCode": "10000000000001", "quantity": 0}), 400, "Each line requires a productCode and a quantity of at least 1"},
-		{"fractional quantity", order("v5", line{"productCode": "10000000000001", "quantity": 1.5}), 400, "Each line requires a productCode and a quantity of at least 1"},
-		{"line currency differs", order("v6", line{"productCode": "10000000000001", "quantity": 1, "currency": "GBP"}), 400, "Product 10000000000001 is priced in EUR, not GBP"},
-		{"order currency differs", map[string]any{"externalOrderCode": "v7", "currency": "GBP", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}}, 400, "Product 10000000000001 is priced in EUR, not GBP"},
-		{"line currency right, order currency wrong", map[string]any{"externalOrderCode": "v8", "currency": "GBP", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1, "currency": "EUR"}}}, 400, "Product 10000000000001 cannot be ordered in the requested currency."},
-		{"open without price", order("v9", line{"productCode": "10000000000002", "quantity": 1}), 400, "Product 10000000000002 is open-denomination and requires a price"},
-		{"open below minimum", order("v10", line{"productCode": "10000000000002", "quantity": 1, "price": 400}), 400, "Price for product 10000000000002 is below the minimum allowed (500)"},
-		{"open above maximum", order("v11", line{"productCode": "10000000000002", "quantity": 1, "price": 10100}), 400, "Price for product 10000000000002 exceeds the maximum allowed (10000)"},
-		{"fixed price mismatch", order("v12", line{"productCode": "10000000000001", "quantity": 1, "price": 1999}), 400, "Product 10000000000001 price mismatch: expected 2000"},
-		{"total mismatch", map[string]any{"externalOrderCode": "v13", "currency": "EUR", "price": 3000, "orderProducts": []line{{"productCode": "10000000000001", "quantity": 2}}}, 400, "Order price mismatch: expected total 4000"},
-		{"sku of another market", order("v14", line{"productCode": "10000000000001", "quantity": 1, "sku": "GB-EN-10000000000001"}), 400, "Product 10000000000001 is not available for ordering with the supplied country or currency."},
-		{"inactive product", order("v15", line{"productCode": "10000000000003", "quantity": 1}), 400, "Product 10000000000003 is not currently available."},
-		{"unknown product", order("v16", line{"productCode": "10000000000099", "quantity": 1}), 404, "Product 10000000000099 was not found in your catalog"},
-		{"overflowing total", order("v17", line{"productCode": "10000000000002", "quantity": 9223372036854775807, "price": 10000}), 400, "The order could not be validated. Check product codes, prices, and currency."},
-		{"price as string", order("v18", line{"productCode": "10000000000001", "quantity": 1, "price": "2000"}), 400, "The order could not be validated. Check product codes, prices, and currency."},
-		{"missing external code", map[string]any{"currency": "EUR", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}}, 400, "externalOrderCode is required"},
-		{"missing currency", map[string]any{"externalOrderCode": "v19", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}}, 400, "currency is required"},
+		{"lines absent", map[string]any{"externalOrderCode": "v2", "currency": "EUR"},
+			400, "orderProducts must not be empty"},
+		{"no product code", order("v3", line{"quantity": 1}),
+			400, "Each line requires a productCode and a quantity of at least 1"},
+		{"zero quantity", order("v4", line{"productCode": "10000000000001", "quantity": 0}),
+			400, "Each line requires a productCode and a quantity of at least 1"},
+		{"fractional quantity", order("v5", line{"productCode": "10000000000001", "quantity": 1.5}),
+			400, "Each line requires a productCode and a quantity of at least 1"},
+		{"line currency differs", order("v6", line{"productCode": "10000000000001", "quantity": 1, "currency": "GBP"}),
+			400, "Product 10000000000001 is priced in EUR, not GBP"},
+		{"order currency differs", map[string]any{"externalOrderCode": "v7", "currency": "GBP",
+			"orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}},
+			400, "Product 10000000000001 is priced in EUR, not GBP"},
+		{"line currency right, order currency wrong", map[string]any{"externalOrderCode": "v8", "currency": "GBP",
+			"orderProducts": []line{{"productCode": "10000000000001", "quantity": 1, "currency": "EUR"}}},
+			400, "Product 10000000000001 cannot be ordered in the requested currency."},
+		{"open without price", order("v9", line{"productCode": "10000000000002", "quantity": 1}),
+			400, "Product 10000000000002 is open-denomination and requires a price"},
+		{"open below minimum", order("v10", line{"productCode": "10000000000002", "quantity": 1, "price": 400}),
+			400, "Price for product 10000000000002 is below the minimum allowed (500)"},
+		{"open above maximum", order("v11", line{"productCode": "10000000000002", "quantity": 1, "price": 10100}),
+			400, "Price for product 10000000000002 exceeds the maximum allowed (10000)"},
+		{"fixed price mismatch", order("v12", line{"productCode": "10000000000001", "quantity": 1, "price": 1999}),
+			400, "Product 10000000000001 price mismatch: expected 2000"},
+		{"total mismatch", map[string]any{"externalOrderCode": "v13", "currency": "EUR", "price": 3000,
+			"orderProducts": []line{{"productCode": "10000000000001", "quantity": 2}}},
+			400, "Order price mismatch: expected total 4000"},
+		{"sku of another market",
+			order("v14", line{"productCode": "10000000000001", "quantity": 1, "sku": "GB-EN-10000000000001"}),
+			400, "Product 10000000000001 is not available for ordering with the supplied country or currency."},
+		{"inactive product", order("v15", line{"productCode": "10000000000003", "quantity": 1}),
+			400, "Product 10000000000003 is not currently available."},
+		{"unknown product", order("v16", line{"productCode": "10000000000099", "quantity": 1}),
+			404, "Product 10000000000099 was not found in your catalog"},
+		{"overflowing total",
+			order("v17", line{"productCode": "10000000000002", "quantity": 9223372036854775807, "price": 10000}),
+			400, "The order could not be validated. Check product codes, prices, and currency."},
+		{"price as string", order("v18", line{"productCode": "10000000000001", "quantity": 1, "price": "2000"}),
+			400, "The order could not be validated. Check product codes, prices, and currency."},
+		{"missing external code",
+			map[string]any{"currency": "EUR", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}},
+			400, "externalOrderCode is required"},
+		{"missing currency", map[string]any{"externalOrderCode": "v19",
+			"orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}},
+			400, "currency is required"},
 		{"not JSON", "{not json", 400, "Request body must be a JSON object"},
 		{"JSON array", "[]", 400, "Request body must be a JSON object"},
 	}
@@ -64,41 +90,52 @@ func TestOrderValidationMessages(t *testing.T) {
 		})
 	}
 	var n int64
-	if err := s.db.Gorm.Raw(`SELECT count(*) FROM orders o JOIN accounts a ON a.id = o.account_id JOIN partners p ON p.id = a.partner_id WHERE p.namespace = ?`, tn.namespace).Scan(&n).Error; err != nil || n != 0 {
+	if err := s.db.Gorm.Raw(`SELECT count(*) FROM orders o JOIN accounts a ON a.id = o.account_id
+		JOIN partners p ON p.id = a.partner_id WHERE p.namespace = ?`, tn.namespace).Scan(&n).Error; err != nil || n != 0 {
 		t.Fatalf("rejected orders were recorded: %d %v", n, err)
 	}
 }
 
 func TestOrderAccountRules(t *testing.T) {
 	s := newStack(t, stackOptions{})
+	// place orders quantity units of the fixed-price product in production with key, as code.
+	place := func(key, code string, quantity int) response {
+		return s.call(t, "production", "POST", "/v2/orders", key,
+			order(code, line{"productCode": "10000000000001", "quantity": quantity}))
+	}
 	disabled := s.onboard(t, "disabled", func(p *v1alpha1.Partner) {
 		p.Spec.Ordering = &v1alpha1.OrderingSpec{Enabled: ptr(false)}
 	})
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", disabled.keys["production"], order("d1", line{"productCode": "10000000000001", "quantity": 1})),
+	expectError(t, place(disabled.keys["production"], "d1", 1),
 		403, "API ordering is disabled for your account. Contact support for assistance.")
 
 	limited := s.onboard(t, "limited", func(p *v1alpha1.Partner) {
-		p.Spec.Ordering = &v1alpha1.OrderingSpec{Limits: &v1alpha1.OrderLimits{MaxQuantityPerOrder: ptr(int32(3)), DailySpend: map[string]int64{"EUR": 5000}}}
+		p.Spec.Ordering = &v1alpha1.OrderingSpec{Limits: &v1alpha1.OrderLimits{
+			MaxQuantityPerOrder: ptr(int32(3)),
+			DailySpend:          map[string]int64{"EUR": 5000},
+		}}
 	})
 	s.topUp(t, limited, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "1000.00"})
 	key := limited.keys["production"]
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("l1", line{"productCode": "10000000000001", "quantity": 4})),
+	expectError(t, place(key, "l1", 4),
 		422, "Your account order limit has been exceeded. Contact support for assistance.")
-	if r := s.call(t, "production", "POST", "/v2/orders", key, order("l2", line{"productCode": "10000000000001", "quantity": 2})); r.status != 202 {
+	if r := place(key, "l2", 2); r.status != 202 {
 		t.Fatalf("within limits: %d %s", r.status, r.raw)
 	}
 	// 4000 of the 5000 daily EUR are spent; another 2000 is over.
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("l3", line{"productCode": "10000000000001", "quantity": 1})),
+	expectError(t, place(key, "l3", 1),
 		422, "Your account order limit has been exceeded. Contact support for assistance.")
 
 	poor := s.onboard(t, "poor", nil)
 	s.topUp(t, poor, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", poor.keys["production"], order("p1", line{"productCode": "10000000000001", "quantity": 1})),
+	expectError(t, place(poor.keys["production"], "p1", 1),
 		422, "Insufficient funds. Please top up your wallet and try again.")
 
 	// Without wallet ordering nothing is debited, and no balance is needed.
-	free := s.onboard(t, "free", func(p *v1alpha1.Partner) { p.Spec.Ordering = &v1alpha1.OrderingSpec{WalletEnabled: ptr(false)} })
-	if r := s.call(t, "production", "POST", "/v2/orders", free.keys["production"], order("f1", line{"productCode": "10000000000001", "quantity": 1})); r.status != 202 {
+	free := s.onboard(t, "free", func(p *v1alpha1.Partner) {
+		p.Spec.Ordering = &v1alpha1.OrderingSpec{WalletEnabled: ptr(false)}
+	})
+	if r := place(free.keys["production"], "f1", 1); r.status != 202 {
 		t.Fatalf("wallet disabled: %d %s", r.status, r.raw)
 	}
 }
@@ -123,7 +160,9 @@ func TestSandboxOrderOutcomes(t *testing.T) {
 		{"failure", []line{{"productCode": "99000000000003", "quantity": 1}}, "failed", nil, 1000},
 		{"partial", []line{{"productCode": "99000000000004", "quantity": 4}}, "partially_completed", []int{2}, 2000},
 		{"partial of one completes", []line{{"productCode": "99000000000004", "quantity": 1}}, "completed", []int{1}, 0},
-		{"success and failure", []line{{"productCode": "99000000000001", "quantity": 1}, {"productCode": "99000000000003", "quantity": 1}}, "partially_completed", []int{1, 0}, 1000},
+		{"success and failure",
+			[]line{{"productCode": "99000000000001", "quantity": 1}, {"productCode": "99000000000003", "quantity": 1}},
+			"partially_completed", []int{1, 0}, 1000},
 		{"ordinary product", []line{{"productCode": "10000000000001", "quantity": 1}}, "completed", []int{1}, 0},
 		{"slow", []line{{"productCode": "99000000000005", "quantity": 1}}, "completed", []int{1}, 0},
 	}
@@ -144,7 +183,8 @@ func TestSandboxOrderOutcomes(t *testing.T) {
 func checkSandboxOutcome(t *testing.T, s *stack, key, code string, tc sandboxCase) {
 	t.Helper()
 	placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order(code, tc.lines...))
-	if placed.status != 202 || placed.str("status") != "processing" || placed.str("estimatedReadyAt") == "" || placed.body["wallet"] == nil {
+	if placed.status != 202 || placed.str("status") != "processing" || placed.str("estimatedReadyAt") == "" ||
+		placed.body["wallet"] == nil {
 		t.Fatalf("placement: %d %s", placed.status, placed.raw)
 	}
 	if placed.header.Get("X-RateLimit-Limit") == "" {
@@ -225,10 +265,12 @@ func TestIdempotentPlacement(t *testing.T) {
 	// The same order with keys reordered and productId instead of productCode is the same payload.
 	again := s.call(t, "production", "POST", "/v2/orders", key,
 		`{"orderProducts":[{"quantity":1,"productId":"10000000000001"}],"currency":"EUR","externalOrderCode":"idem-1"}`)
-	if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" || again.str("orderId") != first.str("orderId") {
+	if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" ||
+		again.str("orderId") != first.str("orderId") {
 		t.Fatalf("replay: %d %v %s", again.status, again.header, again.raw)
 	}
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("idem-1", line{"productCode": "10000000000001", "quantity": 2})),
+	changed := order("idem-1", line{"productCode": "10000000000001", "quantity": 2})
+	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, changed),
 		409, "An order with this external order code already exists.")
 	// The product leaves the catalog: a new order for it is refused, the replay still gets its order.
 	c, products := testCatalog(tn.namespace)
@@ -241,15 +283,19 @@ func TestIdempotentPlacement(t *testing.T) {
 		// and repeating its code would only replay it.
 		attempt++
 		code := fmt.Sprintf("idem-new-%d", attempt)
-		return s.call(t, "production", "POST", "/v2/orders", key, order(code, line{"productCode": "10000000000001", "quantity": 1})).status == 404
+		r := s.call(t, "production", "POST", "/v2/orders", key,
+			order(code, line{"productCode": "10000000000001", "quantity": 1}))
+		return r.status == 404
 	})
-	if r := s.call(t, "production", "POST", "/v2/orders", key, body); r.status != 200 || r.str("orderId") != first.str("orderId") {
+	if r := s.call(t, "production", "POST", "/v2/orders", key, body); r.status != 200 ||
+		r.str("orderId") != first.str("orderId") {
 		t.Fatalf("replay after the product was withdrawn: %d %s", r.status, r.raw)
 	}
-	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, order("idem-1", line{"productCode": "10000000000001", "quantity": 2})),
+	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, changed),
 		409, "An order with this external order code already exists.")
 	var debits int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE kind = 'order_debit' AND reference = ?`, first.str("orderId")).Scan(&debits)
+	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE kind = 'order_debit' AND reference = ?`,
+		first.str("orderId")).Scan(&debits)
 	if debits != 1 {
 		t.Fatalf("%d debits", debits)
 	}
@@ -288,7 +334,8 @@ func TestConcurrentDuplicatePlacement(t *testing.T) {
 	}
 	acct := s.account(t, tn, "production")
 	var debits int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'order_debit'`, acct.ID).Scan(&debits)
+	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'order_debit'`,
+		acct.ID).Scan(&debits)
 	if debits != 1 {
 		t.Fatalf("%d debits", debits)
 	}
@@ -304,7 +351,8 @@ func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
 	for i := range 200 {
 		fmt.Fprintf(&stock, "CODE-%s-%04d\n", tn.namespace, i)
 	}
-	if _, err := codes.Import(context.Background(), s.db.Gorm, s.cipher, "10000000000001", "test", strings.NewReader(stock.String()), nil); err != nil {
+	if _, err := codes.Import(context.Background(), s.db.Gorm, s.cipher, "10000000000001", "test",
+		strings.NewReader(stock.String()), nil); err != nil {
 		t.Fatal(err)
 	}
 	statuses := make([]int, 200)
@@ -316,7 +364,8 @@ func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r := s.call(t, "production", "POST", "/v2/orders", key, order(fmt.Sprintf("c-%d", i), line{"productCode": "10000000000001", "quantity": 1}))
+			r := s.call(t, "production", "POST", "/v2/orders", key,
+				order(fmt.Sprintf("c-%d", i), line{"productCode": "10000000000001", "quantity": 1}))
 			statuses[i] = r.status
 			if r.status == 422 && r.str("message") != "Insufficient funds. Please top up your wallet and try again." {
 				t.Errorf("422 message %q", r.str("message"))
@@ -344,23 +393,27 @@ func TestTenantIsolation(t *testing.T) {
 	a := s.onboard(t, "alpha", nil)
 	b := s.onboard(t, "beta", nil)
 	s.topUp(t, a, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
-	placed := s.call(t, "sandbox", "POST", "/v2/orders", a.keys["sandbox"], order("shared-code", line{"productCode": "99000000000001", "quantity": 1}))
+	shared := order("shared-code", line{"productCode": "99000000000001", "quantity": 1})
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", a.keys["sandbox"], shared)
 	if placed.status != 202 {
 		t.Fatalf("%d %s", placed.status, placed.raw)
 	}
 	id := placed.str("orderId")
 	expectError(t, s.call(t, "sandbox", "GET", "/v2/orders/"+id, b.keys["sandbox"], nil), 404, "Order "+id+" not found")
-	expectError(t, s.call(t, "sandbox", "GET", "/v2/orders/shared-code", b.keys["sandbox"], nil), 404, "Order shared-code not found")
+	expectError(t, s.call(t, "sandbox", "GET", "/v2/orders/shared-code", b.keys["sandbox"], nil),
+		404, "Order shared-code not found")
 	// The same external code is free for another partner.
 	s.topUp(t, b, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
-	if r := s.call(t, "sandbox", "POST", "/v2/orders", b.keys["sandbox"], order("shared-code", line{"productCode": "99000000000001", "quantity": 1})); r.status != 202 || r.str("orderId") == id {
+	if r := s.call(t, "sandbox", "POST", "/v2/orders", b.keys["sandbox"], shared); r.status != 202 ||
+		r.str("orderId") == id {
 		t.Fatalf("beta's own order: %d %s", r.status, r.raw)
 	}
 	if r := s.call(t, "sandbox", "GET", "/v2/orders/shared-code", a.keys["sandbox"], nil); r.str("orderId") != id {
 		t.Fatalf("alpha by code: %s", r.raw)
 	}
 	// A production key does not see sandbox orders.
-	expectError(t, s.call(t, "production", "GET", "/v2/orders/"+id, a.keys["production"], nil), 404, "Order "+id+" not found")
+	expectError(t, s.call(t, "production", "GET", "/v2/orders/"+id, a.keys["production"], nil),
+		404, "Order "+id+" not found")
 }
 
 func TestProductionStock(t *testing.T) {
@@ -374,11 +427,13 @@ func TestProductionStock(t *testing.T) {
 		t.Fatalf("import: %+v %v", res, err)
 	}
 	gbp := func(code string, qty int) map[string]any {
-		return map[string]any{"externalOrderCode": code, "currency": "GBP", "orderProducts": []line{{"productCode": "10000000000004", "quantity": qty}}}
+		return map[string]any{"externalOrderCode": code, "currency": "GBP",
+			"orderProducts": []line{{"productCode": "10000000000004", "quantity": qty}}}
 	}
 	first := s.call(t, "production", "POST", "/v2/orders", key, gbp("s1", 3))
 	done := s.waitOrder(t, "production", key, first.str("orderId"))
-	if done.str("status") != "partially_completed" || done.body["delivered"] != float64(2) || done.body["total"] != float64(3) {
+	if done.str("status") != "partially_completed" || done.body["delivered"] != float64(2) ||
+		done.body["total"] != float64(3) {
 		t.Fatalf("partial from stock: %s", done.raw)
 	}
 	codesOut := done.body["products"].([]any)[0].(map[string]any)["codes"].([]any)
@@ -390,7 +445,8 @@ func TestProductionStock(t *testing.T) {
 		t.Fatalf("wallet after refund: %v", w)
 	}
 	second := s.call(t, "production", "POST", "/v2/orders", key, gbp("s2", 1))
-	if failed := s.waitOrder(t, "production", key, second.str("orderId")); failed.str("status") != "failed" || failed.str("reason") == "" {
+	failed := s.waitOrder(t, "production", key, second.str("orderId"))
+	if failed.str("status") != "failed" || failed.str("reason") == "" {
 		t.Fatalf("out of stock: %s", failed.raw)
 	}
 	acct := s.account(t, tn, "production")
@@ -423,7 +479,8 @@ func TestWalletAndScenarios(t *testing.T) {
 			t.Fatal("Slow scenario without processingSeconds")
 		}
 	}
-	expectError(t, s.call(t, "production", "GET", "/v2/sandbox/scenarios", tn.keys["production"], nil), 404, "Cannot GET /v2/sandbox/scenarios")
+	expectError(t, s.call(t, "production", "GET", "/v2/sandbox/scenarios", tn.keys["production"], nil),
+		404, "Cannot GET /v2/sandbox/scenarios")
 }
 
 // TestPlacementShowsWalletAfterDebit: a 202's wallet is the wallet as the order left it: every
@@ -434,7 +491,8 @@ func TestPlacementShowsWalletAfterDebit(t *testing.T) {
 	s.topUp(t, tn, "sandbox", "95", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"},
 		v1alpha1.TopUp{ID: "t2", Currency: "JPY", Amount: "5000"})
 	key := tn.keys["sandbox"]
-	placed := s.call(t, "sandbox", "POST", "/v2/orders", key, order("w-1", line{"productCode": "99000000000001", "quantity": 1}))
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", key,
+		order("w-1", line{"productCode": "99000000000001", "quantity": 1}))
 	if placed.status != 202 {
 		t.Fatalf("%d %s", placed.status, placed.raw)
 	}
@@ -448,7 +506,8 @@ func TestPlacementShowsWalletAfterDebit(t *testing.T) {
 		t.Fatalf("placement wallet %s, wallet now %s", body.Wallet, w.raw)
 	}
 	balances := w.body["balances"].(map[string]any)
-	if eur := balances["EUR"].(float64); eur >= 100 || eur < 90 || balances["JPY"] != float64(5000) || w.body["lowBalance"] != true {
+	if eur := balances["EUR"].(float64); eur >= 100 || eur < 90 || balances["JPY"] != float64(5000) ||
+		w.body["lowBalance"] != true {
 		t.Fatalf("wallet after a 10.00 EUR order: %s", w.raw)
 	}
 }
@@ -468,8 +527,8 @@ func TestRequestShapeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v2/orders HTTP/1.1\r\nHost: api\r\nx-api-key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
-		key, 2<<20)
+	fmt.Fprintf(conn, "POST /v2/orders HTTP/1.1\r\nHost: api\r\nx-api-key: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", key, 2<<20)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -479,10 +538,12 @@ func TestRequestShapeErrors(t *testing.T) {
 	if resp.StatusCode != 413 || !strings.Contains(string(raw), `"statusCode":413`) {
 		t.Fatalf("oversized body: %d %s", resp.StatusCode, raw)
 	}
-	if resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-RateLimit-Limit") == "" || resp.Header.Get("X-RateLimit-Reset") == "" {
+	if resp.Header.Get("X-Request-Id") == "" || resp.Header.Get("X-RateLimit-Limit") == "" ||
+		resp.Header.Get("X-RateLimit-Reset") == "" {
 		t.Fatalf("413 without X-Request-Id or rate-limit headers: %v", resp.Header)
 	}
-	if r := s.call(t, "production", "GET", "/v2/nope", key, nil); r.status != 404 || r.header.Get("X-RateLimit-Limit") == "" {
+	if r := s.call(t, "production", "GET", "/v2/nope", key, nil); r.status != 404 ||
+		r.header.Get("X-RateLimit-Limit") == "" {
 		t.Fatalf("unknown route: %d %s", r.status, r.raw)
 	}
 }
@@ -492,7 +553,11 @@ func TestRequestShapeErrors(t *testing.T) {
 func TestTopUpsApplyOnceUnderConcurrentReconciles(t *testing.T) {
 	s := newStack(t, stackOptions{noWorker: true})
 	tn := s.onboard(t, "acme", nil)
-	topUps := []v1alpha1.TopUp{{ID: "a", Currency: "EUR", Amount: "100.00"}, {ID: "b", Currency: "EUR", Amount: "0.01"}, {ID: "c", Currency: "JPY", Amount: "500"}}
+	topUps := []v1alpha1.TopUp{
+		{ID: "a", Currency: "EUR", Amount: "100.00"},
+		{ID: "b", Currency: "EUR", Amount: "0.01"},
+		{ID: "c", Currency: "JPY", Amount: "500"},
+	}
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Add(1)

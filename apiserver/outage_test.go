@@ -3,6 +3,7 @@ package apiserver_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,11 +29,12 @@ func setConnectable(t *testing.T, name string, allow bool) {
 	}
 	defer conn.Close(ctx)
 	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS "+map[bool]string{true: "true", false: "false"}[allow]); err != nil {
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS "+strconv.FormatBool(allow)); err != nil {
 		t.Fatal(err)
 	}
 	if !allow {
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +55,8 @@ func TestDatabaseOutage(t *testing.T) {
 	defer setConnectable(t, db.Name, true)
 
 	start := time.Now()
-	r := s.call(t, "production", "POST", "/v2/orders", key, order("outage-1", line{"productCode": "10000000000001", "quantity": 1}))
+	r := s.call(t, "production", "POST", "/v2/orders", key,
+		order("outage-1", line{"productCode": "10000000000001", "quantity": 1}))
 	expectError(t, r, http.StatusBadGateway, "Order could not be created. Please try again later.")
 	if r.header.Get("X-RateLimit-Limit") == "" {
 		t.Fatal("502 without rate-limit headers")
@@ -67,7 +70,9 @@ func TestDatabaseOutage(t *testing.T) {
 
 	setConnectable(t, db.Name, true)
 	poll.UntilTrue(t, 5*time.Second, "recovery", func() bool {
-		return s.call(t, "production", "POST", "/v2/orders", key, order("outage-2", line{"productCode": "10000000000001", "quantity": 1})).status == http.StatusAccepted
+		r := s.call(t, "production", "POST", "/v2/orders", key,
+			order("outage-2", line{"productCode": "10000000000001", "quantity": 1}))
+		return r.status == http.StatusAccepted
 	})
 	// The order attempted during the outage was not recorded.
 	expectError(t, s.call(t, "production", "GET", "/v2/orders/outage-1", key, nil), 404, "Order outage-1 not found")

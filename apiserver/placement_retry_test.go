@@ -42,7 +42,8 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 			if err := storetest.WaitForLockWaiter(ctx, s.db); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE wallet_balances SET updated_at = now() WHERE account_id = $1`, account); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE wallet_balances SET updated_at = now() WHERE account_id = $1`,
+				account); err != nil {
 				return fmt.Errorf("writer's balance update: %w", err)
 			}
 			return tx.Commit(ctx)
@@ -57,7 +58,8 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("placement that lost a deadlock: %d %s", r.status, r.raw)
 	}
-	if w := s.call(t, "production", "GET", "/v2/wallet", tn.keys["production"], nil); fmt.Sprint(w.body["balances"]) != "map[EUR:80]" {
+	w := s.call(t, "production", "GET", "/v2/wallet", tn.keys["production"], nil)
+	if fmt.Sprint(w.body["balances"]) != "map[EUR:80]" {
 		t.Fatalf("wallet after one order of 20.00 from 100.00: %s", w.raw)
 	}
 	sums, err := store.LedgerSum(s.db.Gorm, account)

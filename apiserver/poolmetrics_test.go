@@ -19,7 +19,8 @@ func TestPoolMetrics(t *testing.T) {
 		t.Errorf("three wallet reads moved codeport_db_pool_acquires_total from %v to %v",
 			before["codeport_db_pool_acquires_total{}"], after["codeport_db_pool_acquires_total{}"])
 	}
-	if open := after["codeport_db_pool_connections{state=acquired}"] + after["codeport_db_pool_connections{state=idle}"]; open < 1 {
+	open := after["codeport_db_pool_connections{state=acquired}"] + after["codeport_db_pool_connections{state=idle}"]
+	if open < 1 {
 		t.Errorf("no open connection reported: %v", open)
 	}
 }

@@ -116,7 +116,8 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 				default:
 				}
 				code := fmt.Sprintf("f2-%d-%d", w, i)
-				r := s.call(t, "sandbox", "POST", "/v2/orders", key, order(code, line{"productCode": "99000000000001", "quantity": 1}))
+				r := s.call(t, "sandbox", "POST", "/v2/orders", key,
+					order(code, line{"productCode": "99000000000001", "quantity": 1}))
 				mu.Lock()
 				statuses[r.status]++
 				if r.status == 202 {

@@ -157,8 +157,8 @@ func TestKillServeDuringLoad(t *testing.T) {
 	}
 	var orders, codes, distinct int64
 	s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ?`, acct.ID).Scan(&orders)
-	if err := s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`,
-		acct.ID).Row().Scan(&codes, &distinct); err != nil {
+	if err := s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d
+		JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`, acct.ID).Row().Scan(&codes, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if orders != total || codes != distinct {
@@ -178,7 +178,9 @@ func TestKillServeDuringLoad(t *testing.T) {
 // placeUntilAnswered places an order of two units of product as code at url, and retries the
 // same code until the API answers: idempotency makes it safe. It reports whether the order was
 // accepted (202, or 200 for a replay).
-func placeUntilAnswered(ctx context.Context, t *testing.T, httpClient *http.Client, url, key, code, product string) bool {
+func placeUntilAnswered(
+	ctx context.Context, t *testing.T, httpClient *http.Client, url, key, code, product string,
+) bool {
 	t.Helper()
 	body := fmt.Sprintf(`{"externalOrderCode":%q,"currency":"EUR","orderProducts":[{"productCode":%q,"quantity":2}]}`,
 		code, product)

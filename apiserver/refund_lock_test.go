@@ -24,7 +24,8 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	acct := s.account(t, tn, "sandbox")
 	// The sandbox's always-failing test product: every unit is refunded.
-	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"], order("r-1", line{"productCode": "99000000000003", "quantity": 2}))
+	placed := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+		order("r-1", line{"productCode": "99000000000003", "quantity": 2}))
 	if placed.status != 202 {
 		t.Fatalf("%d %s", placed.status, placed.raw)
 	}
@@ -62,8 +63,8 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 		t.Errorf("no refund reached the wallet: before %s, after %s", before.raw, after.raw)
 	}
 	var refunds int64
-	if err := s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE reference = ? AND kind = ?`, orderID.String(), store.EntryRefund).
-		Scan(&refunds).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+	if err := s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE reference = ? AND kind = ?`,
+		orderID.String(), store.EntryRefund).Scan(&refunds).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		t.Fatal(err)
 	}
 	if refunds != 1 {

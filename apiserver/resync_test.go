@@ -34,7 +34,8 @@ func rowsTouchedSince(t *testing.T, db *store.DB, xid int64) map[string]string {
 	for _, table := range configTables {
 		var touched, total int64
 		err := db.Pool.QueryRow(context.Background(), `SELECT
-			count(*) FILTER (WHERE xmin::text::bigint > $1 OR xmax::text::bigint > $1), count(*) FROM `+table, xid).Scan(&touched, &total)
+			count(*) FILTER (WHERE xmin::text::bigint > $1 OR xmax::text::bigint > $1), count(*) FROM `+table, xid).
+			Scan(&touched, &total)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,8 @@ func rowsTouchedSince(t *testing.T, db *store.DB, xid int64) map[string]string {
 func currentXID(t *testing.T, db *store.DB) int64 {
 	t.Helper()
 	var xid int64
-	if err := db.Pool.QueryRow(context.Background(), `SELECT (pg_current_xact_id()::text::bigint) % 4294967296`).Scan(&xid); err != nil {
+	err := db.Pool.QueryRow(context.Background(), `SELECT (pg_current_xact_id()::text::bigint) % 4294967296`).Scan(&xid)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return xid
@@ -112,7 +114,10 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = dir.Run(runCtx, catalogs) }()
-	poll.UntilTrue(t, 10*time.Second, "directory subscribed", func() bool { _, flushes := dir.Invalidations(); return flushes == 1 })
+	poll.UntilTrue(t, 10*time.Second, "directory subscribed", func() bool {
+		_, flushes := dir.Invalidations()
+		return flushes == 1
+	})
 
 	const partners, perCatalog = 1000, 10
 	all := make([]partnerResources, partners)
@@ -144,7 +149,8 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	if tg, fl := dir.Invalidations(); tg != targeted || fl != flushes {
 		t.Errorf("idle resync invalidated keys: %d targeted, %d flushes", tg-targeted, fl-flushes)
 	}
-	t.Logf("idle resync of %d partners in %s: 0 rows written, 0 notifications, 0 invalidations", partners, resync.Round(time.Millisecond))
+	t.Logf("idle resync of %d partners in %s: 0 rows written, 0 notifications, 0 invalidations",
+		partners, resync.Round(time.Millisecond))
 
 	// One partner's rate limit: one account row, one notification naming it.
 	cached := dir.Len()
@@ -160,7 +166,9 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		!allHavePrefix(payloads, "account:") {
 		t.Fatalf("rate-limit change: %v, notifications %q", touched, payloads)
 	}
-	poll.UntilTrue(t, 10*time.Second, "directory dropped the account's entry only", func() bool { return dir.Len() == cached-1 })
+	poll.UntilTrue(t, 10*time.Second, "directory dropped the account's entry only", func() bool {
+		return dir.Len() == cached-1
+	})
 
 	// One product's price: one row, one catalog snapshot.
 	catalogID, err := prov.CatalogID(ctx, "team-0", all[0].catalog.Name)
@@ -179,7 +187,8 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	payloads = notes.until(t, db)
-	if touched := rowsTouchedSince(t, db, before); touched["catalog_products"] != fmt.Sprintf("1 touched of %d", 5*partners/perCatalog) ||
+	touched = rowsTouchedSince(t, db, before)
+	if touched["catalog_products"] != fmt.Sprintf("1 touched of %d", 5*partners/perCatalog) ||
 		touched["catalogs"] != fmt.Sprintf("0 touched of %d", partners/perCatalog) || len(payloads) != 1 {
 		t.Fatalf("price change: %v, notifications %q", touched, payloads)
 	}
@@ -289,8 +298,10 @@ func applyAllResources(
 
 // applyResources provisions what the Partner, ApiKey and Wallet reconcilers would for one
 // partner whose catalog is provisioned; a nil wallet is skipped.
-func applyResources(ctx context.Context, prov *provisioning.Provisioner, p *v1alpha1.Partner, webhooks provisioning.Webhooks,
-	keys []provisioning.Key, w *v1alpha1.Wallet) error {
+func applyResources(
+	ctx context.Context, prov *provisioning.Provisioner, p *v1alpha1.Partner, webhooks provisioning.Webhooks,
+	keys []provisioning.Key, w *v1alpha1.Wallet,
+) error {
 	var catalogID *uuid.UUID
 	if p.Spec.CatalogRef != nil {
 		id, err := prov.CatalogID(ctx, p.Namespace, p.Spec.CatalogRef.Name)

@@ -175,11 +175,13 @@ func testCatalog(namespace string) (*v1alpha1.Catalog, []v1alpha1.CatalogProduct
 			DiscountPercentage: ptr(v1alpha1.Percentage("7.5"))},
 		{ProductCode: "10000000000003", Name: "Retired Pass", Brand: "Acme Credit", CountryCode: "DE", CurrencyCode: "EUR",
 			Price: ptr(int64(999)), MainCategory: "Gaming", Status: "inactive"},
-		{ProductCode: "10000000000004", Name: "Streaming 1 Month UK", Brand: "StreamCo", CountryCode: "GB", CurrencyCode: "GBP",
-			Price: ptr(int64(899)), MainCategory: "Entertainment", Tags: []string{"video"}, Languages: en[:1], Status: "active"},
+		{ProductCode: "10000000000004", Name: "Streaming 1 Month UK", Brand: "StreamCo", CountryCode: "GB",
+			CurrencyCode: "GBP", Price: ptr(int64(899)), MainCategory: "Entertainment", Tags: []string{"video"},
+			Languages: en[:1], Status: "active"},
 		{ProductCode: "10000000000005", Name: "Space Saga Deluxe", Brand: "Nebula", CountryCode: "DE", CurrencyCode: "EUR",
 			Price: ptr(int64(6999)), MainCategory: "Gaming", Tags: []string{"gaming", "preorder"}, Status: "preorder",
-			FirstSale: "2027-03-01", Promotion: &v1alpha1.Promotion{Type: "Discount", Details: "10%", StartDate: "2026-01-01", EndDate: "2099-12-31"},
+			FirstSale:  "2027-03-01",
+			Promotion:  &v1alpha1.Promotion{Type: "Discount", Details: "10%", StartDate: "2026-01-01", EndDate: "2099-12-31"},
 			ServiceFee: &v1alpha1.ServiceFee{Type: "Percentage", Value: "2.5"}},
 	}
 	return c, products
@@ -189,6 +191,11 @@ func testCatalog(namespace string) (*v1alpha1.Catalog, []v1alpha1.CatalogProduct
 type tenant struct {
 	namespace, name string
 	keys            map[string]string // "sandbox", "production", "bearer:production"
+}
+
+// withRateLimit is an onboard mutation that limits the partner to perMinute requests a minute.
+func withRateLimit(perMinute int32) func(*v1alpha1.Partner) {
+	return func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: perMinute} }
 }
 
 // onboard provisions a partner (with the test catalog, both keys, a production bearer token and
@@ -215,7 +222,9 @@ func (s *stack) onboard(t *testing.T, name string, mutate func(*v1alpha1.Partner
 	}
 	tn := &tenant{namespace: ns, name: name, keys: map[string]string{}}
 	for _, k := range []struct{ env, kind, slot string }{
-		{"sandbox", "apiKey", "sandbox"}, {"production", "apiKey", "production"}, {"production", "bearerToken", "bearer:production"},
+		{"sandbox", "apiKey", "sandbox"},
+		{"production", "apiKey", "production"},
+		{"production", "bearerToken", "bearer:production"},
 	} {
 		plain, err := auth.GenerateKey(k.env)
 		if err != nil {
@@ -231,11 +240,19 @@ func (s *stack) onboard(t *testing.T, name string, mutate func(*v1alpha1.Partner
 }
 
 // topUp credits a wallet through provisioning.
-func (s *stack) topUp(t *testing.T, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp) provisioning.WalletResult {
+func (s *stack) topUp(
+	t *testing.T, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp,
+) provisioning.WalletResult {
 	t.Helper()
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.name + "-" + env},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: tn.name}, Environment: v1alpha1.Environment(env),
-			LowBalanceThreshold: threshold, TopUps: topUps}}
+	w := &v1alpha1.Wallet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.name + "-" + env},
+		Spec: v1alpha1.WalletSpec{
+			PartnerRef:          v1alpha1.LocalObjectReference{Name: tn.name},
+			Environment:         v1alpha1.Environment(env),
+			LowBalanceThreshold: threshold,
+			TopUps:              topUps,
+		},
+	}
 	res, err := s.prov.ApplyWallet(context.Background(), w)
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,14 @@ func TestLegacyV1(t *testing.T) {
 	s := newStack(t, stackOptions{noWorker: true})
 	tn := s.onboard(t, "acme", nil)
 	bearer := "Bearer " + tn.keys["bearer:production"]
+	unknown := "Bearer cp_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA000000"
 
 	for name, tc := range map[string]struct {
 		env, auth, message string
 	}{
 		"no header":                    {"production", "", "Missing bearer token"},
 		"not bearer":                   {"production", "Basic " + tn.keys["bearer:production"], "Missing bearer token"},
-		"unknown token":                {"production", "Bearer cp_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA000000", "Invalid bearer token"},
+		"unknown token":                {"production", unknown, "Invalid bearer token"},
 		"v2 api key as bearer":         {"production", "Bearer " + tn.keys["production"], "Invalid bearer token"},
 		"token of another environment": {"sandbox", bearer, "Invalid bearer token"},
 	} {
@@ -26,7 +27,10 @@ func TestLegacyV1(t *testing.T) {
 	expectError(t, s.call(t, "production", "GET", "/v1/catalog", tn.keys["production"], nil), 401, "Missing bearer token")
 
 	cat := s.call(t, "production", "GET", "/v1/catalog", bearer, nil)
-	for _, field := range []string{"id", "name", "fromDate", "toDate", "status", "description", "catalogTypeId", "resellerId", "createdAt", "updatedAt", "deletedAt"} {
+	for _, field := range []string{
+		"id", "name", "fromDate", "toDate", "status", "description", "catalogTypeId", "resellerId",
+		"createdAt", "updatedAt", "deletedAt",
+	} {
 		if _, ok := cat.body[field]; !ok {
 			t.Errorf("catalog lacks %s: %s", field, cat.raw)
 		}
@@ -44,11 +48,15 @@ func TestLegacyV1(t *testing.T) {
 	if len(products) != 1 || products[0].(map[string]any)["id"] != "10000000000002" {
 		t.Fatalf("paging: %s", page.raw)
 	}
-	expectError(t, s.call(t, "production", "GET", "/v1/catalog/products?take=0", bearer, nil), 400, "take must be an integer between 1 and 100")
+	expectError(t, s.call(t, "production", "GET", "/v1/catalog/products?take=0", bearer, nil),
+		400, "take must be an integer between 1 and 100")
 
 	p := s.call(t, "production", "GET", "/v1/catalog/product?ean=5901234123457", bearer, nil)
-	want := map[string]any{"id": "10000000000001", "ean": "5901234123457", "rrp": "20.00", "rrpCurrency": "EUR", "price": float64(2000),
-		"buyingPrice": float64(1900), "isCurrencyMismatch": false, "tags": "gaming,credit", "status": "active", "state": "available"}
+	want := map[string]any{
+		"id": "10000000000001", "ean": "5901234123457", "rrp": "20.00", "rrpCurrency": "EUR", "price": float64(2000),
+		"buyingPrice": float64(1900), "isCurrencyMismatch": false, "tags": "gaming,credit", "status": "active",
+		"state": "available",
+	}
 	for k, v := range want {
 		if p.body[k] != v {
 			t.Errorf("%s = %v, want %v", k, p.body[k], v)
@@ -60,7 +68,10 @@ func TestLegacyV1(t *testing.T) {
 		}
 	}
 	lang := p.body["languages"].([]any)[0].(map[string]any)
-	for _, f := range []string{"languageCode", "name", "sku", "image", "descriptionHtml", "description", "tncHtml", "tnc", "redemptionInstructionsHtml", "redemptionInstructions"} {
+	for _, f := range []string{
+		"languageCode", "name", "sku", "image", "descriptionHtml", "description", "tncHtml", "tnc",
+		"redemptionInstructionsHtml", "redemptionInstructions",
+	} {
 		if _, ok := lang[f]; !ok {
 			t.Errorf("language lacks %s", f)
 		}
@@ -69,6 +80,8 @@ func TestLegacyV1(t *testing.T) {
 	if bySKU.str("id") != "10000000000001" {
 		t.Fatalf("by sku: %s", bySKU.raw)
 	}
-	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product", bearer, nil), 400, "ean is required (or sku in the form {CC}-{LL}-{productCode})")
-	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product?ean=000", bearer, nil), 404, "Product with ean 000 was not found in your catalog")
+	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product", bearer, nil),
+		400, "ean is required (or sku in the form {CC}-{LL}-{productCode})")
+	expectError(t, s.call(t, "production", "GET", "/v1/catalog/product?ean=000", bearer, nil),
+		404, "Product with ean 000 was not found in your catalog")
 }

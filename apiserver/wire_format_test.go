@@ -48,7 +48,9 @@ func TestRateLimitHeaderNamesAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 		head, _, _ := strings.Cut(string(raw), "\r\n\r\n")
-		for _, name := range []string{"X-RateLimit-Limit: ", "X-RateLimit-Remaining: ", "X-RateLimit-Reset: ", "Content-Type: ", "X-Request-Id: "} {
+		for _, name := range []string{
+			"X-RateLimit-Limit: ", "X-RateLimit-Remaining: ", "X-RateLimit-Reset: ", "Content-Type: ", "X-Request-Id: ",
+		} {
 			if !strings.Contains(head, "\r\n"+name) {
 				t.Errorf("no %q header in:\n%s", name, head)
 			}

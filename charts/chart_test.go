@@ -93,9 +93,11 @@ func TestTemplate(t *testing.T) {
 		values string
 		want   []string
 	}{
-		"defaults": {"", []string{"Deployment/codeport-operator", "Deployment/codeport-production", "Deployment/codeport-sandbox",
+		"defaults": {"", []string{
+			"Deployment/codeport-operator", "Deployment/codeport-production", "Deployment/codeport-sandbox",
 			"Service/codeport-production", "Service/codeport-sandbox", "Job/codeport-migrate", "ClusterRole/codeport-operator",
-			"ServiceAccount/codeport", "PodDisruptionBudget/codeport-production", "Role/codeport-leader-election"}},
+			"ServiceAccount/codeport", "PodDisruptionBudget/codeport-production", "Role/codeport-leader-election",
+		}},
 		"production": {"codeport/ci/production-values.yaml", []string{"HorizontalPodAutoscaler/codeport-production",
 			"Ingress/codeport-production", "Ingress/codeport-sandbox"}},
 	}
@@ -134,7 +136,8 @@ func TestTemplate(t *testing.T) {
 // cluster's own network unless the install asks otherwise.
 func TestWebhooksStayOffPrivateNetworks(t *testing.T) {
 	for _, allow := range []bool{false, true} {
-		out, err := helm(t, nil, "template", "codeport", chart, "--set", fmt.Sprintf("webhooks.allowPrivateNetworks=%t", allow))
+		out, err := helm(t, nil, "template", "codeport", chart,
+			"--set", fmt.Sprintf("webhooks.allowPrivateNetworks=%t", allow))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
@@ -209,7 +212,8 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		})
 	}
 	// Several replicas with Redis are fine.
-	if out, err := helm(t, nil, "template", "codeport", chart, "--set", "api.production.replicas=2", "--set", "redis.url=redis://redis:6379/0"); err != nil {
+	if out, err := helm(t, nil, "template", "codeport", chart,
+		"--set", "api.production.replicas=2", "--set", "redis.url=redis://redis:6379/0"); err != nil {
 		t.Fatalf("replicas with redis refused: %v\n%s", err, out)
 	}
 }
@@ -254,9 +258,13 @@ func startAPIServer(t *testing.T) (client.Client, string) {
 // (their rendering is covered by TestTemplate).
 func TestInstallUpgradeUninstall(t *testing.T) {
 	c, kubeconfig := startAPIServer(t)
-	env := []string{"KUBECONFIG=" + kubeconfig, "HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir()}
+	env := []string{
+		"KUBECONFIG=" + kubeconfig,
+		"HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir(),
+	}
 	ctx := context.Background()
-	if out, err := helm(t, env, "install", "codeport", chart, "-n", "codeport-system", "--create-namespace", "--no-hooks", "--timeout", "2m"); err != nil {
+	if out, err := helm(t, env, "install", "codeport", chart,
+		"-n", "codeport-system", "--create-namespace", "--no-hooks", "--timeout", "2m"); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	for _, crd := range []string{"partners", "catalogs", "apikeys", "wallets"} {
@@ -280,11 +288,13 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Name: "codeport-operator"}, &role); err != nil || len(role.Rules) == 0 {
 		t.Fatalf("operator ClusterRole: %v %v", err, role.Rules)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport"}, &corev1.ServiceAccount{}); err != nil {
+	sa := client.ObjectKey{Namespace: "codeport-system", Name: "codeport"}
+	if err := c.Get(ctx, sa, &corev1.ServiceAccount{}); err != nil {
 		t.Fatalf("service account: %v", err)
 	}
 
-	if out, err := helm(t, env, "upgrade", "codeport", chart, "-n", "codeport-system", "--no-hooks", "--set", "api.sandbox.enabled=false"); err != nil {
+	if out, err := helm(t, env, "upgrade", "codeport", chart,
+		"-n", "codeport-system", "--no-hooks", "--set", "api.sandbox.enabled=false"); err != nil {
 		t.Fatalf("upgrade: %v\n%s", err, out)
 	}
 	err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport-sandbox"}, &appsv1.Deployment{})
@@ -292,7 +302,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("sandbox API after upgrade disabling it: %v", err)
 	}
 
-	if out, err := helm(t, env, "uninstall", "codeport", "-n", "codeport-system", "--no-hooks", "--wait", "--timeout", "1m"); err != nil {
+	if out, err := helm(t, env, "uninstall", "codeport",
+		"-n", "codeport-system", "--no-hooks", "--wait", "--timeout", "1m"); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -307,7 +318,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// CRDs (and with them every partner's resources) survive an uninstall.
-	if err := c.Get(ctx, client.ObjectKey{Name: "partners.codeport.dev"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+	crd := client.ObjectKey{Name: "partners.codeport.dev"}
+	if err := c.Get(ctx, crd, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		t.Fatalf("CRD removed by uninstall: %v", err)
 	}
 }
@@ -317,7 +329,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 	c, _ := startAPIServer(t)
 	ctx := context.Background()
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
 	if err != nil {
 		t.Fatalf("kustomize: %v", err)
 	}
@@ -340,7 +353,8 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 			t.Errorf("%s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 4 || kinds["Deployment"] != 3 || kinds["Service"] != 2 || kinds["ClusterRole"] < 1 {
+	if kinds["CustomResourceDefinition"] != 4 || kinds["Deployment"] != 3 || kinds["Service"] != 2 ||
+		kinds["ClusterRole"] < 1 {
 		t.Fatalf("rendered kinds: %v", kinds)
 	}
 }

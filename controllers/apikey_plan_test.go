@@ -23,8 +23,11 @@ import (
 // countingReader serves objs and counts its Gets.
 func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...client.Object) client.Client {
 	t.Helper()
-	return interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(
+			ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption,
+		) error {
 			*reads++
 			return c.Get(ctx, key, obj, opts...)
 		},
@@ -48,12 +51,24 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	if _, err := prov.ApplyPartner(ctx, partner, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production", UID: "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001"},
-		Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: v1alpha1.EnvironmentProduction,
-			SecretName: "acme-production-key", Rotation: 1}}
+	k := &v1alpha1.ApiKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production", UID: "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001"},
+		Spec: v1alpha1.ApiKeySpec{
+			PartnerRef:  v1alpha1.LocalObjectReference{Name: "acme"},
+			Environment: v1alpha1.EnvironmentProduction,
+			SecretName:  "acme-production-key",
+			Rotation:    1,
+		},
+	}
 	keySecret := func(plaintext, rotation string, owned bool) *corev1.Secret {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: k.Spec.SecretName,
-			Annotations: map[string]string{annotationRotation: rotation}}, Data: map[string][]byte{SecretKeyAPIKey: []byte(plaintext)}}
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:   ns,
+				Name:        k.Spec.SecretName,
+				Annotations: map[string]string{annotationRotation: rotation},
+			},
+			Data: map[string][]byte{SecretKeyAPIKey: []byte(plaintext)},
+		}
 		if owned {
 			if err := controllerutil.SetControllerReference(k, s, scheme); err != nil {
 				t.Fatal(err)
@@ -65,8 +80,14 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	current, _ := auth.GenerateKey("production")
 	unregistered, _ := auth.GenerateKey("production")
 	for _, plaintext := range []string{older, current} {
-		if _, err := prov.RegisterKey(ctx, provisioning.Key{Namespace: ns, Partner: "acme", Environment: "production", Kind: "apiKey",
-			Source: keySource(k), Plaintext: plaintext}); err != nil {
+		if _, err := prov.RegisterKey(ctx, provisioning.Key{
+			Namespace:   ns,
+			Partner:     "acme",
+			Environment: "production",
+			Kind:        "apiKey",
+			Source:      keySource(k),
+			Plaintext:   plaintext,
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,13 +99,19 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 		wantKey        string
 		uncachedReads  int
 	}{
-		{"current in the cache: kept, no uncached read", keySecret(current, "1", true), keySecret(current, "1", true), keyCurrent, current, 0},
-		{"missing from the cache, current on the server: kept", nil, keySecret(current, "1", true), keyCurrent, current, 1},
-		{"older rotation in the cache, current on the server: kept", keySecret(older, "0", true), keySecret(current, "1", true), keyCurrent, current, 1},
-		{"revoked key in the cache, current on the server: kept", keySecret(older, "1", true), keySecret(current, "1", true), keyCurrent, current, 1},
-		{"missing from the cache, someone else's on the server: conflict", nil, keySecret("x", "", false), keyConflict, "x", 1},
+		{"current in the cache: kept, no uncached read",
+			keySecret(current, "1", true), keySecret(current, "1", true), keyCurrent, current, 0},
+		{"missing from the cache, current on the server: kept",
+			nil, keySecret(current, "1", true), keyCurrent, current, 1},
+		{"older rotation in the cache, current on the server: kept",
+			keySecret(older, "0", true), keySecret(current, "1", true), keyCurrent, current, 1},
+		{"revoked key in the cache, current on the server: kept",
+			keySecret(older, "1", true), keySecret(current, "1", true), keyCurrent, current, 1},
+		{"missing from the cache, someone else's on the server: conflict",
+			nil, keySecret("x", "", false), keyConflict, "x", 1},
 		{"missing from both: issue", nil, nil, keyMissing, "", 1},
-		{"unregistered on the server too: registered from the server's", keySecret(older, "0", true), keySecret(unregistered, "1", true), keyUnregistered, unregistered, 1},
+		{"unregistered on the server too: registered from the server's",
+			keySecret(older, "0", true), keySecret(unregistered, "1", true), keyUnregistered, unregistered, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var cachedReads, uncachedReads int
@@ -107,7 +134,8 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 			}
 			if action != c.want || gotKey != c.wantKey || cachedReads != 1 || uncachedReads != c.uncachedReads {
 				t.Fatalf("action %d key %q (cached reads %d, uncached %d); want action %d key %q (1, %d)",
-					action, auth.DisplayPrefix(gotKey), cachedReads, uncachedReads, c.want, auth.DisplayPrefix(c.wantKey), c.uncachedReads)
+					action, auth.DisplayPrefix(gotKey), cachedReads, uncachedReads,
+					c.want, auth.DisplayPrefix(c.wantKey), c.uncachedReads)
 			}
 		})
 	}

@@ -30,8 +30,14 @@ const timeout = 20 * time.Second
 const watchBound = 10 * time.Second
 
 func catalogObj(ns string, products ...v1alpha1.CatalogProduct) *v1alpha1.Catalog {
-	return &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
-		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5", Products: products}}
+	return &v1alpha1.Catalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
+		Spec: v1alpha1.CatalogSpec{
+			ValidFrom:                 metav1.NewTime(time.Now().Add(-time.Hour)),
+			DefaultDiscountPercentage: "5",
+			Products:                  products,
+		},
+	}
 }
 
 func product(code string, price int64) v1alpha1.CatalogProduct {
@@ -40,15 +46,27 @@ func product(code string, price int64) v1alpha1.CatalogProduct {
 }
 
 func partnerObj(ns string) *v1alpha1.Partner {
-	return &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example", CatalogRef: &v1alpha1.LocalObjectReference{Name: "eu"},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}}}}
+	return &v1alpha1.Partner{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{
+			DisplayName:  "Acme",
+			ContactEmail: "ops@acme.example",
+			CatalogRef:   &v1alpha1.LocalObjectReference{Name: "eu"},
+			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}},
+		},
+	}
 }
 
 func apiKeyObj(ns, name, environment string, kind v1alpha1.ApiKeyType) *v1alpha1.ApiKey {
-	return &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: v1alpha1.Environment(environment),
-			Type: kind, SecretName: name + "-key"}}
+	return &v1alpha1.ApiKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ApiKeySpec{
+			PartnerRef:  v1alpha1.LocalObjectReference{Name: "acme"},
+			Environment: v1alpha1.Environment(environment),
+			Type:        kind,
+			SecretName:  name + "-key",
+		},
+	}
 }
 
 func ready(conditions []metav1.Condition, generation int64) (bool, string) {
@@ -56,7 +74,8 @@ func ready(conditions []metav1.Condition, generation int64) (bool, string) {
 	if c == nil {
 		return false, "no Ready condition"
 	}
-	return c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation, fmt.Sprintf("%s %s: %s (gen %d)", c.Status, c.Reason, c.Message, c.ObservedGeneration)
+	return c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation,
+		fmt.Sprintf("%s %s: %s (gen %d)", c.Status, c.Reason, c.Message, c.ObservedGeneration)
 }
 
 // secretKey waits for the ApiKey's Secret and returns its key.
@@ -128,7 +147,8 @@ func TestOnboarding(t *testing.T) {
 	}
 	// The plaintext is nowhere in the database: only its digest.
 	var n int64
-	env.db.Gorm.Raw(`SELECT count(*) FROM api_keys WHERE key_prefix = ? AND digest = sha256(?::bytea)`, k.Status.KeyPrefix, productionKey).Scan(&n)
+	env.db.Gorm.Raw(`SELECT count(*) FROM api_keys WHERE key_prefix = ? AND digest = sha256(?::bytea)`,
+		k.Status.KeyPrefix, productionKey).Scan(&n)
 	if n != 1 {
 		t.Fatalf("digest rows: %d", n)
 	}
@@ -205,7 +225,8 @@ func TestKeyLifecycle(t *testing.T) {
 	})
 
 	// Deleting the Secret revokes its key and issues a new one.
-	if err := env.k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production-key"}}); err != nil {
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production-key"}}
+	if err := env.k8s.Delete(ctx, keySecret); err != nil {
 		t.Fatal(err)
 	}
 	reissued := secretKey(t, ns, "acme-production-key", rotated)
@@ -255,7 +276,10 @@ func TestSecretConflict(t *testing.T) {
 	ns := namespace(t)
 	onboard(t, ns)
 	ctx := context.Background()
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, StringData: map[string]string{"apiKey": "x"}})
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"},
+		StringData: map[string]string{"apiKey": "x"},
+	})
 	k := apiKeyObj(ns, "clash", "sandbox", v1alpha1.ApiKeyTypeAPIKey)
 	k.Spec.SecretName = "theirs"
 	create(t, k)
@@ -327,7 +351,8 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	source := ns + "/acme-production"
 	for _, stmt := range []string{
 		`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$`,
-		`CREATE TRIGGER ` + fn + ` BEFORE INSERT ON api_keys FOR EACH ROW WHEN (NEW.source = '` + source + `') EXECUTE FUNCTION ` + fn + `()`,
+		`CREATE TRIGGER ` + fn + ` BEFORE INSERT ON api_keys FOR EACH ROW WHEN (NEW.source = '` + source + `')
+			EXECUTE FUNCTION ` + fn + `()`,
 	} {
 		if err := env.db.Gorm.Exec(stmt).Error; err != nil {
 			t.Fatal(err)
@@ -356,7 +381,8 @@ func TestFailedReconcileIsReported(t *testing.T) {
 			strings.Contains(c.Message, "injected fault") && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
 	})
 	if k.Status.ObservedGeneration != applied {
-		t.Fatalf("observedGeneration %d advanced past %d although generation %d failed", k.Status.ObservedGeneration, applied, k.Generation)
+		t.Fatalf("observedGeneration %d advanced past %d although generation %d failed",
+			k.Status.ObservedGeneration, applied, k.Generation)
 	}
 	if ping(t, "production", key) != 200 {
 		t.Fatal("the previous key was revoked although its successor was not registered")
@@ -394,7 +420,13 @@ func TestResyncWritesNothing(t *testing.T) {
 	keyStatus := "/apis/codeport.dev/v1alpha1/namespaces/" + ns + "/apikeys/acme-production/status"
 	partnerStatus := "/apis/codeport.dev/v1alpha1/namespaces/" + ns + "/partners/acme/status"
 	secretPath := "/api/v1/namespaces/" + ns + "/secrets/acme-production-key"
-	before := [3]int{env.writes.count("PATCH", keyStatus), env.writes.count("PATCH", partnerStatus), env.writes.count("PUT", secretPath)}
+	// writes counts the ApiKey status, Partner status and key Secret writes so far.
+	writes := func() [3]int {
+		return [3]int{
+			env.writes.count("PATCH", keyStatus), env.writes.count("PATCH", partnerStatus), env.writes.count("PUT", secretPath),
+		}
+	}
+	before := writes()
 	reconciles := func() float64 {
 		families, err := crmetrics.Registry.Gather()
 		if err != nil {
@@ -428,9 +460,10 @@ func TestResyncWritesNothing(t *testing.T) {
 	if reconciles() < reconciled+10 {
 		t.Fatalf("the updates were not reconciled: %v reconciles before, %v after", reconciled, reconciles())
 	}
-	after := [3]int{env.writes.count("PATCH", keyStatus), env.writes.count("PATCH", partnerStatus), env.writes.count("PUT", secretPath)}
+	after := writes()
 	if after != before {
-		t.Fatalf("writes (ApiKey status, Partner status, key Secret) before %v, after reconciles with nothing to change %v", before, after)
+		t.Fatalf("writes (ApiKey status, Partner status, key Secret) before %v, "+
+			"after reconciles with nothing to change %v", before, after)
 	}
 }
 
@@ -473,7 +506,8 @@ func storedWebhook(t *testing.T, ns, partner, environment string) (url, secret s
 		URL          string
 		SealedSecret []byte
 	}
-	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id
+	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret FROM webhook_endpoints w
+		JOIN partners p ON p.id = w.partner_id
 		WHERE p.namespace = ? AND p.name = ? AND w.environment = ?`, ns, partner, environment).Scan(&row).Error
 	if err != nil {
 		t.Fatal(err)
@@ -518,18 +552,24 @@ func TestWebhookSecretChangeReachesDataPlane(t *testing.T) {
 				fmt.Sprintf("%s; sandbox %s %q, production %s %q", detail, sbURL, sbSecret, prURL, prSecret)
 		}
 	}
-	poll.Until(t, timeout, "webhook applied to both environments", both("https://hooks.acme.example/codeport", "first-signing-secret-of-24-bytes"))
+	poll.Until(t, timeout, "webhook applied to both environments",
+		both("https://hooks.acme.example/codeport", "first-signing-secret-of-24-bytes"))
 	get(t, ns, "acme-webhook", secret)
 	secret.Data["secret"] = []byte("second-signing-secret-of-24-bytes")
 	if err := env.k8s.Update(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, watchBound, "changed webhook secret applied", both("https://hooks.acme.example/codeport", "second-signing-secret-of-24-bytes"))
+	poll.Until(t, watchBound, "changed webhook secret applied",
+		both("https://hooks.acme.example/codeport", "second-signing-secret-of-24-bytes"))
 
 	// Production's own endpoint, with its own Secret, leaves sandbox on the partner-wide one.
 	update(t, ns, "acme", &p, func() {
-		p.Spec.Environments = &v1alpha1.EnvironmentOverrides{Production: &v1alpha1.AccessPolicy{Webhook: &v1alpha1.WebhookSpec{
-			URL: "https://live.acme.example/codeport", SecretRef: v1alpha1.SecretKeySelector{Name: "acme-live-webhook", Key: "secret"}}}}
+		p.Spec.Environments = &v1alpha1.EnvironmentOverrides{Production: &v1alpha1.AccessPolicy{
+			Webhook: &v1alpha1.WebhookSpec{
+				URL:       "https://live.acme.example/codeport",
+				SecretRef: v1alpha1.SecretKeySelector{Name: "acme-live-webhook", Key: "secret"},
+			},
+		}}
 	})
 	split := func(prodSecret string) func() (bool, string) {
 		return func() (bool, string) {
@@ -555,10 +595,13 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 	ctx := context.Background()
 	// Products from a ConfigMap join the inline ones.
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "feed"},
-		Data: map[string]string{"products.json": `[{"productCode":"10000000000003","name":"Feed product","countryCode":"DE","currencyCode":"EUR","price":700}]`}})
+		Data: map[string]string{"products.json": `[{"productCode":"10000000000003","name":"Feed product",` +
+			`"countryCode":"DE","currencyCode":"EUR","price":700}]`}})
 	var c v1alpha1.Catalog
 	update(t, ns, "eu", &c, func() {
-		c.Spec.ProductsFrom = []v1alpha1.ProductsSource{{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}}}
+		c.Spec.ProductsFrom = []v1alpha1.ProductsSource{
+			{ConfigMapRef: v1alpha1.ConfigMapKeyRef{Name: "feed", Key: "products.json"}},
+		}
 	})
 	poll.Until(t, timeout, "feed applied", func() (bool, string) {
 		get(t, ns, "eu", &c)
@@ -567,17 +610,19 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 	// An invalid product blocks the new version; the old one keeps serving.
 	var cm corev1.ConfigMap
 	get(t, ns, "feed", &cm)
-	cm.Data["products.json"] = `[{"productCode":"10000000000004","name":"No price","countryCode":"DE","currencyCode":"EUR"}]`
+	cm.Data["products.json"] =
+		`[{"productCode":"10000000000004","name":"No price","countryCode":"DE","currencyCode":"EUR"}]`
 	if err := env.k8s.Update(ctx, &cm); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, timeout, "invalid product reported", func() (bool, string) {
 		get(t, ns, "eu", &c)
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
-		return cond != nil && cond.Reason == v1alpha1.ReasonInvalidProducts && strings.Contains(cond.Message, "10000000000004") &&
-			len(c.Status.InvalidProducts) == 1, fmt.Sprint(cond)
+		return cond != nil && cond.Reason == v1alpha1.ReasonInvalidProducts &&
+			strings.Contains(cond.Message, "10000000000004") && len(c.Status.InvalidProducts) == 1, fmt.Sprint(cond)
 	})
-	if got := getJSON(t, "sandbox", "/catalog/products/10000000000003", sandboxKey); got["productCode"] != "10000000000003" {
+	got := getJSON(t, "sandbox", "/catalog/products/10000000000003", sandboxKey)
+	if got["productCode"] != "10000000000003" {
 		t.Fatalf("last good catalog not in service: %v", got)
 	}
 }
@@ -586,13 +631,23 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, _ := onboard(t, ns)
 	ctx := context.Background()
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox", LowBalanceThreshold: "100.00",
-			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "500.00"}, {ID: "wire-2", Currency: "EUR", Amount: "250.50"}}}}
+	w := &v1alpha1.Wallet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
+		Spec: v1alpha1.WalletSpec{
+			PartnerRef:          v1alpha1.LocalObjectReference{Name: "acme"},
+			Environment:         "sandbox",
+			LowBalanceThreshold: "100.00",
+			TopUps: []v1alpha1.TopUp{
+				{ID: "wire-1", Currency: "EUR", Amount: "500.00"},
+				{ID: "wire-2", Currency: "EUR", Amount: "250.50"},
+			},
+		},
+	}
 	create(t, w)
 	poll.Until(t, timeout, "top-ups applied", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
-		return w.Status.Balances["EUR"] == "750.50" && w.Status.AppliedTopUps == 2 && !w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
+		return w.Status.Balances["EUR"] == "750.50" && w.Status.AppliedTopUps == 2 && !w.Status.LowBalance,
+			fmt.Sprintf("%+v", w.Status)
 	})
 	// A second operator reconciles concurrently, then goes away (a restart); 20 reconciles later
 	// the top-ups are still applied exactly once.
@@ -670,7 +725,8 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 		code := postOrder(t, "production", productionKey)
 		return code == 202, fmt.Sprint(code)
 	})
-	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
+	partner := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}
+	if err := env.k8s.Delete(ctx, partner); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, timeout, "keys revoked", func() (bool, string) {

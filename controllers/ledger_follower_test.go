@@ -38,16 +38,22 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 		if _, err := prov.ApplyPartner(ctx, p, nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-sandbox"},
-			Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: v1alpha1.EnvironmentSandbox,
-				TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "10.00"}}}}
+		w := &v1alpha1.Wallet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-sandbox"},
+			Spec: v1alpha1.WalletSpec{
+				PartnerRef:  v1alpha1.LocalObjectReference{Name: name},
+				Environment: v1alpha1.EnvironmentSandbox,
+				TopUps:      []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "10.00"}},
+			},
+		}
 		if _, err := prov.ApplyWallet(ctx, w); err != nil {
 			t.Fatal(err)
 		}
 		wallets = append(wallets, w)
 		var id string
 		if err := db.Gorm.Raw(`SELECT a.id::text FROM accounts a JOIN partners p ON p.id = a.partner_id
-			WHERE p.namespace = ? AND p.name = ? AND a.environment = 'sandbox'`, ns, name).Scan(&id).Error; err != nil || id == "" {
+			WHERE p.namespace = ? AND p.name = ? AND a.environment = 'sandbox'`, ns, name).
+			Scan(&id).Error; err != nil || id == "" {
 			t.Fatalf("account of %s: %q %v", name, id, err)
 		}
 		accounts[name] = id

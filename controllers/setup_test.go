@@ -29,7 +29,8 @@ func TestStaleReadIsNotAFailure(t *testing.T) {
 		wantError bool
 		wantReady metav1.ConditionStatus
 	}{
-		{"conflict", apierrors.NewConflict(gr, "acme-production", errors.New("the object has been modified")), false, metav1.ConditionTrue},
+		{"conflict", apierrors.NewConflict(gr, "acme-production", errors.New("the object has been modified")),
+			false, metav1.ConditionTrue},
 		{"already exists", apierrors.NewAlreadyExists(gr, "acme-production"), false, metav1.ConditionTrue},
 		{"database down", errors.New("connect: connection refused"), true, metav1.ConditionFalse},
 	} {

@@ -96,7 +96,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+		fmt.Fprintln(os.Stderr,
+			"KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
 		return 1
 	}
 	ctrl.SetLogger(logr.Discard())
@@ -108,7 +109,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = database.Drop(context.Background()) }()
-	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	te := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
@@ -140,7 +144,8 @@ func run(m *testing.M) int {
 
 	env.apiURL = map[string]string{}
 	for _, e := range []string{"sandbox", "production"} {
-		srv := apiserver.New(apiserver.DefaultConfig(e), apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher})
+		srv := apiserver.New(apiserver.DefaultConfig(e),
+			apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -171,8 +176,12 @@ func startManager(ctx context.Context, reg prometheus.Registerer) error {
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
-	err = controllers.Setup(mgr, controllers.Options{Provisioner: provisioning.New(env.db, env.cipher), Metrics: reg, NotReadyRetry: 500 * time.Millisecond, BaseURLs: map[string]string{
-		"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"}})
+	err = controllers.Setup(mgr, controllers.Options{
+		Provisioner:   provisioning.New(env.db, env.cipher),
+		Metrics:       reg,
+		NotReadyRetry: 500 * time.Millisecond,
+		BaseURLs:      map[string]string{"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"},
+	})
 	if err != nil {
 		return err
 	}

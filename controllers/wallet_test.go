@@ -37,7 +37,8 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	updates, err := watcher.Watch(ctx, &v1alpha1.WalletList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": w.Name})
+	updates, err := watcher.Watch(ctx, &v1alpha1.WalletList{}, client.InNamespace(ns),
+		client.MatchingFields{"metadata.name": w.Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,8 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 		wg.Go(func() {
 			for i := 0; time.Since(start) < 4*time.Second && i < maxOrders/clients; i++ {
 				req, _ := newRequest("POST", env.apiURL["sandbox"]+"/orders", fmt.Sprintf(
-					`{"externalOrderCode":"burst-%d-%d","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, c, i))
+					`{"externalOrderCode":"burst-%d-%d","currency":"EUR",`+
+						`"orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, c, i))
 				req.Header.Set("x-api-key", sandboxKey)
 				resp, err := httpClient.Do(req)
 				if err != nil {
@@ -89,7 +91,8 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	// the last of them, and one of slack (the read right after the last is due again).
 	limit := 1 + int32(elapsed/controllers.WalletRefreshMaxWait) + 2
 	if n := writes.Load(); n > limit || placed.Load() < 20 {
-		t.Fatalf("%d orders in %s rewrote the Wallet %d times; at most %d", placed.Load(), elapsed.Round(time.Millisecond), n, limit)
+		t.Fatalf("%d orders in %s rewrote the Wallet %d times; at most %d",
+			placed.Load(), elapsed.Round(time.Millisecond), n, limit)
 	}
 	t.Logf("%d orders in %s: %d status writes", placed.Load(), elapsed.Round(time.Millisecond), writes.Load())
 }

@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 
 func runWithEnvtest(m *testing.M) int {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		fmt.Fprintln(os.Stderr, "KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+		fmt.Fprintln(os.Stderr,
+			"KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
 		return 1
 	}
 	env := &envtest.Environment{
@@ -96,7 +97,8 @@ func TestSamplesAccepted(t *testing.T) {
 		}
 	}
 	if kinds["ApiKey"] < 3 || kinds["Wallet"] < 2 {
-		t.Errorf("samples: %d ApiKeys, %d Wallets; want sandbox, production and bearer keys and two wallets", kinds["ApiKey"], kinds["Wallet"])
+		t.Errorf("samples: %d ApiKeys, %d Wallets; want sandbox, production and bearer keys and two wallets",
+			kinds["ApiKey"], kinds["Wallet"])
 	}
 
 	// The typed client reads them back, so Go types and schema agree (e.g. 7.5 as a Percentage).
@@ -267,11 +269,13 @@ func TestUpdateRejected(t *testing.T) {
 		mutate  func(u map[string]any)
 		message string
 	}{
-		{"ApiKey environment changed", validApiKey, func(u map[string]any) { spec(u)["environment"] = "production" }, "environment is immutable"},
-		{"ApiKey partnerRef changed", validApiKey, func(u map[string]any) { spec(u)["partnerRef"] = map[string]any{"name": "other"} }, "partnerRef is immutable"},
-		{"ApiKey rotation lowered", validApiKey, func(u map[string]any) { spec(u)["rotation"] = int64(1) }, "rotation may only increase"},
-		{"Wallet environment changed", validWallet, func(u map[string]any) { spec(u)["environment"] = "sandbox" }, "environment is immutable"},
-		{"Wallet partnerRef changed", validWallet, func(u map[string]any) { spec(u)["partnerRef"] = map[string]any{"name": "other"} }, "partnerRef is immutable"},
+		{"ApiKey environment changed", validApiKey, setSpec("environment", "production"), "environment is immutable"},
+		{"ApiKey partnerRef changed", validApiKey, setSpec("partnerRef", map[string]any{"name": "other"}),
+			"partnerRef is immutable"},
+		{"ApiKey rotation lowered", validApiKey, setSpec("rotation", int64(1)), "rotation may only increase"},
+		{"Wallet environment changed", validWallet, setSpec("environment", "sandbox"), "environment is immutable"},
+		{"Wallet partnerRef changed", validWallet, setSpec("partnerRef", map[string]any{"name": "other"}),
+			"partnerRef is immutable"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,6 +312,11 @@ func TestUpdateRejected(t *testing.T) {
 }
 
 func spec(u map[string]any) map[string]any { return u["spec"].(map[string]any) }
+
+// setSpec returns a mutation that sets spec.field to value.
+func setSpec(field string, value any) func(u map[string]any) {
+	return func(u map[string]any) { spec(u)[field] = value }
+}
 
 func product(u map[string]any) map[string]any {
 	return spec(u)["products"].([]any)[0].(map[string]any)

@@ -40,13 +40,16 @@ func newFixture(t *testing.T, name string) *fixture {
 	t.Cleanup(db.Close)
 	f := &fixture{db: db, keys: map[string]string{}}
 	var partnerID string
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO partners (namespace, name, contact_email) VALUES ('ns', $1, 'ops@x.example') RETURNING id`, name).Scan(&partnerID); err != nil {
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO partners (namespace, name, contact_email)
+		VALUES ('ns', $1, 'ops@x.example') RETURNING id`, name).Scan(&partnerID); err != nil {
 		t.Fatal(err)
 	}
 	for _, env := range []string{"sandbox", "production"} {
 		var accountID string
-		if err := db.Pool.QueryRow(ctx, `INSERT INTO accounts (partner_id, environment, ip_whitelist, daily_spend_limits, max_quantity_per_order)
-			VALUES ($1, $2, '{127.0.0.1/32,2001:db8::/32}', '{"EUR": 5000}', 10) RETURNING id`, partnerID, env).Scan(&accountID); err != nil {
+		if err := db.Pool.QueryRow(ctx, `INSERT INTO accounts (partner_id, environment, ip_whitelist,
+				daily_spend_limits, max_quantity_per_order)
+			VALUES ($1, $2, '{127.0.0.1/32,2001:db8::/32}', '{"EUR": 5000}', 10) RETURNING id`,
+			partnerID, env).Scan(&accountID); err != nil {
 			t.Fatal(err)
 		}
 		if env == "production" {
@@ -78,10 +81,12 @@ func TestLookup(t *testing.T) {
 		t.Fatalf("valid key: %v", err)
 	}
 	a := p.Account
-	if a.ID.String() != f.accountID || a.Environment != "production" || a.Partner != "ns/lookup" || a.MaxQuantityPerOrder != 10 || a.DailySpendLimits["EUR"] != 5000 {
+	if a.ID.String() != f.accountID || a.Environment != "production" || a.Partner != "ns/lookup" ||
+		a.MaxQuantityPerOrder != 10 || a.DailySpendLimits["EUR"] != 5000 {
 		t.Fatalf("account = %+v", a)
 	}
-	if !a.Allows(netip.MustParseAddr("127.0.0.1")) || !a.Allows(netip.MustParseAddr("2001:db8::5")) || a.Allows(netip.MustParseAddr("10.0.0.1")) {
+	if !a.Allows(netip.MustParseAddr("127.0.0.1")) || !a.Allows(netip.MustParseAddr("2001:db8::5")) ||
+		a.Allows(netip.MustParseAddr("10.0.0.1")) {
 		t.Fatalf("allowlist = %v", a.IPWhitelist)
 	}
 
@@ -98,7 +103,8 @@ func TestLookup(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidKey", name, err)
 		}
 	}
-	if p, err := dir.Lookup(ctx, f.keys["production/bearerToken"], "bearerToken"); err != nil || p.KeyKind != "bearerToken" {
+	p, err = dir.Lookup(ctx, f.keys["production/bearerToken"], "bearerToken")
+	if err != nil || p.KeyKind != "bearerToken" {
 		t.Errorf("bearer token lookup: %v", err)
 	}
 }
@@ -127,7 +133,8 @@ func TestChangesVisibleWithinOneSecond(t *testing.T) {
 		}
 	})
 
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE accounts SET ip_whitelist = '{198.51.100.0/24}' WHERE id = $1`, f.accountID); err != nil {
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE accounts SET ip_whitelist = '{198.51.100.0/24}' WHERE id = $1`,
+		f.accountID); err != nil {
 		t.Fatal(err)
 	}
 	poll.UntilTrue(t, time.Second, "allowlist change", func() bool {
@@ -192,8 +199,8 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 		t.Fatal(err)
 	}
 	digest := auth.Digest(fresh)
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO api_keys (account_id, kind, digest, key_prefix) VALUES ($1, 'apiKey', $2, 'x')`,
-		f.accountID, digest[:]); err != nil {
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO api_keys (account_id, kind, digest, key_prefix)
+		VALUES ($1, 'apiKey', $2, 'x')`, f.accountID, digest[:]); err != nil {
 		t.Fatal(err)
 	}
 	poll.UntilTrue(t, time.Second, "registered key accepted", func() bool {
@@ -209,7 +216,10 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_notify('codeport_config', 'account:' || gen_random_uuid())`); err != nil {
 		t.Fatal(err)
 	}
-	poll.UntilTrue(t, time.Second, "notification handled", func() bool { tg, _ := dir.Invalidations(); return tg > targeted })
+	poll.UntilTrue(t, time.Second, "notification handled", func() bool {
+		tg, _ := dir.Invalidations()
+		return tg > targeted
+	})
 	if n := dir.Len(); n != 2 {
 		t.Fatalf("a change of another account dropped entries: %d cached", n)
 	}

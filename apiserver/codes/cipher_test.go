@@ -117,7 +117,10 @@ func TestReadCodes(t *testing.T) {
 	}
 	for in, want := range cases {
 		var got []string
-		if err := codes.ReadCodes(strings.NewReader(in), func(c string) error { got = append(got, c); return nil }); err != nil {
+		if err := codes.ReadCodes(strings.NewReader(in), func(c string) error {
+			got = append(got, c)
+			return nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if strings.Join(got, "|") != strings.Join(want, "|") {

@@ -35,18 +35,32 @@ func TestEffectivePolicy(t *testing.T) {
 	on, off := true, false
 	limit := int32(100)
 	spec := &v1alpha1.PartnerSpec{
-		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"10.0.0.0/8"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 600},
-			Ordering: &v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on, Limits: &v1alpha1.OrderLimits{DailySpend: map[string]int64{"EUR": 5}}}},
-		Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 60},
-			Ordering: &v1alpha1.OrderingSpec{WalletEnabled: &off, Limits: &v1alpha1.OrderLimits{MaxQuantityPerOrder: &limit}}}},
+		AccessPolicy: v1alpha1.AccessPolicy{
+			IPWhitelist: []string{"10.0.0.0/8"},
+			RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 600},
+			Ordering: &v1alpha1.OrderingSpec{
+				Enabled:       &on,
+				WalletEnabled: &on,
+				Limits:        &v1alpha1.OrderLimits{DailySpend: map[string]int64{"EUR": 5}},
+			},
+		},
+		Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{
+			RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 60},
+			Ordering: &v1alpha1.OrderingSpec{
+				WalletEnabled: &off,
+				Limits:        &v1alpha1.OrderLimits{MaxQuantityPerOrder: &limit},
+			},
+		}},
 	}
 	sb := provisioning.EffectivePolicy(spec, "sandbox")
-	if sb.RateLimit.RequestsPerMinute != 60 || sb.IPWhitelist[0] != "10.0.0.0/8" || !*sb.Ordering.Enabled || *sb.Ordering.WalletEnabled ||
-		*sb.Ordering.Limits.MaxQuantityPerOrder != 100 || sb.Ordering.Limits.DailySpend["EUR"] != 5 {
+	if sb.RateLimit.RequestsPerMinute != 60 || sb.IPWhitelist[0] != "10.0.0.0/8" || !*sb.Ordering.Enabled ||
+		*sb.Ordering.WalletEnabled || *sb.Ordering.Limits.MaxQuantityPerOrder != 100 ||
+		sb.Ordering.Limits.DailySpend["EUR"] != 5 {
 		t.Fatalf("sandbox policy: %+v %+v %+v", sb, *sb.Ordering, *sb.Ordering.Limits)
 	}
 	prod := provisioning.EffectivePolicy(spec, "production")
-	if prod.RateLimit.RequestsPerMinute != 600 || !*prod.Ordering.WalletEnabled || prod.Ordering.Limits.MaxQuantityPerOrder != nil {
+	if prod.RateLimit.RequestsPerMinute != 600 || !*prod.Ordering.WalletEnabled ||
+		prod.Ordering.Limits.MaxQuantityPerOrder != nil {
 		t.Fatalf("production policy: %+v", prod)
 	}
 	// The override must not have modified the partner-wide policy.
@@ -56,9 +70,15 @@ func TestEffectivePolicy(t *testing.T) {
 }
 
 func TestResolveWebhooks(t *testing.T) {
-	shared := &v1alpha1.WebhookSpec{URL: "https://hooks.example/all", SecretRef: v1alpha1.SecretKeySelector{Name: "hook", Key: "secret"},
-		Events: []v1alpha1.WebhookEventType{"order.failed"}}
-	live := &v1alpha1.WebhookSpec{URL: "https://live.example/hook", SecretRef: v1alpha1.SecretKeySelector{Name: "live", Key: "secret"}}
+	shared := &v1alpha1.WebhookSpec{
+		URL:       "https://hooks.example/all",
+		SecretRef: v1alpha1.SecretKeySelector{Name: "hook", Key: "secret"},
+		Events:    []v1alpha1.WebhookEventType{"order.failed"},
+	}
+	live := &v1alpha1.WebhookSpec{
+		URL:       "https://live.example/hook",
+		SecretRef: v1alpha1.SecretKeySelector{Name: "live", Key: "secret"},
+	}
 	secrets := map[string]string{"hook": "shared-secret", "live": "live-secret"}
 	cases := map[string]struct {
 		spec  v1alpha1.PartnerSpec
@@ -66,18 +86,21 @@ func TestResolveWebhooks(t *testing.T) {
 		reads int
 	}{
 		"none": {v1alpha1.PartnerSpec{}, map[string]string{}, 0},
-		"partner-wide serves both, its Secret read once": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared}},
+		"partner-wide serves both, its Secret read once": {
+			v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared}},
 			map[string]string{"sandbox": "https://hooks.example/all shared-secret [order.failed]",
 				"production": "https://hooks.example/all shared-secret [order.failed]"}, 1},
 		"production's own": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared},
 			Environments: &v1alpha1.EnvironmentOverrides{Production: &v1alpha1.AccessPolicy{Webhook: live}}},
 			map[string]string{"sandbox": "https://hooks.example/all shared-secret [order.failed]",
 				"production": "https://live.example/hook live-secret []"}, 2},
-		"sandbox only": {v1alpha1.PartnerSpec{Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: live}}},
+		"sandbox only": {
+			v1alpha1.PartnerSpec{Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: live}}},
 			map[string]string{"sandbox": "https://live.example/hook live-secret []"}, 1},
-		"missing Secret leaves that environment without events": {v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared},
-			Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: &v1alpha1.WebhookSpec{
-				URL: "https://x.example", SecretRef: v1alpha1.SecretKeySelector{Name: "absent", Key: "secret"}}}}},
+		"missing Secret leaves that environment without events": {
+			v1alpha1.PartnerSpec{AccessPolicy: v1alpha1.AccessPolicy{Webhook: shared},
+				Environments: &v1alpha1.EnvironmentOverrides{Sandbox: &v1alpha1.AccessPolicy{Webhook: &v1alpha1.WebhookSpec{
+					URL: "https://x.example", SecretRef: v1alpha1.SecretKeySelector{Name: "absent", Key: "secret"}}}}},
 			map[string]string{"production": "https://hooks.example/all shared-secret [order.failed]"}, 2},
 	}
 	for name, tc := range cases {

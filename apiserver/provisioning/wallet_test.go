@@ -67,7 +67,8 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	if after := rowVersions(t, db, account); after != before {
 		t.Fatalf("re-applying an applied Wallet wrote or locked rows: %s -> %s", before, after)
 	}
-	if again.Applied != 2 || len(again.NewlyApplied) != 0 || again.Balances["EUR"] != "500.00" || again.Balances["JPY"] != "9000" {
+	if again.Applied != 2 || len(again.NewlyApplied) != 0 || again.Balances["EUR"] != "500.00" ||
+		again.Balances["JPY"] != "9000" {
 		t.Fatalf("re-apply: %+v", again)
 	}
 

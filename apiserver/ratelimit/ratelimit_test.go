@@ -99,7 +99,11 @@ func TestRedisSharedAcrossReplicas(t *testing.T) {
 }
 
 func TestFallbackWhenRedisDown(t *testing.T) {
-	down := NewRedis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 200 * time.Millisecond, MaxRetries: -1}))
+	down := NewRedis(redis.NewClient(&redis.Options{
+		Addr:        "127.0.0.1:1",
+		DialTimeout: 200 * time.Millisecond,
+		MaxRetries:  -1,
+	}))
 	f := NewFallback(down, NewMemory(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	now := time.Now()
 	for i := range 3 {

@@ -36,7 +36,8 @@ func openEmpty(t *testing.T) (*store.DB, *store.Migrator) {
 func tableExists(t *testing.T, db *store.DB, name string) bool {
 	t.Helper()
 	var exists bool
-	if err := db.Pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+	err := db.Pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists)
+	if err != nil {
 		t.Fatalf("to_regclass(%s): %v", name, err)
 	}
 	return exists
@@ -115,19 +116,26 @@ func TestSchemaConstraints(t *testing.T) {
 		return err
 	}
 	var partnerID, accountID string
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO partners (namespace, name) VALUES ('p', 'acme') RETURNING id`).Scan(&partnerID); err != nil {
+	err := db.Pool.QueryRow(ctx, `INSERT INTO partners (namespace, name) VALUES ('p', 'acme') RETURNING id`).
+		Scan(&partnerID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'production') RETURNING id`, partnerID).Scan(&accountID); err != nil {
+	err = db.Pool.QueryRow(ctx, `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'production') RETURNING id`,
+		partnerID).Scan(&accountID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := exec(`INSERT INTO wallet_balances (account_id, currency, balance) VALUES ($1, 'EUR', 1000)`, accountID); err != nil {
+	if err := exec(`INSERT INTO wallet_balances (account_id, currency, balance) VALUES ($1, 'EUR', 1000)`,
+		accountID); err != nil {
 		t.Fatal(err)
 	}
-	if err := exec(`INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after) VALUES ($1, 'EUR', 'top_up', 'wire-1', 1000, 1000)`, accountID); err != nil {
+	const entry = `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)`
+	if err := exec(entry+` VALUES ($1, 'EUR', 'top_up', 'wire-1', 1000, 1000)`, accountID); err != nil {
 		t.Fatal(err)
 	}
-	order := `INSERT INTO orders (account_id, external_order_code, payload_hash, currency, total_price, total_quantity, estimated_ready_at)
+	order := `INSERT INTO orders (account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
+	              estimated_ready_at)
 	          VALUES ($1, $2, '\x00', 'EUR', 100, 1, now())`
 	if err := exec(order, accountID, "ORDER-1"); err != nil {
 		t.Fatal(err)
@@ -139,15 +147,21 @@ func TestSchemaConstraints(t *testing.T) {
 		args []any
 		code string // SQLSTATE
 	}{
-		{"negative balance", `UPDATE wallet_balances SET balance = balance - 1001 WHERE account_id = $1`, []any{accountID}, "23514"},
+		{"negative balance", `UPDATE wallet_balances SET balance = balance - 1001 WHERE account_id = $1`,
+			[]any{accountID}, "23514"},
 		{"duplicate external order code", order, []any{accountID, "ORDER-1"}, "23505"},
-		{"duplicate ledger reference", `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after) VALUES ($1, 'EUR', 'top_up', 'wire-1', 5, 1005)`, []any{accountID}, "23505"},
+		{"duplicate ledger reference", entry + ` VALUES ($1, 'EUR', 'top_up', 'wire-1', 5, 1005)`,
+			[]any{accountID}, "23505"},
 		{"ledger update", `UPDATE wallet_entries SET amount = 1 WHERE account_id = $1`, []any{accountID}, "P0001"},
 		{"ledger delete", `DELETE FROM wallet_entries WHERE account_id = $1`, []any{accountID}, "P0001"},
-		{"debit recorded as positive", `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after) VALUES ($1, 'EUR', 'order_debit', 'o-2', 5, 995)`, []any{accountID}, "23514"},
-		{"second account for one environment", `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'production')`, []any{partnerID}, "23505"},
-		{"unknown environment", `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'staging')`, []any{partnerID}, "23514"},
-		{"13-digit product code", `INSERT INTO code_stock (product_code, ciphertext, digest) VALUES ('1234567890123', '\x00', decode(repeat('00', 32), 'hex'))`, nil, "23514"},
+		{"debit recorded as positive", entry + ` VALUES ($1, 'EUR', 'order_debit', 'o-2', 5, 995)`,
+			[]any{accountID}, "23514"},
+		{"second account for one environment", `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'production')`,
+			[]any{partnerID}, "23505"},
+		{"unknown environment", `INSERT INTO accounts (partner_id, environment) VALUES ($1, 'staging')`,
+			[]any{partnerID}, "23514"},
+		{"13-digit product code", `INSERT INTO code_stock (product_code, ciphertext, digest)
+			VALUES ('1234567890123', '\x00', decode(repeat('00', 32), 'hex'))`, nil, "23514"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,7 +177,8 @@ func TestSchemaConstraints(t *testing.T) {
 	}
 
 	var balance int64
-	if err := db.Pool.QueryRow(ctx, `SELECT balance FROM wallet_balances WHERE account_id = $1`, accountID).Scan(&balance); err != nil || balance != 1000 {
+	err = db.Pool.QueryRow(ctx, `SELECT balance FROM wallet_balances WHERE account_id = $1`, accountID).Scan(&balance)
+	if err != nil || balance != 1000 {
 		t.Errorf("balance = %d, %v; want 1000 untouched by the rejected statements", balance, err)
 	}
 }

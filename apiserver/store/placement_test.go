@@ -32,7 +32,8 @@ func newWallet(t *testing.T, threshold string, balances map[string]int64) wallet
 	t.Cleanup(db.Close)
 	var account uuid.UUID
 	err = db.Pool.QueryRow(ctx, `WITH p AS (INSERT INTO partners (namespace, name) VALUES ('ns', 'acme') RETURNING id)
-		INSERT INTO accounts (partner_id, environment, low_balance_threshold) SELECT id, 'production', $1::numeric FROM p RETURNING id`,
+		INSERT INTO accounts (partner_id, environment, low_balance_threshold)
+		SELECT id, 'production', $1::numeric FROM p RETURNING id`,
 		threshold).Scan(&account)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,12 @@ func (w wallet) debit(o *store.Order) *store.LedgerEntry {
 		Reference: o.ID.String(), Amount: -o.DebitedAmount}
 }
 
-var fulfilJob = store.Job{Kind: "codeport.fulfil_order", Queue: "fulfilment_production", Args: []byte(`{}`), MaxAttempts: 3}
+var fulfilJob = store.Job{
+	Kind:        "codeport.fulfil_order",
+	Queue:       "fulfilment_production",
+	Args:        []byte(`{}`),
+	MaxAttempts: 3,
+}
 
 // state is what the database holds for the account: orders, their lines and jobs, ledger
 // entries, and the EUR balance and ledger sum.
@@ -208,11 +214,13 @@ func TestPlaceOrderConcurrently(t *testing.T) {
 		t.Fatalf("%d placed, %d short, %d replays; database %+v", placed, short, replays, s)
 	}
 	var shared int64
-	if err := w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE external_order_code = 'shared'`).Scan(&shared); err != nil {
+	err := w.db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE external_order_code = 'shared'`).Scan(&shared)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// 17 distinct codes compete for 10 debits: all of the balance goes, the shared code at most once.
 	if shared > 1 || s.balance != 0 || placed+short+replays != racers {
-		t.Fatalf("shared code placed %d times; %d placed, %d short, %d replays; balance %d", shared, placed, short, replays, s.balance)
+		t.Fatalf("shared code placed %d times; %d placed, %d short, %d replays; balance %d",
+			shared, placed, short, replays, s.balance)
 	}
 }

@@ -68,7 +68,8 @@ func claimPages(t *testing.T, db *gorm.DB, orderID uuid.UUID, product string) in
 	rollback := errors.New("rollback")
 	err := db.Transaction(func(tx *gorm.DB) error {
 		var out string
-		if err := tx.Raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.TakeStockSQL, orderID, product, 1).Row().Scan(&out); err != nil {
+		row := tx.Raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.TakeStockSQL, orderID, product, 1).Row()
+		if err := row.Scan(&out); err != nil {
 			return err
 		}
 		var plans []struct {

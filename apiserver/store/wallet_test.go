@@ -84,7 +84,8 @@ func TestSetLowBalanceThresholdWritesOnlyChanges(t *testing.T) {
 	var lowEUR, lowGBP bool
 	if err := w.db.Pool.QueryRow(context.Background(), `SELECT
 		(SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'EUR'),
-		(SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'GBP')`, w.account).Scan(&lowEUR, &lowGBP); err != nil {
+		(SELECT low_balance FROM wallet_balances WHERE account_id = $1 AND currency = 'GBP')`, w.account).
+		Scan(&lowEUR, &lowGBP); err != nil {
 		t.Fatal(err)
 	}
 	if !lowEUR || !lowGBP {
@@ -108,7 +109,8 @@ func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = placement.Rollback(ctx) }()
-	if _, err := placement.Exec(ctx, `SELECT 1 FROM wallet_balances WHERE account_id = $1 ORDER BY currency FOR UPDATE`, w.account); err != nil {
+	if _, err := placement.Exec(ctx, `SELECT 1 FROM wallet_balances WHERE account_id = $1 ORDER BY currency FOR UPDATE`,
+		w.account); err != nil {
 		t.Fatal(err)
 	}
 	changed := make(chan error, 1)

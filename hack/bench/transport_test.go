@@ -18,16 +18,18 @@ func TestWireTransportCarriesRequestsAndAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if r.Method != http.MethodPost || r.URL.Path != "/orders" || r.Header.Get("X-Api-Key") != "key-1" || string(body) != `{"n":1}` {
+		if r.Method != http.MethodPost || r.URL.Path != "/orders" || r.Header.Get("X-Api-Key") != "key-1" ||
+			string(body) != `{"n":1}` {
 			w.WriteHeader(http.StatusTeapot)
 			_, _ = w.Write([]byte(r.Method + " " + r.URL.Path + " " + r.Header.Get("X-Api-Key") + " " + string(body)))
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"accepted":true}`))
-	})}
+	})
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: handler}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
@@ -54,8 +56,8 @@ func TestWireTransportCarriesRequestsAndAnswers(t *testing.T) {
 	}
 	addr := closed.Addr().String()
 	_ = closed.Close()
-	res := newAttacker(1).Attack(vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: "http://" + addr + "/"}),
-		vegeta.Rate{Freq: 1, Per: time.Second}, time.Millisecond, "test")
+	closedPort := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: "http://" + addr + "/"})
+	res := newAttacker(1).Attack(closedPort, vegeta.Rate{Freq: 1, Per: time.Second}, time.Millisecond, "test")
 	for r := range res {
 		if r.Error == "" || r.Code != 0 {
 			t.Fatalf("request to a closed port: code %d, error %q", r.Code, r.Error)

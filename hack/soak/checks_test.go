@@ -89,23 +89,25 @@ func killAffected(r *result) bool {
 // reason is a defect.
 func (ch *churn) explained(r *result) string {
 	msg := r.message
+	production := r.env == store.EnvironmentProduction
+	rateLimited := r.status == http.StatusTooManyRequests && strings.HasPrefix(msg, "Rate limit exceeded.")
 	switch {
-	case r.status == http.StatusBadRequest && (r.partner == edited || r.partner == editedToo) && r.env == store.EnvironmentProduction &&
+	case r.status == http.StatusBadRequest && (r.partner == edited || r.partner == editedToo) && production &&
 		msg == fmt.Sprintf("Product %s price mismatch: expected %d", plentiful, editedPrice) && ch.editedSince(r.start):
 		return "price changed under the partner: ordered at the price it last read"
 	case r.status == http.StatusUnauthorized && msg == msgInvalidKey && ch.isChurned(r.key):
 		return "key rotated or deleted (old key, or new key before it was registered)"
 	case r.status == http.StatusForbidden && msg == msgSuspended && r.partner == suspended:
 		return "partner suspended"
-	case r.status == http.StatusConflict && msg == "An order with this external order code already exists." && r.op == opConflict:
+	case r.status == http.StatusConflict && msg == "An order with this external order code already exists." &&
+		r.op == opConflict:
 		return "same externalOrderCode, other payload (sent on purpose)"
-	case r.status == http.StatusUnprocessableEntity && msg == "Insufficient funds. Please top up your wallet and try again." &&
-		r.partner == poor && r.env == store.EnvironmentProduction:
+	case r.status == http.StatusUnprocessableEntity &&
+		msg == "Insufficient funds. Please top up your wallet and try again." && r.partner == poor && production:
 		return "small wallet spent until the next top-up"
-	case r.status == http.StatusTooManyRequests && strings.HasPrefix(msg, "Rate limit exceeded.") && r.partner == limited &&
-		r.env == store.EnvironmentProduction:
+	case rateLimited && r.partner == limited && production:
 		return fmt.Sprintf("partner's own limit (%d/min, shared by the replicas)", limitedPerMin)
-	case r.status == http.StatusTooManyRequests && strings.HasPrefix(msg, "Rate limit exceeded.") && (ch.isChurned(r.key) || r.partner == suspended):
+	case rateLimited && (ch.isChurned(r.key) || r.partner == suspended):
 		return "refused requests count against the client IP's budget (60/min), shared by every partner of this run"
 	}
 	return ""
@@ -254,12 +256,13 @@ type orderRow struct {
 
 const ordersSQL = `
 WITH d AS (SELECT order_id, line_no, count(*) AS n FROM delivered_codes GROUP BY order_id, line_no),
-u AS (SELECT l.order_id, sum((l.quantity - COALESCE(d.n, 0)) * l.unit_price)::bigint AS value, sum(COALESCE(d.n, 0))::int AS delivered
+u AS (SELECT l.order_id, sum((l.quantity - COALESCE(d.n, 0)) * l.unit_price)::bigint AS value,
+             sum(COALESCE(d.n, 0))::int AS delivered
       FROM order_lines l LEFT JOIN d ON d.order_id = l.order_id AND d.line_no = l.line_no GROUP BY l.order_id),
 e AS (SELECT account_id, reference, kind, count(*) AS n, sum(amount)::bigint AS amount FROM wallet_entries
       WHERE kind IN ('order_debit', 'refund') GROUP BY account_id, reference, kind)
-SELECT o.id::text AS id, o.account_id::text AS account_id, o.external_order_code, o.status, o.total_price, o.debited_amount,
-       o.refunded_amount, o.total_quantity, o.delivered, COALESCE(u.delivered, 0) AS codes_delivered,
+SELECT o.id::text AS id, o.account_id::text AS account_id, o.external_order_code, o.status, o.total_price,
+       o.debited_amount, o.refunded_amount, o.total_quantity, o.delivered, COALESCE(u.delivered, 0) AS codes_delivered,
        COALESCE(u.value, 0) AS undelivered_value, COALESCE(db.n, 0) AS debits, COALESCE(db.amount, 0) AS debit_sum,
        COALESCE(rf.n, 0) AS refunds, COALESCE(rf.amount, 0) AS refund_sum
 FROM orders o
@@ -272,7 +275,8 @@ func (c *cluster) waitTerminal(ctx context.Context, limit time.Duration) (time.D
 	start := time.Now()
 	err := eventually(ctx, limit, "every order terminal", func() (bool, string) {
 		var n int64
-		if err := c.db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&n).Error; err != nil {
+		err := c.db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&n).Error
+		if err != nil {
 			return false, err.Error()
 		}
 		return n == 0, fmt.Sprintf("%d orders processing", n)
@@ -415,7 +419,8 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 				f.add("ledger does not sum to the balance", "%s %s: balances %v, ledger %v", p.name, env, got, sums)
 			}
 			var applied int64
-			if err := db.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'top_up'`, id).Scan(&applied).Error; err != nil {
+			if err := db.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'top_up'`, id).
+				Scan(&applied).Error; err != nil {
 				return fmt.Errorf("count top-ups: %w", err)
 			}
 			if applied != int64(1+topUps) {
@@ -430,7 +435,9 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 // database. A wallet must converge within 5 s of the later of the load stopping and its own
 // last ledger entry (refunds of orders finishing after the load still move it). It returns the
 // slowest convergence, measured from the load stopping.
-func (c *cluster) walletConvergence(ctx context.Context, partners []*partner, stopped time.Time, f *findings) (time.Duration, error) {
+func (c *cluster) walletConvergence(
+	ctx context.Context, partners []*partner, stopped time.Time, f *findings,
+) (time.Duration, error) {
 	prov := provisioning.New(c.db, nil)
 	type wallet struct {
 		p   *partner
@@ -460,8 +467,8 @@ func (c *cluster) walletConvergence(ctx context.Context, partners []*partner, st
 				continue
 			}
 			var last time.Time
-			if err := c.db.Gorm.WithContext(ctx).Raw(`SELECT COALESCE(max(created_at), now()) FROM wallet_entries WHERE account_id = ?`,
-				w.p.accounts[w.env]).Scan(&last).Error; err != nil {
+			if err := c.db.Gorm.WithContext(ctx).Raw(`SELECT COALESCE(max(created_at), now()) FROM wallet_entries
+				WHERE account_id = ?`, w.p.accounts[w.env]).Scan(&last).Error; err != nil {
 				return slowest, fmt.Errorf("last ledger entry: %w", err)
 			}
 			limit := stopped
@@ -469,7 +476,8 @@ func (c *cluster) walletConvergence(ctx context.Context, partners []*partner, st
 				limit = last
 			}
 			if time.Since(limit) > 5*time.Second {
-				f.add("Wallet status not converged within 5 s", "%s %s: status %v, database %v", w.p.name, w.env, obj.Status.Balances, state.Balances)
+				f.add("Wallet status not converged within 5 s", "%s %s: status %v, database %v",
+					w.p.name, w.env, obj.Status.Balances, state.Balances)
 				delete(pending, w)
 			}
 		}

@@ -60,7 +60,8 @@ type churn struct {
 func (ch *churn) logf(format string, args ...any) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	ch.events = append(ch.events, fmt.Sprintf("%6.1fs  ", time.Since(ch.l.startedAt()).Seconds())+fmt.Sprintf(format, args...))
+	ch.events = append(ch.events,
+		fmt.Sprintf("%6.1fs  ", time.Since(ch.l.startedAt()).Seconds())+fmt.Sprintf(format, args...))
 }
 
 func (ch *churn) failf(format string, args ...any) {
@@ -168,14 +169,14 @@ func (ch *churn) rotate(ctx context.Context, p *partner, environment string) err
 		}()
 		go func() {
 			defer wg.Done()
-			tOld, errOld = ch.probeUntil(ctx, r, p, environment, old, changed, 50*time.Millisecond, refusedAs(http.StatusUnauthorized, msgInvalidKey))
+			tOld, errOld = ch.probeUntil(ctx, r, p, environment, old, changed, 50*time.Millisecond, keyRefused)
 		}()
 		wg.Wait()
 		if errNew != nil || errOld != nil {
 			return max(tNew, tOld), errors.Join(wrapIf("new key", errNew), wrapIf("old key", errOld))
 		}
 		// Once refused, the old key stays refused.
-		if a := ch.probe(ctx, r, p, environment, old); !refusedAs(http.StatusUnauthorized, msgInvalidKey)(a) {
+		if a := ch.probe(ctx, r, p, environment, old); !keyRefused(a) {
 			return max(tNew, tOld), fmt.Errorf("old key accepted again: %d %s", a.status, a.message)
 		}
 		return max(tNew, tOld), nil
@@ -183,7 +184,8 @@ func (ch *churn) rotate(ctx context.Context, p *partner, environment string) err
 	for r, d := range took {
 		ch.logf("  %s: new key accepted and old key refused %s after the Secret changed", r, d.Round(time.Millisecond))
 		if d > revocationLimit {
-			ch.failf("rotation of %s: %s took %s to accept the new key and refuse the old one (limit %s)", name, r, d.Round(time.Millisecond), revocationLimit)
+			ch.failf("rotation of %s: %s took %s to accept the new key and refuse the old one (limit %s)",
+				name, r, d.Round(time.Millisecond), revocationLimit)
 		}
 	}
 	return nil
@@ -224,7 +226,9 @@ func (ch *churn) deleteKey(ctx context.Context) error {
 	p := ch.l.partners[deleted]
 	key := p.key(store.EnvironmentProduction)
 	ch.retire(key)
-	k := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(deleted, store.EnvironmentProduction)}}
+	k := &v1alpha1.ApiKey{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(deleted, store.EnvironmentProduction)},
+	}
 	if err := ch.c.k8s.Delete(ctx, k); err != nil {
 		return fmt.Errorf("delete ApiKey: %w", err)
 	}
@@ -237,7 +241,7 @@ func (ch *churn) deleteKey(ctx context.Context) error {
 	}
 	gone := time.Now()
 	took := ch.probeEach(ctx, ch.l.production, func(ctx context.Context, r *replica) (time.Duration, error) {
-		return ch.probeUntil(ctx, r, p, store.EnvironmentProduction, key, gone, 50*time.Millisecond, refusedAs(http.StatusUnauthorized, msgInvalidKey))
+		return ch.probeUntil(ctx, r, p, store.EnvironmentProduction, key, gone, 50*time.Millisecond, keyRefused)
 	})
 	p.keys[store.EnvironmentProduction].Store(nil)
 	for r, d := range took {
@@ -360,7 +364,9 @@ func (ch *churn) replicasOf(environment string) []*replica {
 
 // probeEach runs probe against every replica at once and returns how long each took; errors
 // are failures.
-func (ch *churn) probeEach(ctx context.Context, replicas []*replica, probe func(context.Context, *replica) (time.Duration, error)) map[string]time.Duration {
+func (ch *churn) probeEach(
+	ctx context.Context, replicas []*replica, probe func(context.Context, *replica) (time.Duration, error),
+) map[string]time.Duration {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	out := map[string]time.Duration{}
@@ -387,10 +393,15 @@ func refusedAs(status int, message string) func(answer) bool {
 	return func(a answer) bool { return a.status == status && a.message == message }
 }
 
+// keyRefused holds for an answer that refuses the key as invalid.
+func keyRefused(a answer) bool { return refusedAs(http.StatusUnauthorized, msgInvalidKey)(a) }
+
 // probeUntil pings replica r with key every interval until want holds, for at most 15 s, and
 // returns the time from since to the answer that satisfied it.
-func (ch *churn) probeUntil(ctx context.Context, r *replica, p *partner, environment, key string, since time.Time, interval time.Duration,
-	want func(answer) bool) (time.Duration, error) {
+func (ch *churn) probeUntil(
+	ctx context.Context, r *replica, p *partner, environment, key string, since time.Time, interval time.Duration,
+	want func(answer) bool,
+) (time.Duration, error) {
 	deadline := time.Now().Add(15 * time.Second)
 	jitter := time.Duration(rand.Int64N(int64(interval))) //nolint:gosec // spreads the probes
 	sleep(ctx, jitter/4)
@@ -400,7 +411,8 @@ func (ch *churn) probeUntil(ctx context.Context, r *replica, p *partner, environ
 			return a.start.Add(a.dur).Sub(since), nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return time.Since(since), fmt.Errorf("still %d %q after %s", a.status, a.message+a.err, time.Since(since).Round(time.Millisecond))
+			return time.Since(since), fmt.Errorf("still %d %q after %s",
+				a.status, a.message+a.err, time.Since(since).Round(time.Millisecond))
 		}
 		sleep(ctx, interval)
 	}

@@ -182,7 +182,10 @@ func (c *cluster) startKubernetes() {
 	}
 	// The test's own Kubernetes clients have nothing to say; the operators log to their files.
 	ctrllog.SetLogger(logr.Discard())
-	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	te := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		t.Fatalf("start envtest: %v", err)

@@ -88,8 +88,8 @@ func newLoad(partners []*partner, production []*replica, sandbox *replica, worke
 	l := &load{partners: partners, production: production, sandbox: sandbox,
 		client: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
 	for i := range workers {
-		l.workers = append(l.workers, &worker{l: l, rng: rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))), //nolint:gosec // load mix, not secrets
-			orders: map[string]*order{}})
+		rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))) //nolint:gosec // load mix, not secrets
+		l.workers = append(l.workers, &worker{l: l, rng: rng, orders: map[string]*order{}})
 	}
 	return l
 }
@@ -233,13 +233,16 @@ func (w *worker) replay(ctx context.Context, conflict bool) {
 }
 
 func (w *worker) readCatalog(ctx context.Context, p *partner, environment string) {
-	res := w.send(ctx, p, environment, w.l.replicaFor(environment, w.rng, nil), opCatalog, http.MethodGet, "/v2/catalog/products?take=20", nil)
+	r := w.l.replicaFor(environment, w.rng, nil)
+	res := w.send(ctx, p, environment, r, opCatalog, http.MethodGet, "/v2/catalog/products?take=20", nil)
 	w.results = append(w.results, res)
 }
 
 // send makes one request with the partner's current key and records it; it keeps the load off a
 // replica that did not answer and off a partner that was refused.
-func (w *worker) send(ctx context.Context, p *partner, environment string, r *replica, op, method, path string, body []byte) result {
+func (w *worker) send(
+	ctx context.Context, p *partner, environment string, r *replica, op, method, path string, body []byte,
+) result {
 	key := p.key(environment)
 	res := w.l.do(ctx, r, key, method, path, body)
 	res.phase, res.partner, res.env, res.op = int(w.l.phase.Load()), p.idx, environment, op

@@ -96,9 +96,17 @@ func catalogObj(name string, price int64) *v1alpha1.Catalog {
 			Price: &price, Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed}, MainCategory: "Gaming",
 			Tags: []string{"gaming"}, Languages: en, Status: "active"}
 	}
-	return &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.CatalogSpec{Description: "Soak " + name, ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)),
-			Products: []v1alpha1.CatalogProduct{product(plentiful, "Credit 20 EUR", price), product(scarce, "Credit 5 EUR", scarcePrice)}}}
+	return &v1alpha1.Catalog{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.CatalogSpec{
+			Description: "Soak " + name,
+			ValidFrom:   metav1.NewTime(time.Now().Add(-time.Hour)),
+			Products: []v1alpha1.CatalogProduct{
+				product(plentiful, "Credit 20 EUR", price),
+				product(scarce, "Credit 5 EUR", scarcePrice),
+			},
+		},
+	}
 }
 
 func partnerObj(i int) *v1alpha1.Partner {
@@ -107,11 +115,19 @@ func partnerObj(i int) *v1alpha1.Partner {
 		perMinute = limitedPerMin
 	}
 	on := true
-	return &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partnerName(i)},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Soak partner " + partnerName(i), ContactEmail: partnerName(i) + "@soak.example",
-			CatalogRef: &v1alpha1.LocalObjectReference{Name: catalogOf(i)},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}, RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: perMinute},
-				Ordering: &v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on}}}}
+	return &v1alpha1.Partner{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partnerName(i)},
+		Spec: v1alpha1.PartnerSpec{
+			DisplayName:  "Soak partner " + partnerName(i),
+			ContactEmail: partnerName(i) + "@soak.example",
+			CatalogRef:   &v1alpha1.LocalObjectReference{Name: catalogOf(i)},
+			AccessPolicy: v1alpha1.AccessPolicy{
+				IPWhitelist: []string{"127.0.0.1/32"},
+				RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: perMinute},
+				Ordering:    &v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on},
+			},
+		},
+	}
 }
 
 func keyName(i int, environment string) string { return partnerName(i) + "-" + environment }
@@ -124,9 +140,15 @@ func walletObj(i int, environment string) *v1alpha1.Wallet {
 	case i == poor:
 		amount = "100.00"
 	}
-	return &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, environment)},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: partnerName(i)}, Environment: v1alpha1.Environment(environment),
-			LowBalanceThreshold: "100.00", TopUps: []v1alpha1.TopUp{{ID: "opening", Currency: "EUR", Amount: amount, Note: "opening balance"}}}}
+	return &v1alpha1.Wallet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, environment)},
+		Spec: v1alpha1.WalletSpec{
+			PartnerRef:          v1alpha1.LocalObjectReference{Name: partnerName(i)},
+			Environment:         v1alpha1.Environment(environment),
+			LowBalanceThreshold: "100.00",
+			TopUps:              []v1alpha1.TopUp{{ID: "opening", Currency: "EUR", Amount: amount, Note: "opening balance"}},
+		},
+	}
 }
 
 var environments = []string{store.EnvironmentProduction, store.EnvironmentSandbox}
@@ -138,10 +160,15 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 	for i := range partnersCount {
 		objs = append(objs, partnerObj(i))
 		for _, env := range environments {
-			objs = append(objs, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, env)},
-				Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: partnerName(i)}, Environment: v1alpha1.Environment(env),
-					Type: v1alpha1.ApiKeyTypeAPIKey, SecretName: keyName(i, env) + "-key"}},
-				walletObj(i, env))
+			objs = append(objs, &v1alpha1.ApiKey{
+				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, env)},
+				Spec: v1alpha1.ApiKeySpec{
+					PartnerRef:  v1alpha1.LocalObjectReference{Name: partnerName(i)},
+					Environment: v1alpha1.Environment(env),
+					Type:        v1alpha1.ApiKeyTypeAPIKey,
+					SecretName:  keyName(i, env) + "-key",
+				},
+			}, walletObj(i, env))
 		}
 	}
 	for _, o := range objs {
@@ -151,7 +178,12 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 	}
 	partners := make([]*partner, partnersCount)
 	for i := range partners {
-		p := &partner{idx: i, name: partnerName(i), keys: map[string]*atomic.Pointer[string]{}, accounts: map[string]uuid.UUID{}}
+		p := &partner{
+			idx:      i,
+			name:     partnerName(i),
+			keys:     map[string]*atomic.Pointer[string]{},
+			accounts: map[string]uuid.UUID{},
+		}
 		p.price.Store(plentifulPrice)
 		var pr v1alpha1.Partner
 		err := eventually(ctx, 60*time.Second, "partner "+p.name+" ready", func() (bool, string) {
@@ -163,7 +195,10 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 		if err != nil {
 			return nil, err
 		}
-		for env, id := range map[string]string{store.EnvironmentProduction: pr.Status.Accounts.Production, store.EnvironmentSandbox: pr.Status.Accounts.Sandbox} {
+		for env, id := range map[string]string{
+			store.EnvironmentProduction: pr.Status.Accounts.Production,
+			store.EnvironmentSandbox:    pr.Status.Accounts.Sandbox,
+		} {
 			if p.accounts[env], err = uuid.Parse(id); err != nil {
 				return nil, fmt.Errorf("partner %s account %s: %w", p.name, env, err)
 			}
@@ -238,7 +273,8 @@ func (c *cluster) importStock(ctx context.Context, product string, n int) (strin
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		return "", fmt.Errorf("write stock file: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, c.binary, "codes", "import", "--product", product, "--database-url", c.dbURL, "--codes-key", codesKey, file)
+	cmd := exec.CommandContext(ctx, c.binary, "codes", "import",
+		"--product", product, "--database-url", c.dbURL, "--codes-key", codesKey, file)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("codes import %s: %w\n%s", product, err, out)
@@ -273,8 +309,12 @@ func (c *cluster) topUpRound(ctx context.Context, round int) error {
 				defer wg.Done()
 				w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, env)}}
 				errs <- c.update(ctx, w, func() {
-					w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{ID: fmt.Sprintf("round-%d", round), Currency: "EUR", Amount: "50.00",
-						Note: "soak top-up"})
+					w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{
+						ID:       fmt.Sprintf("round-%d", round),
+						Currency: "EUR",
+						Amount:   "50.00",
+						Note:     "soak top-up",
+					})
 				})
 			}()
 		}

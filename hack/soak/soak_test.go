@@ -236,7 +236,10 @@ func (l *load) startedAt() time.Time {
 	return t
 }
 
-func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reasons map[string]int, byStatus map[string]int, extra map[string]string) {
+func summary(
+	t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reasons map[string]int, byStatus map[string]int,
+	extra map[string]string,
+) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	before, churn, after := stats[phaseBefore], stats[phaseChurn], stats[phaseAfter]
@@ -299,7 +302,9 @@ func summary(t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reas
 }
 
 // logPatterns are what a process log is searched for after the run.
-var logPatterns = []string{"deadlock detected", "placement rolled back", `"level":"ERROR"`, "panic", "rate limiter unavailable"}
+var logPatterns = []string{
+	"deadlock detected", "placement rolled back", `"level":"ERROR"`, "panic", "rate limiter unavailable",
+}
 
 // logCounts logs how often each pattern occurs in each process log.
 func logCounts(t *testing.T, c *cluster) {
