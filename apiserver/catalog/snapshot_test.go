@@ -55,7 +55,10 @@ func TestQueryParserCopiesWhatItKeeps(t *testing.T) {
 // FuzzCatalogQuery: any query string parses into a bounded query or a 400, never a panic, and
 // listing with it yields valid paging.
 func FuzzCatalogQuery(f *testing.F) {
-	for _, seed := range []string{"", "take=20&skip=0", "country=de,GB&brand=a&category=x&tag=y&language=en&search=%00", "take=999999999999999999999", "skip=-0", "%zz"} {
+	for _, seed := range []string{
+		"", "take=20&skip=0", "country=de,GB&brand=a&category=x&tag=y&language=en&search=%00",
+		"take=999999999999999999999", "skip=-0", "%zz",
+	} {
 		f.Add(seed)
 	}
 	snap, err := catalog.NewSnapshot(catalog.TestProducts(), "2026-11-22")

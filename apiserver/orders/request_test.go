@@ -26,15 +26,18 @@ func TestHashIgnoresFormNotMeaning(t *testing.T) {
 		}
 		return req.Hash()
 	}
-	base := decode(`{"externalOrderCode":"a","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`)
+	base := decode(`{"externalOrderCode":"a","currency":"EUR",` +
+		`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`)
 	same := []string{
 		`{"orderProducts":[{"quantity":1,"productCode":"99000000000001"}],"currency":"EUR","externalOrderCode":"a"}`,
 		`{"externalOrderCode":"a","currency":"eur","orderProducts":[{"productId":"99000000000001","quantity":1.0}]}`,
 	}
 	different := []string{
 		`{"externalOrderCode":"a","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":2}]}`,
-		`{"externalOrderCode":"a","currency":"EUR","price":1000,"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`,
-		`{"externalOrderCode":"a","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1,"price":1000}]}`,
+		`{"externalOrderCode":"a","currency":"EUR","price":1000,` +
+			`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`,
+		`{"externalOrderCode":"a","currency":"EUR",` +
+			`"orderProducts":[{"productCode":"99000000000001","quantity":1,"price":1000}]}`,
 	}
 	for _, b := range same {
 		if string(decode(b)) != string(base) {
@@ -54,9 +57,12 @@ func TestHashIgnoresFormNotMeaning(t *testing.T) {
 func FuzzPlaceOrder(f *testing.F) {
 	for _, seed := range []string{
 		`{"externalOrderCode":"a","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`,
-		`{"externalOrderCode":"b","currency":"EUR","price":2500,"orderProducts":[{"productCode":"99000000000002","quantity":1,"price":2500}]}`,
-		`{"externalOrderCode":"c","currency":"EUR","orderProducts":[{"productCode":"99000000000002","quantity":9223372036854775807,"price":50000}]}`,
-		`{"externalOrderCode":"d","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1,"sku":"DE-EN-99000000000001"}]}`,
+		`{"externalOrderCode":"b","currency":"EUR","price":2500,` +
+			`"orderProducts":[{"productCode":"99000000000002","quantity":1,"price":2500}]}`,
+		`{"externalOrderCode":"c","currency":"EUR",` +
+			`"orderProducts":[{"productCode":"99000000000002","quantity":9223372036854775807,"price":50000}]}`,
+		`{"externalOrderCode":"d","currency":"EUR",` +
+			`"orderProducts":[{"productCode":"99000000000001","quantity":1,"sku":"DE-EN-99000000000001"}]}`,
 		`{"externalOrderCode":"e","currency":"JPY","orderProducts":[{"productCode":"1","quantity":-1}]}`,
 		`{"externalOrderCode":"","currency":null,"orderProducts":{}}`,
 		`[]`, `null`, `{`, `{"orderProducts":[1,"x",null]}`,
