@@ -63,14 +63,14 @@ counted; the import can be re-run safely.`,
 					fmt.Fprintf(os.Stderr, "\rimporting %s: %d imported, %d duplicates", product, r.Imported, r.Duplicates)
 				}
 			}
-			res, err := codes.Import(cmd.Context(), db.Gorm, cipher, product, batch, in, progress)
+			res, err := codes.Import(cmd.Context(), db.Pool, cipher, product, batch, in, progress)
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				fmt.Fprintln(os.Stderr)
 			}
 			if err != nil {
 				return fmt.Errorf("import stopped after %d codes: %w", res.Imported, err)
 			}
-			stock, err := store.StockCount(cmd.Context(), db.Gorm, product)
+			stock, err := store.StockCount(cmd.Context(), db.Pool, product)
 			if err != nil {
 				return err
 			}

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/fulfilment"
@@ -30,7 +28,7 @@ func runWorkerProcess(url string) int {
 	}
 	raw, _ := codes.ParseKey(sharedCodesKey)
 	cipher, _ := codes.NewCipher(raw)
-	linger := func(context.Context, *gorm.DB, fulfilment.Finished) error {
+	linger := func(context.Context, store.Querier, fulfilment.Finished) error {
 		time.Sleep(40 * time.Millisecond)
 		return nil
 	}

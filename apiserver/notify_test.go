@@ -221,7 +221,7 @@ func TestWebhooksPerEnvironment(t *testing.T) {
 		"sandbox":    {URL: sandboxRcv.server.URL, Secret: []byte(webhookSecret)},
 		"production": {URL: liveRcv.server.URL, Secret: []byte(liveSecret)},
 	})
-	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t",
+	if _, err := codes.Import(t.Context(), s.db.Pool, s.cipher, "10000000000001", "t",
 		strings.NewReader("ENV-"+tn.namespace+"\n"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	for i := range 10 {
 		fmt.Fprintf(&stock, "MAIL-%s-%d\n", tn.namespace, i)
 	}
-	if _, err := codes.Import(t.Context(), s.db.Gorm, s.cipher, "10000000000001", "t",
+	if _, err := codes.Import(t.Context(), s.db.Pool, s.cipher, "10000000000001", "t",
 		strings.NewReader(stock.String()), nil); err != nil {
 		t.Fatal(err)
 	}

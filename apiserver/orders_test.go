@@ -351,7 +351,7 @@ func TestConcurrentOrdersNeverOverdraw(t *testing.T) {
 	for i := range 200 {
 		fmt.Fprintf(&stock, "CODE-%s-%04d\n", tn.namespace, i)
 	}
-	if _, err := codes.Import(context.Background(), s.db.Gorm, s.cipher, "10000000000001", "test",
+	if _, err := codes.Import(context.Background(), s.db.Pool, s.cipher, "10000000000001", "test",
 		strings.NewReader(stock.String()), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestProductionStock(t *testing.T) {
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "GBP", Amount: "100.00"})
 	key := tn.keys["production"]
-	res, err := codes.Import(context.Background(), s.db.Gorm, s.cipher, "10000000000004", "batch-1",
+	res, err := codes.Import(context.Background(), s.db.Pool, s.cipher, "10000000000004", "batch-1",
 		strings.NewReader("code\nSTREAM-"+tn.namespace+"-1\nSTREAM-"+tn.namespace+"-2\nSTREAM-"+tn.namespace+"-2\n"), nil)
 	if err != nil || res.Imported != 2 || res.Duplicates != 1 {
 		t.Fatalf("import: %+v %v", res, err)

@@ -62,7 +62,7 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 	if fmt.Sprint(w.body["balances"]) != "map[EUR:80]" {
 		t.Fatalf("wallet after one order of 20.00 from 100.00: %s", w.raw)
 	}
-	sums, err := store.LedgerSum(s.db.Gorm, account)
+	sums, err := store.LedgerSum(t.Context(), s.db.Pool, account)
 	if err != nil || sums["EUR"] != 8000 {
 		t.Fatalf("ledger sum %v, %v; want 8000", sums, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/money"
@@ -43,7 +42,7 @@ func (m *OrderMetrics) Placed(environment string) { m.placed.WithLabelValues(env
 
 // Finished is a fulfilment hook counting terminal states. It observes inside the finishing
 // transaction, so a rolled-back finish may count once too often; that is acceptable for a metric.
-func (m *OrderMetrics) Finished(_ context.Context, _ *gorm.DB, f fulfilment.Finished) error {
+func (m *OrderMetrics) Finished(_ context.Context, _ store.Querier, f fulfilment.Finished) error {
 	m.finished.WithLabelValues(f.Environment, f.Status).Inc()
 	m.duration.WithLabelValues(f.Environment, f.Status).Observe(time.Since(f.Order.CreatedAt).Seconds())
 	return nil
@@ -89,7 +88,7 @@ func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	state, err := store.ReadGauges(ctx, c.db.Gorm)
+	state, err := store.ReadGauges(ctx, c.db.Pool)
 	if err != nil {
 		c.log.Warn("metrics: read state", slog.Any("err", err))
 		return

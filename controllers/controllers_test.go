@@ -740,7 +740,7 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	if err := env.db.Gorm.Where("id = ?", acct.ID).Take(&a).Error; err != nil || !a.Suspended {
 		t.Fatalf("account after deletion: %+v %v", a, err)
 	}
-	if _, err := store.FindOrderByExternalCode(ctx, env.db.Gorm, acct.ID, "x"); err != nil {
+	if _, err := store.FindOrderByExternalCode(ctx, env.db.Pool, acct.ID, "x"); err != nil {
 		t.Fatalf("order of the deleted partner: %v", err)
 	}
 	// ApiKeys of the deleted partner say why they are not ready.

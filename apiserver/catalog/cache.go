@@ -120,7 +120,7 @@ func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (
 	var meta *store.Catalog
 	active := false
 	if catalogID != uuid.Nil {
-		cat, rows, err := store.LoadCatalog(ctx, c.db.Gorm, catalogID)
+		cat, rows, err := store.LoadCatalog(ctx, c.db.Pool, catalogID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			// A deleted catalog serves nothing; the partner sees an empty catalog.

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/codeport/codeport/apiserver/store"
 )
 
@@ -80,10 +78,10 @@ func ReadCodes(r io.Reader, each func(code string) error) error {
 }
 
 // Import encrypts the codes read from r into the production stock of productCode, in batches
-// (each batch its own transaction, so a huge file never holds one long transaction). Codes
+// (each batch one statement, so a huge file never holds one long transaction). Codes
 // already known are skipped and counted. progress, when set, is called after each batch.
 func Import(
-	ctx context.Context, db *gorm.DB, c *Cipher, productCode, batch string, r io.Reader, progress func(ImportResult),
+	ctx context.Context, q store.Querier, c *Cipher, productCode, batch string, r io.Reader, progress func(ImportResult),
 ) (ImportResult, error) {
 	if !productCodePattern.MatchString(productCode) {
 		return ImportResult{}, fmt.Errorf("product code %q must be 14 digits", productCode)
@@ -95,12 +93,7 @@ func Import(
 		if len(pending) == 0 {
 			return nil
 		}
-		var inserted int64
-		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var err error
-			inserted, err = store.InsertStock(tx, pending)
-			return err
-		})
+		inserted, err := store.InsertStock(ctx, q, pending)
 		if err != nil {
 			return err
 		}

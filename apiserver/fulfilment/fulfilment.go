@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
@@ -32,8 +32,8 @@ type Finished struct {
 	Status      string
 }
 
-// Hook is called in the finishing transaction; an error rolls the finish back and retries it.
-type Hook func(ctx context.Context, tx *gorm.DB, f Finished) error
+// Hook is called in the finishing transaction q; an error rolls the finish back and retries it.
+type Hook func(ctx context.Context, q store.Querier, f Finished) error
 
 // Fulfiller finishes orders.
 type Fulfiller struct {
@@ -85,8 +85,8 @@ func (f *Fulfiller) Fulfil(ctx context.Context, orderID uuid.UUID, environment s
 	ctx, span := f.tracer.Start(ctx, "fulfil order", trace.WithAttributes(
 		attribute.String("codeport.order_id", orderID.String()), attribute.String("codeport.environment", environment)))
 	defer span.End()
-	err := f.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		o, err := store.LockProcessingOrder(tx, orderID)
+	err := f.db.InTx(ctx, func(tx pgx.Tx) error {
+		o, err := store.LockProcessingOrder(ctx, tx, orderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -101,7 +101,7 @@ func (f *Fulfiller) Fulfil(ctx context.Context, orderID uuid.UUID, environment s
 			}
 			units, reason, err = f.sandboxUnits(&o)
 		} else {
-			units, reason, err = f.stockUnits(tx, &o)
+			units, reason, err = f.stockUnits(ctx, tx, &o)
 		}
 		if err != nil {
 			return err
@@ -162,11 +162,11 @@ func (f *Fulfiller) sandboxUnits(o *store.Order) ([]unit, string, error) {
 }
 
 // stockUnits takes production codes from the encrypted stock.
-func (f *Fulfiller) stockUnits(tx *gorm.DB, o *store.Order) ([]unit, string, error) {
+func (f *Fulfiller) stockUnits(ctx context.Context, q store.Querier, o *store.Order) ([]unit, string, error) {
 	var units []unit
 	var reason string
 	for _, l := range o.Lines {
-		stock, err := store.TakeStock(tx, o.ID, l.ProductCode, l.Quantity)
+		stock, err := store.TakeStock(ctx, q, o.ID, l.ProductCode, l.Quantity)
 		if err != nil {
 			return nil, "", err
 		}
@@ -183,7 +183,7 @@ func (f *Fulfiller) stockUnits(tx *gorm.DB, o *store.Order) ([]unit, string, err
 }
 
 func (f *Fulfiller) finish(
-	ctx context.Context, tx *gorm.DB, environment string, o *store.Order, units []unit, reason string,
+	ctx context.Context, q store.Querier, environment string, o *store.Order, units []unit, reason string,
 ) error {
 	now := f.now()
 	delivered := make([]store.DeliveredCode, len(units))
@@ -193,7 +193,7 @@ func (f *Fulfiller) finish(
 			Ciphertext: u.ciphertext, Digest: u.digest, DeliveredAt: now}
 		perLine[u.line]++
 	}
-	if err := store.InsertDeliveredCodes(tx, delivered); err != nil {
+	if err := store.InsertDeliveredCodes(ctx, q, delivered); err != nil {
 		return err
 	}
 	var undelivered int64
@@ -217,19 +217,19 @@ func (f *Fulfiller) finish(
 		}
 		reasonPtr = &reason
 	}
-	if err := store.FinishOrder(tx, o.ID, status, len(units), refunded, reasonPtr); err != nil {
+	if err := store.FinishOrder(ctx, q, o.ID, status, len(units), refunded, reasonPtr); err != nil {
 		return err
 	}
 	o.Status, o.Delivered, o.RefundedAmount, o.Reason = status, len(units), refunded, reasonPtr
 	for _, h := range f.hooks {
-		if err := h(ctx, tx, Finished{Environment: environment, Order: o, Status: status}); err != nil {
+		if err := h(ctx, q, Finished{Environment: environment, Order: o, Status: status}); err != nil {
 			return err
 		}
 	}
 	// The refund is the last statement: the wallet's balance row, which every placement of the
 	// account locks, is then held only for the credit and the commit.
 	if refunded > 0 {
-		if _, err := wallet.Credit(tx, o.AccountID, o.Currency, store.EntryRefund, refunded, o.ID.String(),
+		if _, err := wallet.Credit(ctx, q, o.AccountID, o.Currency, store.EntryRefund, refunded, o.ID.String(),
 			"undelivered units of order "+o.ExternalOrderCode); err != nil {
 			return err
 		}

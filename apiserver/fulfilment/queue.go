@@ -2,7 +2,6 @@ package fulfilment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,20 +29,10 @@ func (Args) Kind() string { return "codeport.fulfil_order" }
 func QueueName(environment string) string { return "fulfilment_" + environment }
 
 // Job is the job row that fulfils the order. Placements write it themselves, in the statement
-// that writes the order, so an order exists if and only if its job does: River's database/sql
-// insert path encodes its bulk-insert arrays value by value, and a separate statement would be
-// another round trip.
+// that writes the order, so an order exists if and only if its job does.
 func Job(orderID uuid.UUID, environment string) (store.Job, error) {
-	args, err := json.Marshal(Args{OrderID: orderID, Environment: environment})
-	if err != nil {
-		return store.Job{}, fmt.Errorf("fulfilment job of %s: %w", orderID, err)
-	}
-	return store.Job{
-		Kind:        Args{}.Kind(),
-		Queue:       QueueName(environment),
-		Args:        args,
-		MaxAttempts: river.MaxAttemptsDefault,
-	}, nil
+	return store.NewJob(Args{OrderID: orderID, Environment: environment}, QueueName(environment),
+		river.MaxAttemptsDefault)
 }
 
 // WorkerConfig tunes the workers.

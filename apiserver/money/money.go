@@ -116,10 +116,28 @@ func Add(a, b int64) (int64, error) {
 	return c, nil
 }
 
+// LowBalanceLimit is a low-balance threshold (decimal major units, as stored and as the Wallet
+// spells it) in minor units of currency, rounded up: an integer balance is under a threshold
+// exactly when it is under its ceiling, so "0.5" JPY is 1. It is 0, no threshold, for an empty
+// or unreadable one.
+func LowBalanceLimit(threshold, currency string) int64 {
+	if strings.TrimSpace(threshold) == "" {
+		return 0
+	}
+	limit, err := CeilMinor(threshold, currency)
+	if err != nil || limit < 0 {
+		return 0
+	}
+	return limit
+}
+
+// IsLow is the low-balance rule, and the only place it is written: a balance (minor units) is
+// low when it is under a positive limit (LowBalanceLimit). The ledger sets balances' low flags
+// with it, alerts fire when it turns true, and GET /wallet reports it.
+func IsLow(balance, limit int64) bool { return limit > 0 && balance < limit }
+
 // CeilMinor converts a decimal string of major units to minor units of the currency, rounding
-// up what is finer than its digits ("0.5" JPY -> 1). An integer balance is under a threshold
-// exactly when it is under this ceiling: it is how low-balance thresholds are judged, here and
-// in the SQL that locks balances (ceil(threshold * scale)).
+// up what is finer than its digits ("0.5" JPY -> 1).
 func CeilMinor(major, code string) (int64, error) {
 	scale, err := Scale(code)
 	if err != nil {

@@ -97,3 +97,36 @@ func TestCeilMinor(t *testing.T) {
 		}
 	}
 }
+
+// TestLowBalanceRule: a balance is low when it is under a positive threshold, compared exactly
+// even when the threshold is finer than the currency (0.5 JPY); no threshold, or an unreadable
+// one, never makes a balance low.
+func TestLowBalanceRule(t *testing.T) {
+	cases := []struct {
+		balance   int64
+		currency  string
+		threshold string
+		low       bool
+	}{
+		{999, "EUR", "10.00", true},
+		{1000, "EUR", "10", false},
+		{1001, "EUR", "10.00", false},
+		{0, "EUR", "0", false},
+		{-1, "EUR", "0", false},
+		{0, "EUR", "", false},
+		{0, "EUR", "ten", false},
+		{0, "EUR", "-5", false},
+		{0, "JPY", "0.5", true},
+		{1, "JPY", "0.5", false},
+		{9999, "KWD", "10.000", true},
+		{10000, "KWD", "10.000", false},
+		{100, "EUR", "1.005", true},
+		{101, "EUR", "1.005", false},
+		{0, "ZZZ", "1", false},
+	}
+	for _, tc := range cases {
+		if got := IsLow(tc.balance, LowBalanceLimit(tc.threshold, tc.currency)); got != tc.low {
+			t.Errorf("%d %s under threshold %q: low = %v, want %v", tc.balance, tc.currency, tc.threshold, got, tc.low)
+		}
+	}
+}

@@ -39,11 +39,12 @@ func (r Retry) delay(attempt int) time.Duration {
 	return min(d, r.Max)
 }
 
-// attemptsFor24h is how many attempts the schedule needs to span 24 hours.
+// attemptsFor24h is how many attempts the schedule needs to span 24 hours, at most
+// store.MaxJobAttempts.
 func (r Retry) attemptsFor24h() int {
 	var total time.Duration
 	n := 1
-	for ; total < 24*time.Hour; n++ {
+	for ; total < 24*time.Hour && n < store.MaxJobAttempts; n++ {
 		total += r.delay(n)
 	}
 	return n
@@ -98,7 +99,7 @@ func (w *deliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 // Work posts the event; only a 2xx answer counts as delivered. Every attempt carries the same
 // webhook-id so receivers can drop duplicates.
 func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
-	ev, err := store.WebhookEventByID(ctx, w.db.Gorm, job.Args.EventID)
+	ev, err := store.WebhookEventByID(ctx, w.db.Pool, job.Args.EventID)
 	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(fmt.Errorf("event %s no longer exists", job.Args.EventID))
 	}
@@ -108,7 +109,7 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	if ev.DeliveredAt != nil {
 		return nil
 	}
-	target, err := store.WebhookFor(ctx, w.db.Gorm, ev.AccountID)
+	target, err := store.WebhookFor(ctx, w.db.Pool, ev.AccountID)
 	if errors.Is(err, store.ErrNotFound) {
 		// The partner removed its webhook (or was deleted) since: nobody to tell.
 		return river.JobCancel(fmt.Errorf("no webhook endpoint for event %s", ev.ID))
@@ -151,5 +152,5 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("deliver %s: receiver answered %d", ev.ID, resp.StatusCode)
 	}
-	return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Gorm, ev.ID)
+	return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Pool, ev.ID)
 }

@@ -130,7 +130,7 @@ func (w *emailWorker) NextRetry(job *river.Job[EmailArgs]) time.Time {
 }
 
 func (w *emailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error {
-	contact, err := store.ContactOf(ctx, w.db.Gorm, job.Args.AccountID)
+	contact, err := store.ContactOf(ctx, w.db.Pool, job.Args.AccountID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && contact.ContactEmail == "") {
 		return river.JobCancel(fmt.Errorf("no contact for account %s", job.Args.AccountID))
 	}

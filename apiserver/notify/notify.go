@@ -6,7 +6,6 @@ package notify
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/apitime"
 	"github.com/codeport/codeport/apiserver/fulfilment"
@@ -61,35 +58,31 @@ type BalanceData struct {
 
 // Notifier raises events inside the transactions that cause them.
 type Notifier struct {
-	queue *river.Client[*sql.Tx]
 	// Mail is false when no SMTP server is configured: low balances then raise webhooks only.
 	mail        bool
 	maxAttempts int
 }
 
-// NewNotifier builds a notifier enqueuing on db; mail says whether e-mails are sent.
-func NewNotifier(db *store.DB, mail bool, retry Retry) (*Notifier, error) {
-	client, err := river.NewClient(riverdatabasesql.New(db.SQL), &river.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("notification queue: %w", err)
-	}
-	return &Notifier{queue: client, mail: mail, maxAttempts: retry.attemptsFor24h()}, nil
+// NewNotifier builds a notifier; mail says whether e-mails are sent.
+func NewNotifier(mail bool, retry Retry) *Notifier {
+	return &Notifier{mail: mail, maxAttempts: retry.attemptsFor24h()}
 }
 
-func sqlTx(tx *gorm.DB) (*sql.Tx, error) {
-	s, ok := tx.Statement.ConnPool.(*sql.Tx)
-	if !ok {
-		return nil, errors.New("notification raised outside a database/sql transaction")
+// enqueue schedules a job of the environment's notification queue in q.
+func (n *Notifier) enqueue(ctx context.Context, q store.Querier, environment string, args river.JobArgs) error {
+	job, err := store.NewJob(args, QueueName(environment), n.maxAttempts)
+	if err != nil {
+		return err
 	}
-	return s, nil
+	return store.EnqueueJob(ctx, q, job)
 }
 
 // raise records an event for the account's webhook (when it has one that wants this type) and
-// schedules its delivery, in tx.
+// schedules its delivery, in the transaction q.
 func (n *Notifier) raise(
-	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, eventType string, data any,
+	ctx context.Context, q store.Querier, accountID uuid.UUID, environment, eventType string, data any,
 ) error {
-	target, err := store.WebhookFor(ctx, tx, accountID)
+	target, err := store.WebhookFor(ctx, q, accountID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -110,25 +103,16 @@ func (n *Notifier) raise(
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	if err := store.InsertWebhookEvent(tx, &store.WebhookEvent{ID: ev.ID, AccountID: accountID, Type: eventType,
+	if err := store.InsertWebhookEvent(ctx, q, &store.WebhookEvent{ID: ev.ID, AccountID: accountID, Type: eventType,
 		Payload: payload, CreatedAt: ev.CreatedAt.Time}); err != nil {
 		return err
 	}
-	stx, err := sqlTx(tx)
-	if err != nil {
-		return err
-	}
-	_, err = n.queue.InsertTx(ctx, stx, DeliverArgs{EventID: ev.ID},
-		&river.InsertOpts{Queue: QueueName(environment), MaxAttempts: n.maxAttempts})
-	if err != nil {
-		return fmt.Errorf("schedule webhook delivery: %w", err)
-	}
-	return nil
+	return n.enqueue(ctx, q, environment, DeliverArgs{EventID: ev.ID})
 }
 
 // OrderFinished is a fulfilment hook: it raises order.completed, order.partially_completed or
 // order.failed in the finishing transaction.
-func (n *Notifier) OrderFinished(ctx context.Context, tx *gorm.DB, f fulfilment.Finished) error {
+func (n *Notifier) OrderFinished(ctx context.Context, q store.Querier, f fulfilment.Finished) error {
 	eventType := map[string]string{
 		store.OrderCompleted: EventOrderCompleted, store.OrderFailed: EventOrderFailed,
 		store.OrderPartiallyCompleted: EventOrderPartiallyCompleted,
@@ -136,7 +120,7 @@ func (n *Notifier) OrderFinished(ctx context.Context, tx *gorm.DB, f fulfilment.
 	if eventType == "" {
 		return nil
 	}
-	return n.raise(ctx, tx, f.Order.AccountID, f.Environment, eventType,
+	return n.raise(ctx, q, f.Order.AccountID, f.Environment, eventType,
 		OrderData{OrderID: f.Order.ID, ExternalOrderCode: f.Order.ExternalOrderCode, Status: f.Status})
 }
 
@@ -144,7 +128,7 @@ func (n *Notifier) OrderFinished(ctx context.Context, tx *gorm.DB, f fulfilment.
 // debit that crossed the threshold. Callers invoke it only on a crossing, so there is one of
 // each per crossing, however many orders follow while the balance stays low.
 func (n *Notifier) BalanceCrossedBelow(
-	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
+	ctx context.Context, q store.Querier, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
 ) error {
 	balance, err := money.Number(res.BalanceAfter, currency)
 	if err != nil {
@@ -155,21 +139,12 @@ func (n *Notifier) BalanceCrossedBelow(
 		return err
 	}
 	data := BalanceData{Currency: currency, Balance: balance, Threshold: threshold}
-	if err := n.raise(ctx, tx, accountID, environment, EventBalanceLow, data); err != nil {
+	if err := n.raise(ctx, q, accountID, environment, EventBalanceLow, data); err != nil {
 		return err
 	}
 	if !n.mail {
 		return nil
 	}
-	stx, err := sqlTx(tx)
-	if err != nil {
-		return err
-	}
-	_, err = n.queue.InsertTx(ctx, stx,
-		EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold},
-		&river.InsertOpts{Queue: QueueName(environment), MaxAttempts: n.maxAttempts})
-	if err != nil {
-		return fmt.Errorf("schedule low-balance e-mail: %w", err)
-	}
-	return nil
+	return n.enqueue(ctx, q, environment,
+		EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold})
 }

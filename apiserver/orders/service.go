@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
@@ -47,7 +47,7 @@ func (e Estimate) readyAt(now time.Time, plan *Plan) time.Time {
 // LowBalanceHook runs in the placement transaction when its debit took a balance below the
 // account's threshold (notifications).
 type LowBalanceHook func(
-	ctx context.Context, tx *gorm.DB, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
+	ctx context.Context, q store.Querier, accountID uuid.UUID, environment, currency string, res store.LedgerResult,
 ) error
 
 // Service places and reads orders.
@@ -211,7 +211,7 @@ func (s *Service) record(
 		}
 	}
 	var res store.LedgerResult
-	err = s.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	err = s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		res, err = s.recordInTx(ctx, tx, acct, order, job, debit, now)
 		return err
@@ -249,7 +249,7 @@ func (s *Service) recordRetrying(
 
 // recordInTx is record's transaction.
 func (s *Service) recordInTx(
-	ctx context.Context, tx *gorm.DB, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry,
+	ctx context.Context, tx store.Querier, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry,
 	now time.Time,
 ) (store.LedgerResult, error) {
 	inserted, err := store.InsertOrder(ctx, tx, order, job)
@@ -260,11 +260,11 @@ func (s *Service) recordInTx(
 		return store.LedgerResult{}, errDuplicate
 	}
 	if limit, ok := acct.DailySpendLimits[order.Currency]; ok {
-		if err := store.LockDailySpend(tx, acct.ID, order.Currency); err != nil {
+		if err := store.LockDailySpend(ctx, tx, acct.ID, order.Currency); err != nil {
 			return store.LedgerResult{}, err
 		}
 		y, m, d := now.UTC().Date()
-		spent, err := store.SpentSince(tx, acct.ID, order.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
+		spent, err := store.SpentSince(ctx, tx, acct.ID, order.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
 		if err != nil {
 			return store.LedgerResult{}, err
 		}
@@ -276,7 +276,7 @@ func (s *Service) recordInTx(
 	if debit == nil {
 		return store.LedgerResult{}, nil
 	}
-	res, err := store.ApplyLedgerEntry(tx, *debit)
+	res, err := store.ApplyLedgerEntry(ctx, tx, *debit)
 	if errors.Is(err, store.ErrInsufficientBalance) {
 		return store.LedgerResult{}, errInsufficient
 	}
@@ -296,7 +296,7 @@ func (s *Service) recordInTx(
 func (s *Service) replay(
 	ctx context.Context, acct *auth.Account, externalOrderCode string, hash []byte,
 ) (View, bool, error) {
-	o, err := store.FindOrderByExternalCode(ctx, s.db.Gorm, acct.ID, externalOrderCode)
+	o, err := store.FindOrderByExternalCode(ctx, s.db.Pool, acct.ID, externalOrderCode)
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, false, nil
 	}
@@ -317,7 +317,7 @@ func (s *Service) replay(
 
 // Get runs GET /orders/{reference}: the account's order by orderId or externalOrderCode.
 func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string) (View, error) {
-	o, err := store.FindOrder(ctx, s.db.Gorm, acct.ID, reference)
+	o, err := store.FindOrder(ctx, s.db.Pool, acct.ID, reference)
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, &NotFoundError{Reference: reference}
 	}
@@ -334,7 +334,7 @@ func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string)
 func (s *Service) view(ctx context.Context, acct *auth.Account, o *store.Order) (View, error) {
 	var byLine map[int][]string
 	if o.Status == store.OrderCompleted || o.Status == store.OrderPartiallyCompleted {
-		delivered, err := store.DeliveredCodesOf(ctx, s.db.Gorm, o.ID)
+		delivered, err := store.DeliveredCodesOf(ctx, s.db.Pool, o.ID)
 		if err != nil {
 			return View{}, err
 		}
@@ -355,7 +355,7 @@ func (s *Service) view(ctx context.Context, acct *auth.Account, o *store.Order) 
 }
 
 func (s *Service) walletSnapshot(ctx context.Context, acct *auth.Account) (wallet.Snapshot, error) {
-	v, err := wallet.Read(ctx, s.db.Gorm, acct.ID, acct.LowBalanceThreshold)
+	v, err := wallet.Read(ctx, s.db.Pool, acct.ID, acct.LowBalanceThreshold)
 	if err != nil {
 		return wallet.Snapshot{Balances: map[string]json.Number{}}, err
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/money"
@@ -49,11 +49,11 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 		return WalletResult{}, fmt.Errorf("lowBalanceThreshold %q: %w", threshold, err)
 	}
 	if current, err := money.ParseScaled(acct.LowBalanceThreshold, thresholdDigits); err != nil || current != wanted {
-		if err := p.setThreshold(ctx, acct.ID, threshold, w.Spec.TopUps); err != nil {
+		if err := p.setThreshold(ctx, acct.ID, threshold); err != nil {
 			return WalletResult{}, err
 		}
 	}
-	refs, err := store.TopUpReferences(ctx, p.db.Gorm, acct.ID)
+	refs, err := store.TopUpReferences(ctx, p.db.Pool, acct.ID)
 	if err != nil {
 		return WalletResult{}, err
 	}
@@ -78,9 +78,9 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			continue
 		}
 		var change store.LedgerResult
-		err = p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err = p.db.InTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			change, err = wallet.Credit(tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
+			change, err = wallet.Credit(ctx, tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
 			return err
 		})
 		if err != nil {
@@ -108,28 +108,11 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 // thresholdDigits is the scale of accounts.low_balance_threshold.
 const thresholdDigits = 6
 
-// setThreshold writes a changed threshold and re-evaluates the low flags of every currency the
-// wallet holds or is topped up in.
-func (p *Provisioner) setThreshold(
-	ctx context.Context, accountID uuid.UUID, threshold string, topUps []v1alpha1.TopUp,
-) error {
-	scales := map[string]int64{}
-	for _, t := range topUps {
-		if s, err := money.Scale(t.Currency); err == nil {
-			scales[t.Currency] = s
-		}
-	}
-	balances, err := store.Balances(p.db.Gorm.WithContext(ctx), accountID)
-	if err != nil {
-		return err
-	}
-	for _, b := range balances {
-		if s, err := money.Scale(b.Currency); err == nil {
-			scales[b.Currency] = s
-		}
-	}
-	return p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		_, err := store.SetLowBalanceThreshold(tx, accountID, threshold, scales)
+// setThreshold writes a changed threshold and re-evaluates the low flags of the wallet's
+// balances; a currency topped up later is judged when its first entry is applied.
+func (p *Provisioner) setThreshold(ctx context.Context, accountID uuid.UUID, threshold string) error {
+	return p.db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := store.SetLowBalanceThreshold(ctx, tx, accountID, threshold)
 		return err
 	})
 }
@@ -150,7 +133,7 @@ func (p *Provisioner) WalletState(ctx context.Context, namespace, partner, envir
 }
 
 func (p *Provisioner) walletState(ctx context.Context, accountID uuid.UUID, threshold string) (WalletState, error) {
-	v, err := wallet.Read(ctx, p.db.Gorm, accountID, threshold)
+	v, err := wallet.Read(ctx, p.db.Pool, accountID, threshold)
 	if err != nil {
 		return WalletState{}, err
 	}

@@ -6,24 +6,46 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrNotFound is returned when a row looked up by key does not exist.
 var ErrNotFound = errors.New("not found")
 
+// catalogColumns and productColumns are the columns the Catalog and CatalogProduct models hold;
+// numerics are read as the decimal text the models keep, and tags as the text form its
+// pq.StringArray parses.
+const (
+	catalogColumns = `id, namespace, name, description, valid_from, valid_to, catalog_type_id,
+	default_discount_percentage::text AS default_discount_percentage, created_at, updated_at, deleted_at`
+	productColumns = `catalog_id, product_code, position, ean, name, short_name, image, brand, publisher,
+	country_code, currency_code, buying_currency_code, denomination_type, price, buying_price, rrp,
+	denomination_min, denomination_max, denomination_step, denomination_default,
+	discount_percentage::text AS discount_percentage, main_category, sub_category, product_category, product_type,
+	platform, type, tags::text AS tags, languages, promotion, service_fee, status, preorder, first_sale,
+	playable_on, expires, expiry_policy, created_at, updated_at`
+)
+
 // LoadCatalog returns a catalog and its products in catalog order.
-func LoadCatalog(ctx context.Context, db *gorm.DB, id uuid.UUID) (Catalog, []CatalogProduct, error) {
-	var c Catalog
-	err := db.WithContext(ctx).Where("id = ? AND deleted_at IS NULL", id).Take(&c).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+func LoadCatalog(ctx context.Context, q Querier, id uuid.UUID) (Catalog, []CatalogProduct, error) {
+	rows, err := q.Query(ctx, `SELECT `+catalogColumns+` FROM catalogs WHERE id = $1 AND deleted_at IS NULL`,
+		pgUUID(id))
+	if err != nil {
+		return Catalog{}, nil, fmt.Errorf("load catalog %s: %w", id, err)
+	}
+	c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Catalog])
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Catalog{}, nil, fmt.Errorf("catalog %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Catalog{}, nil, fmt.Errorf("load catalog %s: %w", id, err)
 	}
-	var products []CatalogProduct
-	err = db.WithContext(ctx).Where("catalog_id = ?", id).Order("position, product_code").Find(&products).Error
+	rows, err = q.Query(ctx, `SELECT `+productColumns+` FROM catalog_products WHERE catalog_id = $1
+		ORDER BY position, product_code`, pgUUID(id))
+	if err != nil {
+		return Catalog{}, nil, fmt.Errorf("load products of catalog %s: %w", id, err)
+	}
+	products, err := pgx.CollectRows(rows, pgx.RowToStructByName[CatalogProduct])
 	if err != nil {
 		return Catalog{}, nil, fmt.Errorf("load products of catalog %s: %w", id, err)
 	}

@@ -1,5 +1,3 @@
-// Package store owns the PostgreSQL schema (embedded goose migrations), the GORM models and every
-// SQL statement of the data plane. Other packages call its functions rather than writing SQL.
 package store
 
 import (
@@ -9,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
@@ -17,13 +17,26 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// DB bundles the three views of one connection pool: pgx for River and LISTEN, database/sql for
-// migrations, and GORM for the data plane's queries. They share connections, so a process holds
-// one pool however many subsystems use the database.
+// DB bundles the three views of one connection pool: pgx for the data plane, River and LISTEN,
+// database/sql for migrations, and GORM for provisioning. They share connections, so a process
+// holds one pool however many subsystems use the database.
 type DB struct {
 	Pool *pgxpool.Pool
 	SQL  *sql.DB
 	Gorm *gorm.DB
+}
+
+// Querier runs statements: the pool (each statement on its own), or a transaction.
+// *pgxpool.Pool, pgx.Tx and *pgx.Conn are Queriers.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// InTx runs fn in a transaction, committed when fn returns nil and rolled back otherwise.
+func (db *DB) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db.Pool, fn)
 }
 
 // DefaultMaxConns is the pool size of a serving process. Requests and the fulfilment workers

@@ -4,46 +4,66 @@ import (
 	"context"
 	"fmt"
 
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 )
 
 // Gauges is the state the metrics report at scrape time.
 type Gauges struct {
-	Queues []struct {
-		Queue            string
-		Jobs             int64
-		OldestAgeSeconds float64
-	}
-	Stock []struct {
-		ProductCode string
-		Codes       int64
-	}
-	Balances []struct {
-		Partner, Environment, Currency string
-		Balance                        int64
-		LowBalance                     bool
-	}
+	Queues   []QueueGauge
+	Stock    []StockGauge
+	Balances []BalanceGauge
+}
+
+// QueueGauge is the backlog of one job queue.
+type QueueGauge struct {
+	Queue            string
+	Jobs             int64
+	OldestAgeSeconds float64
+}
+
+// StockGauge is the number of undelivered codes of a product.
+type StockGauge struct {
+	ProductCode string
+	Codes       int64
+}
+
+// BalanceGauge is one balance of a live partner's wallet.
+type BalanceGauge struct {
+	Partner, Environment, Currency string
+	Balance                        int64
+	LowBalance                     bool
 }
 
 // ReadGauges reads queue depths, code stock and wallet balances.
-func ReadGauges(ctx context.Context, db *gorm.DB) (Gauges, error) {
+func ReadGauges(ctx context.Context, q Querier) (Gauges, error) {
 	var g Gauges
-	db = db.WithContext(ctx)
-	if err := db.Raw(`SELECT queue, count(*) AS jobs,
+	var err error
+	g.Queues, err = collect[QueueGauge](ctx, q, `SELECT queue, count(*),
 			COALESCE(EXTRACT(EPOCH FROM now() - min(scheduled_at) FILTER (WHERE scheduled_at <= now())), 0)::float8
-				AS oldest_age_seconds
-		FROM river_job WHERE state IN ('available', 'retryable', 'scheduled') GROUP BY queue`).
-		Scan(&g.Queues).Error; err != nil {
+		FROM river_job WHERE state IN ('available', 'retryable', 'scheduled') GROUP BY queue`)
+	if err != nil {
 		return Gauges{}, fmt.Errorf("queue gauges: %w", err)
 	}
-	if err := db.Raw(`SELECT product_code, count(*) FILTER (WHERE order_id IS NULL) AS codes
-		FROM code_stock GROUP BY product_code`).Scan(&g.Stock).Error; err != nil {
+	g.Stock, err = collect[StockGauge](ctx, q, `SELECT product_code, count(*) FILTER (WHERE order_id IS NULL)
+		FROM code_stock GROUP BY product_code`)
+	if err != nil {
 		return Gauges{}, fmt.Errorf("stock gauges: %w", err)
 	}
-	if err := db.Raw(`SELECT p.namespace || '/' || p.name AS partner, a.environment, b.currency, b.balance, b.low_balance
+	g.Balances, err = collect[BalanceGauge](ctx, q, `SELECT p.namespace || '/' || p.name, a.environment, b.currency,
+			b.balance, b.low_balance
 		FROM wallet_balances b JOIN accounts a ON a.id = b.account_id JOIN partners p ON p.id = a.partner_id
-		WHERE p.deleted_at IS NULL`).Scan(&g.Balances).Error; err != nil {
+		WHERE p.deleted_at IS NULL`)
+	if err != nil {
 		return Gauges{}, fmt.Errorf("wallet gauges: %w", err)
 	}
 	return g, nil
+}
+
+// collect runs query and scans its rows, column by column, into Ts.
+func collect[T any](ctx context.Context, q Querier, query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[T])
 }

@@ -1,11 +1,12 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 )
 
 // Lock order of money rows. Every transaction that touches a wallet takes its row locks in this
@@ -31,9 +32,6 @@ var ErrInsufficientBalance = errors.New("insufficient balance")
 type LedgerEntry struct {
 	AccountID uuid.UUID
 	Currency  string
-	// Scale is 10^digits of the currency, to turn the account's threshold (major units) into
-	// minor units inside the database.
-	Scale     int64
 	Kind      string
 	Reference string
 	Amount    int64
@@ -62,14 +60,12 @@ type LedgerResult struct {
 func (r LedgerResult) CrossedBelow() bool { return r.Applied && !r.WasLow && r.IsLow }
 
 // lockBalancesSQL locks every balance of the account, in currency order (step 2 of the lock
-// order), with the threshold in the entry's minor units. The threshold is rounded up: an integer
-// balance is under a threshold exactly when it is under its ceiling, so a threshold finer than
-// the currency (0.5 JPY) judges balances as wallet.IsLow does.
+// order), each with the account's threshold as stored (decimal major units): money.IsLow judges
+// it, so the database and the API apply one rule.
 const lockBalancesSQL = `
-SELECT b.currency, b.balance, b.low_balance,
-       COALESCE(ceil(a.low_balance_threshold * ?::numeric), 0)::bigint
+SELECT b.currency, b.balance, b.low_balance, COALESCE(a.low_balance_threshold::text, '')
 FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
-WHERE b.account_id = ?
+WHERE b.account_id = $1
 ORDER BY b.currency
 FOR UPDATE OF b`
 
@@ -90,21 +86,22 @@ func writeEntryArgs(e *LedgerEntry, after int64, isLow bool) []any {
 	return []any{after, isLow, pgUUID(e.AccountID), e.Currency, e.Kind, e.Reference, e.Amount, e.Note}
 }
 
-// ApplyLedgerEntry changes a balance and appends its ledger entry, in tx, exactly once per
-// (account, kind, reference). The account's balance rows are locked first, so concurrent entries
-// of one wallet serialise and a concurrent duplicate sees the committed entry and does nothing.
-func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
+// ApplyLedgerEntry changes a balance and appends its ledger entry, in the transaction q,
+// exactly once per (account, kind, reference). The account's balance rows are locked first, so
+// concurrent entries of one wallet serialise and a concurrent duplicate sees the committed entry
+// and does nothing.
+func ApplyLedgerEntry(ctx context.Context, q Querier, e LedgerEntry) (LedgerResult, error) {
 	if e.Amount == 0 {
 		return LedgerResult{}, errors.New("ledger entry of zero amount")
 	}
 	if e.Amount > 0 {
-		err := tx.Exec(`INSERT INTO wallet_balances (account_id, currency) VALUES (?, ?) ON CONFLICT DO NOTHING`,
-			e.AccountID, e.Currency).Error
+		_, err := q.Exec(ctx, `INSERT INTO wallet_balances (account_id, currency) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			pgUUID(e.AccountID), e.Currency)
 		if err != nil {
 			return LedgerResult{}, fmt.Errorf("ensure wallet balance %s: %w", e.Currency, err)
 		}
 	}
-	locked, err := lockBalances(tx, e)
+	locked, err := lockBalances(ctx, q, e)
 	if err != nil {
 		return LedgerResult{}, err
 	}
@@ -113,8 +110,9 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 			return LedgerResult{}, fmt.Errorf("lock wallet balance %s: row missing after insert", e.Currency)
 		}
 		var exists bool
-		err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE account_id = ? AND kind = ? AND reference = ?)`,
-			e.AccountID, e.Kind, e.Reference).Row().Scan(&exists)
+		err := q.QueryRow(ctx,
+			`SELECT EXISTS (SELECT 1 FROM wallet_entries WHERE account_id = $1 AND kind = $2 AND reference = $3)`,
+			pgUUID(e.AccountID), e.Kind, e.Reference).Scan(&exists)
 		if err != nil {
 			return LedgerResult{}, fmt.Errorf("check ledger reference: %w", err)
 		}
@@ -126,30 +124,26 @@ func ApplyLedgerEntry(tx *gorm.DB, e LedgerEntry) (LedgerResult, error) {
 	if err != nil {
 		return locked.unchanged(), err
 	}
-	args := writeEntryArgs(&e, res.BalanceAfter, res.IsLow)
-	if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, writeEntrySQL, args...); err != nil {
+	if _, err := q.Exec(ctx, writeEntrySQL, writeEntryArgs(&e, res.BalanceAfter, res.IsLow)...); err != nil {
 		return locked.unchanged(), fmt.Errorf("write ledger entry: %w", err)
 	}
 	return res, nil
 }
 
 // lockBalances locks and reads the account's balances.
-func lockBalances(tx *gorm.DB, e LedgerEntry) (lockedBalances, error) {
+func lockBalances(ctx context.Context, q Querier, e LedgerEntry) (lockedBalances, error) {
 	locked := lockedBalances{currency: e.Currency, current: -1}
-	rows, err := tx.Raw(lockBalancesSQL, e.Scale, e.AccountID).Rows()
+	rows, err := q.Query(ctx, lockBalancesSQL, pgUUID(e.AccountID))
 	if err != nil {
 		return locked, fmt.Errorf("lock wallet balances: %w", err)
 	}
-	defer func() { _ = rows.Close() }()
-	for rows.Next() {
-		var b Balance
-		var threshold int64
-		if err := rows.Scan(&b.Currency, &b.Balance, &b.LowBalance, &threshold); err != nil {
-			return locked, fmt.Errorf("lock wallet balances: %w", err)
-		}
+	var b Balance
+	var threshold string
+	_, err = pgx.ForEachRow(rows, []any{&b.Currency, &b.Balance, &b.LowBalance, &threshold}, func() error {
 		locked.add(b, threshold)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return locked, fmt.Errorf("lock wallet balances: %w", err)
 	}
 	return locked, nil
@@ -163,10 +157,14 @@ type Balance struct {
 }
 
 // Balances returns an account's balances ordered by currency.
-func Balances(db *gorm.DB, accountID uuid.UUID) ([]Balance, error) {
-	var out []Balance
-	err := db.Raw(`SELECT currency, balance, low_balance FROM wallet_balances WHERE account_id = ? ORDER BY currency`,
-		accountID).Scan(&out).Error
+func Balances(ctx context.Context, q Querier, accountID uuid.UUID) ([]Balance, error) {
+	rows, err := q.Query(ctx,
+		`SELECT currency, balance, low_balance FROM wallet_balances WHERE account_id = $1 ORDER BY currency`,
+		pgUUID(accountID))
+	if err != nil {
+		return nil, fmt.Errorf("read wallet balances: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Balance])
 	if err != nil {
 		return nil, fmt.Errorf("read wallet balances: %w", err)
 	}
@@ -175,19 +173,20 @@ func Balances(db *gorm.DB, accountID uuid.UUID) ([]Balance, error) {
 
 // LedgerSum returns the sum of an account's ledger entries per currency; it always equals the
 // balances, and tests and audits check that it does.
-func LedgerSum(db *gorm.DB, accountID uuid.UUID) (map[string]int64, error) {
-	var rows []struct {
-		Currency string
-		Total    int64
-	}
-	err := db.Raw(`SELECT currency, sum(amount)::bigint AS total FROM wallet_entries
-		WHERE account_id = ? GROUP BY currency`, accountID).Scan(&rows).Error
+func LedgerSum(ctx context.Context, q Querier, accountID uuid.UUID) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT currency, sum(amount)::bigint FROM wallet_entries
+		WHERE account_id = $1 GROUP BY currency`, pgUUID(accountID))
 	if err != nil {
 		return nil, fmt.Errorf("sum ledger: %w", err)
 	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.Currency] = r.Total
+	out := map[string]int64{}
+	var currency string
+	var total int64
+	if _, err := pgx.ForEachRow(rows, []any{&currency, &total}, func() error {
+		out[currency] = total
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("sum ledger: %w", err)
 	}
 	return out, nil
 }

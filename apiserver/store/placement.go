@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/codeport/codeport/apiserver/money"
 )
 
 // ErrNeedsTransaction is returned by PlaceOrder when the debit would take the balance below
@@ -22,9 +24,9 @@ var ErrNeedsTransaction = errors.New("placement needs the caller's transaction")
 // placeOrderSQL writes an order, its lines (parallel arrays) and its fulfilment job in one
 // statement; nothing is written when the external order code is taken. When $21 is true and the
 // order was inserted, it then locks every balance of the account in currency order, as
-// lockBalancesSQL does, with the threshold in minor units of scale $22. The lock reads placed, so
-// it waits for the insert, which waits for any concurrent insert of the same code: no placement
-// holds a balance while it waits on another's order, as when the two were separate statements.
+// lockBalancesSQL does, with the account's threshold as stored. The lock reads placed, so it
+// waits for the insert, which waits for any concurrent insert of the same code: no placement
+// holds a balance while it waits on another's order.
 // It returns one row per locked balance, or one row of NULLs, each with the count of orders
 // inserted.
 const placeOrderSQL = `
@@ -43,8 +45,7 @@ WITH placed AS (
     INSERT INTO river_job (kind, queue, args, max_attempts)
     SELECT $17, $18, $19::jsonb, $20 FROM placed
 ), locked AS (
-    SELECT b.currency, b.balance, b.low_balance,
-           COALESCE(ceil(a.low_balance_threshold * $22::numeric), 0)::bigint AS threshold
+    SELECT b.currency, b.balance, b.low_balance, COALESCE(a.low_balance_threshold::text, '') AS threshold
     FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
     WHERE $21 AND b.account_id = $2 AND EXISTS (SELECT 1 FROM placed)
     ORDER BY b.currency
@@ -63,15 +64,11 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 		lineNos[i], codes[i], skus[i] = int64(l.LineNo), l.ProductCode, l.SKU
 		prices[i], quantities[i] = l.UnitPrice, int64(l.Quantity)
 	}
-	scale := int64(1)
-	if debit != nil {
-		scale = debit.Scale
-	}
 	return []any{pgUUID(o.ID), pgUUID(o.AccountID), o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice,
 		o.TotalQuantity, o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
 		lineNos, codes, prices, quantities, skus,
 		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
-		debit != nil, scale}
+		debit != nil}
 }
 
 // PlaceOrder records a new order with its lines (o.Lines) and its fulfilment job and, when
@@ -168,9 +165,9 @@ func rollback(ctx context.Context, tx *pgx.Conn) error {
 
 // placementRow is a row of placeOrderSQL past its first column: a locked balance, or NULLs.
 type placementRow struct {
-	currency           *string
-	balance, threshold *int64
-	low                *bool
+	currency, threshold *string
+	balance             *int64
+	low                 *bool
 }
 
 func (r *placementRow) dest(placed *int) []any {
@@ -178,7 +175,8 @@ func (r *placementRow) dest(placed *int) []any {
 }
 
 // lockedBalances are an account's balances as a lock returned them, in currency order, with
-// the index and threshold of the currency of the entry at hand (current -1 when it has none).
+// the index and low-balance limit (minor units) of the currency of the entry at hand (current -1
+// when it has none).
 type lockedBalances struct {
 	currency  string
 	balances  []Balance
@@ -186,9 +184,9 @@ type lockedBalances struct {
 	threshold int64
 }
 
-func (l *lockedBalances) add(b Balance, threshold int64) {
+func (l *lockedBalances) add(b Balance, threshold string) {
 	if b.Currency == l.currency {
-		l.current, l.threshold = len(l.balances), threshold
+		l.current, l.threshold = len(l.balances), money.LowBalanceLimit(threshold, b.Currency)
 	}
 	l.balances = append(l.balances, b)
 }
@@ -223,7 +221,7 @@ func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
 		return LedgerResult{}, fmt.Errorf("wallet balance %s would overflow", l.currency)
 	}
 	after := before.Balance + amount
-	isLow := l.threshold > 0 && after < l.threshold
+	isLow := money.IsLow(after, l.threshold)
 	balances := slices.Clone(l.balances)
 	balances[l.current] = Balance{Currency: l.currency, Balance: after, LowBalance: isLow}
 	return LedgerResult{

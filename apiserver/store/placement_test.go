@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -39,8 +39,8 @@ func newWallet(t *testing.T, threshold string, balances map[string]int64) wallet
 		t.Fatal(err)
 	}
 	for currency, amount := range balances {
-		err := db.Gorm.Transaction(func(tx *gorm.DB) error {
-			_, err := store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: account, Currency: currency, Scale: 100,
+		err := db.InTx(ctx, func(tx pgx.Tx) error {
+			_, err := store.ApplyLedgerEntry(ctx, tx, store.LedgerEntry{AccountID: account, Currency: currency,
 				Kind: store.EntryTopUp, Reference: "seed-" + currency, Amount: amount})
 			return err
 		})
@@ -60,7 +60,7 @@ func (w wallet) order(code string, price int64) *store.Order {
 }
 
 func (w wallet) debit(o *store.Order) *store.LedgerEntry {
-	return &store.LedgerEntry{AccountID: w.account, Currency: o.Currency, Scale: 100, Kind: store.EntryOrderDebit,
+	return &store.LedgerEntry{AccountID: w.account, Currency: o.Currency, Kind: store.EntryOrderDebit,
 		Reference: o.ID.String(), Amount: -o.DebitedAmount}
 }
 

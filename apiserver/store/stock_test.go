@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -40,7 +40,7 @@ func TestTakeStockReadsOnlyAvailableCodes(t *testing.T) {
 	}
 	var last int64
 	for range delivered / 100 {
-		codes, err := store.TakeStock(w.db.Gorm, orderID, product, 100)
+		codes, err := store.TakeStock(ctx, w.db.Pool, orderID, product, 100)
 		if err != nil || len(codes) != 100 {
 			t.Fatalf("took %d codes (%v), want 100", len(codes), err)
 		}
@@ -55,20 +55,20 @@ func TestTakeStockReadsOnlyAvailableCodes(t *testing.T) {
 	// The index of available codes holds the delivered ones' entries until a vacuum, a couple of
 	// hundred to a page: a claim steps over those pages. Walking the delivered codes themselves
 	// reads two pages for each.
-	if pages := claimPages(t, w.db.Gorm, orderID, product); pages > delivered/25 {
+	if pages := claimPages(t, w.db, orderID, product); pages > delivered/25 {
 		t.Fatalf("a claim of one code after %d delivered read %d pages: it walks the delivered codes", delivered, pages)
 	}
 }
 
 // claimPages is how many buffer pages one claim of a code of product reads, in a transaction
 // rolled back.
-func claimPages(t *testing.T, db *gorm.DB, orderID uuid.UUID, product string) int {
+func claimPages(t *testing.T, db *store.DB, orderID uuid.UUID, product string) int {
 	t.Helper()
 	var pages int
 	rollback := errors.New("rollback")
-	err := db.Transaction(func(tx *gorm.DB) error {
+	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
 		var out string
-		row := tx.Raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.TakeStockSQL, orderID, product, 1).Row()
+		row := tx.QueryRow(t.Context(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.TakeStockSQL, orderID, product, 1)
 		if err := row.Scan(&out); err != nil {
 			return err
 		}

@@ -2,55 +2,60 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/apiserver/money"
 )
 
-// SetLowBalanceThreshold sets an account's threshold (major units) and re-evaluates the low
-// flags of its balances without raising alerts: a changed threshold is not a crossing. It takes
-// its locks in the ledger's lock order (see the ledger's package documentation): the account's
-// balances first, then the account row, which it only updates (FOR NO KEY UPDATE, compatible
-// with the KEY SHARE of placements' foreign-key checks). Rows whose values would not change are
-// not written. It reports whether anything was written.
-func SetLowBalanceThreshold(
-	tx *gorm.DB, accountID uuid.UUID, threshold string, scales map[string]int64,
-) (bool, error) {
-	err := tx.Exec(`SELECT 1 FROM wallet_balances WHERE account_id = ? ORDER BY currency FOR UPDATE`, accountID).Error
+// SetLowBalanceThreshold sets an account's threshold (decimal major units) and re-evaluates the
+// low flags of its balances by money.IsLow, in the transaction q, without raising alerts: a
+// changed threshold is not a crossing. It takes its locks in the ledger's lock order (see
+// ledger.go): the account's balances first, then the account row, which it only updates (FOR NO
+// KEY UPDATE, compatible with the KEY SHARE of placements' foreign-key checks). Rows whose values
+// would not change are not written. It reports whether anything was written.
+func SetLowBalanceThreshold(ctx context.Context, q Querier, accountID uuid.UUID, threshold string) (bool, error) {
+	id := pgUUID(accountID)
+	rows, err := q.Query(ctx, `SELECT currency, balance, low_balance FROM wallet_balances
+		WHERE account_id = $1 ORDER BY currency FOR UPDATE`, id)
 	if err != nil {
 		return false, fmt.Errorf("lock wallet balances: %w", err)
 	}
-	res := tx.Exec(`UPDATE accounts SET low_balance_threshold = ?::numeric, updated_at = now()
-		WHERE id = ? AND low_balance_threshold IS DISTINCT FROM ?::numeric`, threshold, accountID, threshold)
-	if res.Error != nil {
-		return false, fmt.Errorf("set low-balance threshold: %w", res.Error)
+	balances, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Balance])
+	if err != nil {
+		return false, fmt.Errorf("lock wallet balances: %w", err)
 	}
-	written := res.RowsAffected > 0
-	currencies := make([]string, 0, len(scales))
-	for currency := range scales {
-		currencies = append(currencies, currency)
+	tag, err := q.Exec(ctx, `UPDATE accounts SET low_balance_threshold = $1::numeric, updated_at = now()
+		WHERE id = $2 AND low_balance_threshold IS DISTINCT FROM $1::numeric`, threshold, id)
+	if err != nil {
+		return false, fmt.Errorf("set low-balance threshold: %w", err)
 	}
-	sort.Strings(currencies)
-	for _, currency := range currencies {
-		res := tx.Exec(`UPDATE wallet_balances b SET low_balance = b.balance < ceil(a.low_balance_threshold * ?::numeric)
-			FROM accounts a WHERE a.id = b.account_id AND b.account_id = ? AND b.currency = ?
-			AND b.low_balance IS DISTINCT FROM (b.balance < ceil(a.low_balance_threshold * ?::numeric))`,
-			scales[currency], accountID, currency, scales[currency])
-		if res.Error != nil {
-			return false, fmt.Errorf("refresh low-balance flag: %w", res.Error)
+	written := tag.RowsAffected() > 0
+	for _, b := range balances {
+		low := money.IsLow(b.Balance, money.LowBalanceLimit(threshold, b.Currency))
+		if low == b.LowBalance {
+			continue
 		}
-		written = written || res.RowsAffected > 0
+		if _, err := q.Exec(ctx, `UPDATE wallet_balances SET low_balance = $1 WHERE account_id = $2 AND currency = $3`,
+			low, id, b.Currency); err != nil {
+			return false, fmt.Errorf("refresh low-balance flag of %s: %w", b.Currency, err)
+		}
+		written = true
 	}
 	return written, nil
 }
 
 // TopUpReferences returns the references of an account's applied top-ups.
-func TopUpReferences(ctx context.Context, db *gorm.DB, accountID uuid.UUID) ([]string, error) {
-	var refs []string
-	err := db.WithContext(ctx).Model(&WalletEntry{}).Where("account_id = ? AND kind = ?", accountID, EntryTopUp).
-		Order("id").Pluck("reference", &refs).Error
+func TopUpReferences(ctx context.Context, q Querier, accountID uuid.UUID) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT reference FROM wallet_entries WHERE account_id = $1 AND kind = $2 ORDER BY id`,
+		pgUUID(accountID), EntryTopUp)
+	if err != nil {
+		return nil, fmt.Errorf("list top-ups: %w", err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, fmt.Errorf("list top-ups: %w", err)
 	}
@@ -63,23 +68,24 @@ type Owner struct {
 }
 
 // AccountOwner returns who owns an account.
-func AccountOwner(ctx context.Context, db *gorm.DB, accountID string) (Owner, error) {
+func AccountOwner(ctx context.Context, q Querier, accountID string) (Owner, error) {
 	var o Owner
-	err := db.WithContext(ctx).Raw(`SELECT p.namespace, p.name AS partner, a.environment FROM accounts a
-		JOIN partners p ON p.id = a.partner_id WHERE a.id = ?`, accountID).Scan(&o).Error
+	err := q.QueryRow(ctx, `SELECT p.namespace, p.name, a.environment FROM accounts a
+		JOIN partners p ON p.id = a.partner_id WHERE a.id = $1`, accountID).
+		Scan(&o.Namespace, &o.Partner, &o.Environment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Owner{}, ErrNotFound
+	}
 	if err != nil {
 		return Owner{}, fmt.Errorf("find owner of account %s: %w", accountID, err)
-	}
-	if o.Namespace == "" {
-		return Owner{}, ErrNotFound
 	}
 	return o, nil
 }
 
 // LedgerHead is the id of the newest ledger entry (0 when there is none).
-func LedgerHead(ctx context.Context, db *gorm.DB) (int64, error) {
+func LedgerHead(ctx context.Context, q Querier) (int64, error) {
 	var head int64
-	if err := db.WithContext(ctx).Raw(`SELECT coalesce(max(id), 0) FROM wallet_entries`).Scan(&head).Error; err != nil {
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM wallet_entries`).Scan(&head); err != nil {
 		return 0, fmt.Errorf("read ledger head: %w", err)
 	}
 	return head, nil
@@ -87,19 +93,20 @@ func LedgerHead(ctx context.Context, db *gorm.DB) (int64, error) {
 
 // LedgerAccountsAfter returns the accounts with ledger entries whose id is above after, each
 // with its highest such id. It reads the primary key's index from after on.
-func LedgerAccountsAfter(ctx context.Context, db *gorm.DB, after int64) (map[string]int64, error) {
-	var rows []struct {
-		AccountID string
-		Last      int64
-	}
-	err := db.WithContext(ctx).Raw(`SELECT account_id::text AS account_id, max(id) AS last FROM wallet_entries
-		WHERE id > ? GROUP BY account_id`, after).Scan(&rows).Error
+func LedgerAccountsAfter(ctx context.Context, q Querier, after int64) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT account_id::text, max(id) FROM wallet_entries
+		WHERE id > $1 GROUP BY account_id`, after)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger after entry %d: %w", after, err)
 	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.AccountID] = r.Last
+	out := map[string]int64{}
+	var account string
+	var last int64
+	if _, err := pgx.ForEachRow(rows, []any{&account, &last}, func() error {
+		out[account] = last
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read ledger after entry %d: %w", after, err)
 	}
 	return out, nil
 }

@@ -7,12 +7,11 @@ import (
 	"sync"
 	"testing"
 
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
-	apiwallet "github.com/codeport/codeport/apiserver/wallet"
 )
 
 // TestThresholdChangesDoNotDeadlockPlacements runs placements with debits against threshold
@@ -39,8 +38,8 @@ func TestThresholdChangesDoNotDeadlockPlacements(t *testing.T) {
 		wg.Go(func() {
 			for i := range changesEach {
 				threshold := []string{"10.00", "20.00"}[(c+i)%2]
-				err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-					_, err := store.SetLowBalanceThreshold(tx, w.account, threshold, map[string]int64{"EUR": 100, "GBP": 100})
+				err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+					_, err := store.SetLowBalanceThreshold(ctx, tx, w.account, threshold)
 					return err
 				})
 				if err != nil {
@@ -64,13 +63,13 @@ func TestThresholdChangesDoNotDeadlockPlacements(t *testing.T) {
 // a new one writes the account and the flags that flip.
 func TestSetLowBalanceThresholdWritesOnlyChanges(t *testing.T) {
 	w := newWallet(t, "10.00", map[string]int64{"EUR": 1500, "GBP": 500})
-	scales := map[string]int64{"EUR": 100, "GBP": 100}
+	ctx := context.Background()
 	set := func(threshold string) bool {
 		t.Helper()
 		var written bool
-		err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			written, err = store.SetLowBalanceThreshold(tx, w.account, threshold, scales)
+			written, err = store.SetLowBalanceThreshold(ctx, tx, w.account, threshold)
 			return err
 		})
 		if err != nil {
@@ -115,8 +114,8 @@ func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
 	}
 	changed := make(chan error, 1)
 	go func() {
-		changed <- w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-			_, err := store.SetLowBalanceThreshold(tx, w.account, "20.00", map[string]int64{"EUR": 100})
+		changed <- w.db.InTx(ctx, func(tx pgx.Tx) error {
+			_, err := store.SetLowBalanceThreshold(ctx, tx, w.account, "20.00")
 			return err
 		})
 	}()
@@ -150,8 +149,8 @@ func TestThresholdChangeLeavesAccountToPlacements(t *testing.T) {
 func TestThresholdFinerThanTheCurrency(t *testing.T) {
 	w := newWallet(t, "0.5", nil)
 	ctx := context.Background()
-	err := w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-		_, err := store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: "JPY", Scale: 1,
+	err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := store.ApplyLedgerEntry(ctx, tx, store.LedgerEntry{AccountID: w.account, Currency: "JPY",
 			Kind: store.EntryTopUp, Reference: "seed", Amount: 100})
 		return err
 	})
@@ -161,22 +160,21 @@ func TestThresholdFinerThanTheCurrency(t *testing.T) {
 	o := w.order("to-zero", 100)
 	o.Currency, o.Lines[0].Currency = "JPY", "JPY"
 	debit := w.debit(o)
-	debit.Scale = 1
 	if _, _, err := w.db.PlaceOrder(ctx, o, fulfilJob, debit); !errors.Is(err, store.ErrNeedsTransaction) {
 		t.Fatalf("debit to 0 JPY under a threshold of 0.5: %v, want the crossing's transaction", err)
 	}
 	var res store.LedgerResult
-	err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
+	err = w.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, err = store.ApplyLedgerEntry(tx, *debit)
+		res, err = store.ApplyLedgerEntry(ctx, tx, *debit)
 		return err
 	})
 	if err != nil || !res.CrossedBelow() || res.BalanceAfter != 0 {
 		t.Fatalf("debit to 0 JPY: %+v %v; want a crossing", res, err)
 	}
 	// Re-evaluating the flags under another fractional threshold keeps 0 JPY low.
-	err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-		_, err := store.SetLowBalanceThreshold(tx, w.account, "0.4", map[string]int64{"JPY": 1})
+	err = w.db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := store.SetLowBalanceThreshold(ctx, tx, w.account, "0.4")
 		return err
 	})
 	if err != nil {
@@ -189,10 +187,12 @@ func TestThresholdFinerThanTheCurrency(t *testing.T) {
 	}
 }
 
-// TestThresholdRuleAgreesWithWallet: the balance lock's judgement (SQL) and GET /wallet's
-// (wallet.IsLow) are one rule: for every threshold and balance, both say low or both do not.
+// TestThresholdRuleAgreesWithWallet: the ledger judges a balance by the threshold as the
+// database stores it (numeric, six digits) and GET /wallet by the threshold as provisioned; for
+// every threshold and balance both say low or both do not.
 func TestThresholdRuleAgreesWithWallet(t *testing.T) {
 	w := newWallet(t, "0", nil)
+	ctx := context.Background()
 	cases := []struct {
 		threshold, currency string
 		balance             int64
@@ -203,30 +203,27 @@ func TestThresholdRuleAgreesWithWallet(t *testing.T) {
 		{"12.3456", "KWD", 12346},
 	}
 	for i, tc := range cases {
-		scale, err := money.Scale(tc.currency)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var res store.LedgerResult
-		err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-			if _, err := store.SetLowBalanceThreshold(tx, w.account, tc.threshold, nil); err != nil {
+		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := store.SetLowBalanceThreshold(ctx, tx, w.account, tc.threshold); err != nil {
 				return err
 			}
-			res, err = store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
-				Scale: scale, Kind: store.EntryAdjustment, Reference: fmt.Sprintf("case-%d", i), Amount: tc.balance})
+			var err error
+			res, err = store.ApplyLedgerEntry(ctx, tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
+				Kind: store.EntryAdjustment, Reference: fmt.Sprintf("case-%d", i), Amount: tc.balance})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := apiwallet.IsLow(res.BalanceAfter, tc.currency, tc.threshold); res.IsLow != want {
+		if want := money.IsLow(res.BalanceAfter, money.LowBalanceLimit(tc.threshold, tc.currency)); res.IsLow != want {
 			t.Errorf("%d %s under a threshold of %s: the lock says low %v, the wallet %v",
 				res.BalanceAfter, tc.currency, tc.threshold, res.IsLow, want)
 		}
 		// Start the next case from zero.
-		err = w.db.Gorm.Transaction(func(tx *gorm.DB) error {
-			_, err := store.ApplyLedgerEntry(tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
-				Scale: scale, Kind: store.EntryAdjustment, Reference: fmt.Sprintf("reset-%d", i), Amount: -res.BalanceAfter})
+		err = w.db.InTx(ctx, func(tx pgx.Tx) error {
+			_, err := store.ApplyLedgerEntry(ctx, tx, store.LedgerEntry{AccountID: w.account, Currency: tc.currency,
+				Kind: store.EntryAdjustment, Reference: fmt.Sprintf("reset-%d", i), Amount: -res.BalanceAfter})
 			return err
 		})
 		if err != nil {

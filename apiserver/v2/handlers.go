@@ -114,7 +114,7 @@ func (h *Handlers) GetOrder(c *fiber.Ctx) error {
 // Wallet serves GET /wallet.
 func (h *Handlers) Wallet(c *fiber.Ctx) error {
 	acct := auth.FromRequest(c).Account
-	view, err := wallet.Read(c.UserContext(), h.db.Gorm, acct.ID, acct.LowBalanceThreshold)
+	view, err := wallet.Read(c.UserContext(), h.db.Pool, acct.ID, acct.LowBalanceThreshold)
 	if err != nil {
 		return fmt.Errorf("read wallet: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
@@ -29,11 +28,10 @@ type View struct {
 func entry(
 	accountID uuid.UUID, currency, kind, reference string, amount int64, note string,
 ) (store.LedgerEntry, error) {
-	scale, err := money.Scale(currency)
-	if err != nil {
+	if _, err := money.Scale(currency); err != nil {
 		return store.LedgerEntry{}, fmt.Errorf("ledger entry: %w", err)
 	}
-	return store.LedgerEntry{AccountID: accountID, Currency: currency, Scale: scale, Kind: kind,
+	return store.LedgerEntry{AccountID: accountID, Currency: currency, Kind: kind,
 		Reference: reference, Amount: amount, Note: note}, nil
 }
 
@@ -47,11 +45,12 @@ func DebitEntry(accountID uuid.UUID, currency string, amount int64, orderID stri
 	return entry(accountID, currency, store.EntryOrderDebit, orderID, -amount, "")
 }
 
-// Credit adds amount (> 0 minor units) to the account's balance in tx as a top-up, refund or
-// adjustment. It is idempotent on (account, kind, reference): a second call changes nothing and
-// reports Applied false.
+// Credit adds amount (> 0 minor units) to the account's balance in the transaction q as a
+// top-up, refund or adjustment. It is idempotent on (account, kind, reference): a second call
+// changes nothing and reports Applied false.
 func Credit(
-	tx *gorm.DB, accountID uuid.UUID, currency, kind string, amount int64, reference, note string,
+	ctx context.Context, q store.Querier, accountID uuid.UUID, currency, kind string, amount int64,
+	reference, note string,
 ) (store.LedgerResult, error) {
 	if amount <= 0 {
 		return store.LedgerResult{}, fmt.Errorf("credit of %d: amount must be positive", amount)
@@ -60,13 +59,13 @@ func Credit(
 	if err != nil {
 		return store.LedgerResult{}, err
 	}
-	return store.ApplyLedgerEntry(tx, e)
+	return store.ApplyLedgerEntry(ctx, q, e)
 }
 
 // Read returns the account's wallet. lowBalance is computed against the threshold in force now,
 // so a changed threshold shows at once.
-func Read(ctx context.Context, db *gorm.DB, accountID uuid.UUID, threshold string) (View, error) {
-	balances, err := store.Balances(db.WithContext(ctx), accountID)
+func Read(ctx context.Context, q store.Querier, accountID uuid.UUID, threshold string) (View, error) {
+	balances, err := store.Balances(ctx, q, accountID)
 	if err != nil {
 		return View{}, err
 	}
@@ -86,19 +85,11 @@ func SnapshotOf(balances []store.Balance, threshold string) (Snapshot, error) {
 			return Snapshot{}, fmt.Errorf("render balance: %w", err)
 		}
 		s.Balances[b.Currency] = n
-		if IsLow(b.Balance, b.Currency, threshold) {
+		if money.IsLow(b.Balance, money.LowBalanceLimit(threshold, b.Currency)) {
 			s.LowBalance = true
 		}
 	}
 	return s, nil
-}
-
-// IsLow reports whether balance (minor units of currency) is under threshold (major units),
-// a threshold finer than the currency (0.5 JPY) rounded up to its minor units (money.CeilMinor)
-// as the SQL that locks balances rounds it. No threshold, or an unreadable one, is never crossed.
-func IsLow(balance int64, currency, threshold string) bool {
-	limit, err := money.CeilMinor(threshold, currency)
-	return err == nil && limit > 0 && balance < limit
 }
 
 // FormatThreshold renders a stored threshold ("100.000000") as the JSON number partners see (100).

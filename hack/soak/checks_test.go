@@ -400,14 +400,14 @@ func (c *cluster) checkEntriesAndCodes(ctx context.Context, f *findings) error {
 // checkLedger asserts, for every wallet, that the ledger sums to the balance and that every
 // top-up in the Wallet's spec was applied exactly once.
 func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps int, f *findings) error {
-	db := c.db.Gorm.WithContext(ctx)
+	db := c.db.Pool
 	for _, p := range partners {
 		for env, id := range p.accounts {
-			sums, err := store.LedgerSum(db, id)
+			sums, err := store.LedgerSum(ctx, db, id)
 			if err != nil {
 				return err
 			}
-			balances, err := store.Balances(db, id)
+			balances, err := store.Balances(ctx, db, id)
 			if err != nil {
 				return err
 			}
@@ -419,8 +419,8 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 				f.add("ledger does not sum to the balance", "%s %s: balances %v, ledger %v", p.name, env, got, sums)
 			}
 			var applied int64
-			if err := db.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'top_up'`, id).
-				Scan(&applied).Error; err != nil {
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM wallet_entries WHERE account_id = $1 AND kind = 'top_up'`, id).
+				Scan(&applied); err != nil {
 				return fmt.Errorf("count top-ups: %w", err)
 			}
 			if applied != int64(1+topUps) {

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Job is a row of River's job table: available now, default priority, no unique options, the
+// row River's own insert writes for such a job. River works rows written by any client, as its
+// other-language clients do.
+type Job struct {
+	Kind        string
+	Queue       string
+	Args        []byte
+	MaxAttempts int
+}
+
+// MaxJobAttempts is the most attempts a job row holds: River's max_attempts is a smallint.
+const MaxJobAttempts = math.MaxInt16
+
+// enqueueJobSQL writes a job; placeOrderSQL writes the same columns for an order's fulfilment.
+const enqueueJobSQL = `INSERT INTO river_job (kind, queue, args, max_attempts) VALUES ($1, $2, $3::jsonb, $4)`
+
+// EnqueueJob writes a job in q, so that it becomes workable when, and only when, q's
+// transaction commits.
+func EnqueueJob(ctx context.Context, q Querier, job Job) error {
+	if _, err := q.Exec(ctx, enqueueJobSQL, job.Kind, job.Queue, string(job.Args), job.MaxAttempts); err != nil {
+		return fmt.Errorf("enqueue %s job: %w", job.Kind, err)
+	}
+	return nil
+}
+
+// NewJob is the row of a job whose arguments are args (a River JobArgs: JSON-encodable, naming
+// its kind), worked from queue at most maxAttempts times.
+func NewJob(args interface{ Kind() string }, queue string, maxAttempts int) (Job, error) {
+	if maxAttempts < 1 || maxAttempts > MaxJobAttempts {
+		return Job{}, fmt.Errorf("%s job: %d attempts, want 1 to %d", args.Kind(), maxAttempts, MaxJobAttempts)
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return Job{}, fmt.Errorf("encode %s job: %w", args.Kind(), err)
+	}
+	return Job{Kind: args.Kind(), Queue: queue, Args: encoded, MaxAttempts: maxAttempts}, nil
+}
