@@ -1,10 +1,13 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,11 +21,13 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
+	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/internal/poll"
 )
 
@@ -97,6 +102,15 @@ func (s *stack) setWebhook(t *testing.T, tn *tenant, url string, events ...strin
 // setWebhooks gives each environment of the tenant its own endpoint.
 func (s *stack) setWebhooks(t *testing.T, tn *tenant, webhooks provisioning.Webhooks) {
 	t.Helper()
+	s.setWebhooksWith(t, s.prov, tn, webhooks)
+}
+
+// setWebhooksWith provisions the tenant's endpoints through prov, as an operator holding prov's
+// codes key would.
+func (s *stack) setWebhooksWith(
+	t *testing.T, prov *provisioning.Provisioner, tn *tenant, webhooks provisioning.Webhooks,
+) {
+	t.Helper()
 	c, _ := testCatalog(tn.namespace)
 	id, err := s.prov.CatalogID(t.Context(), c.Namespace, c.Name)
 	if err != nil {
@@ -112,7 +126,7 @@ func (s *stack) setWebhooks(t *testing.T, tn *tenant, webhooks provisioning.Webh
 			RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000},
 		},
 	}
-	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, webhooks); err != nil {
+	if _, err := prov.ApplyPartner(t.Context(), p, &id, webhooks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -255,6 +269,90 @@ func TestWebhooksPerEnvironment(t *testing.T) {
 		if ev.Environment != env || ev.Data.ExternalOrderCode != "same-code" {
 			t.Errorf("%s endpoint got %s", env, d.body)
 		}
+	}
+}
+
+// TestWebhookSecretsFollowACodesKeyChange: a webhook secret sealed under a codes key the data
+// plane no longer holds cannot sign an event, so its delivery fails and is retried, never sent.
+// Once the operator, given the new key, reconciles the partner, the secret is sealed again
+// under that key and the waiting event goes out signed with the partner's secret; the stored
+// secret no longer opens with the old key and holds no plaintext.
+func TestWebhookSecretsFollowACodesKeyChange(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newReceiver(t, 0)
+	oldKey := make([]byte, codes.KeySize)
+	if _, err := rand.Read(oldKey); err != nil {
+		t.Fatal(err)
+	}
+	old, err := codes.NewCipher(oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := &provisioning.Webhook{URL: rcv.server.URL, Secret: []byte(webhookSecret)}
+	both := provisioning.Webhooks{"sandbox": hook, "production": hook}
+	// Sealed by an operator that still ran with the previous codes key.
+	s.setWebhooksWith(t, provisioning.New(s.db, old), tn, both)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
+	r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
+		order("wh-rekey", line{"productCode": "99000000000001", "quantity": 1}))
+	if r.status != 202 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	poll.Until(t, 30*time.Second, "two attempts failed on the unopenable secret", func() (bool, string) {
+		if d := rcv.deliveries(); len(d) != 0 {
+			t.Fatalf("an event went out while its secret did not open (%d deliveries)", len(d))
+		}
+		var attempts int
+		var errs string
+		err := s.db.Pool.QueryRow(t.Context(), `
+			SELECT j.attempt, coalesce(array_to_string(j.errors::text[], ' '), '')
+			FROM river_job j JOIN webhook_events e ON e.id = j.args->>'eventId'
+			WHERE j.kind = 'codeport.deliver_webhook' AND e.payload->'data'->>'externalOrderCode' = 'wh-rekey'`).
+			Scan(&attempts, &errs)
+		return err == nil && attempts >= 2 && strings.Count(errs, codes.ErrTampered.Error()) >= 2,
+			fmt.Sprintf("attempt %d, errors %s (%v)", attempts, errs, err)
+	})
+
+	// The operator, restarted with the current key, reconciles the partner.
+	s.setWebhooks(t, tn, both)
+	poll.UntilTrue(t, 30*time.Second, "the waiting event delivered", func() bool { return len(rcv.deliveries()) == 1 })
+	if d := rcv.deliveries()[0]; !verify(webhookSecret, d) {
+		t.Fatalf("the event is not signed with the partner's secret: %+v", d)
+	}
+	rows, err := s.db.Pool.Query(t.Context(), `SELECT w.partner_id, w.environment, w.sealed_secret
+		FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id WHERE p.namespace = $1 AND p.name = $2`,
+		tn.namespace, tn.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	endpoints := 0
+	for rows.Next() {
+		var partnerID uuid.UUID
+		var environment string
+		var sealed []byte
+		if err := rows.Scan(&partnerID, &environment, &sealed); err != nil {
+			t.Fatal(err)
+		}
+		endpoints++
+		owner := store.WebhookSecretOwner(partnerID, environment)
+		if plain, err := s.cipher.OpenSecret(sealed, owner); err != nil || string(plain) != webhookSecret {
+			t.Errorf("%s: the stored secret does not open with the current key to the partner's: %q %v",
+				environment, plain, err)
+		}
+		if _, err := old.OpenSecret(sealed, owner); !errors.Is(err, codes.ErrTampered) {
+			t.Errorf("%s: the stored secret still opens with the old key: %v", environment, err)
+		}
+		if bytes.Contains(sealed, []byte(webhookSecret)) {
+			t.Errorf("%s: the stored secret holds the plaintext", environment)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if endpoints != 2 {
+		t.Fatalf("%d endpoints stored, want one per environment", endpoints)
 	}
 }
 
