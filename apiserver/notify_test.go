@@ -388,19 +388,31 @@ func TestWebhookRedirectIsAFailedAttempt(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("%d %s", r.status, r.raw)
 	}
-	poll.UntilTrue(t, 30*time.Second, "the event delivered", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(answered) > 0 && answered[len(answered)-1] == http.StatusOK
+	// The event's job, as the queue recorded it: finished when the event counts as delivered.
+	var state, errs string
+	poll.Until(t, 30*time.Second, "the event delivered", func() (bool, string) {
+		err := s.db.Pool.QueryRow(t.Context(), `
+			SELECT j.state, coalesce(array_to_string(j.errors::text[], ' '), '')
+			FROM river_job j JOIN webhook_events e ON e.id = j.args->>'eventId'
+			WHERE j.kind = 'codeport.deliver_webhook' AND e.payload->'data'->>'externalOrderCode' = 'wh-redirect'`).
+			Scan(&state, &errs)
+		return err == nil && state == "completed", fmt.Sprintf("job %s (%v)", state, err)
 	})
 	mu.Lock()
 	defer mu.Unlock()
 	want := []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusOK}
 	if fmt.Sprint(answered) != fmt.Sprint(want) {
-		t.Fatalf("receiver answered %v, want %v: each redirect a failed attempt, then delivered", answered, want)
+		t.Fatalf("receiver answered %v before the event counted as delivered, want %v: "+
+			"each redirect a failed attempt (redirect target called %d times)", answered, want, elsewhereHits.Load())
 	}
 	if n := elsewhereHits.Load(); n != 0 {
 		t.Fatalf("the redirect target was called %d times", n)
+	}
+	// Each redirect is recorded as the attempt's failure, naming the status.
+	for _, status := range []string{"answered 302", "answered 307"} {
+		if !strings.Contains(errs, status) {
+			t.Errorf("the attempts' recorded errors do not say %q: %s", status, errs)
+		}
 	}
 }
 
