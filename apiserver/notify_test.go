@@ -183,9 +183,8 @@ func TestWebhooks(t *testing.T) {
 			t.Fatalf("event %s: %d attempts, want 3 failures then one success", id, len(attempts))
 		}
 		var ev struct {
-			ID, Type, Environment string
-			CreatedAt             time.Time
-			Data                  struct{ OrderID, ExternalOrderCode, Status string }
+			ID, Type, Environment, CreatedAt string
+			Data                             struct{ OrderID, ExternalOrderCode, Status string }
 		}
 		if err := json.Unmarshal(attempts[3].body, &ev); err != nil {
 			t.Fatal(err)
@@ -198,6 +197,10 @@ func TestWebhooks(t *testing.T) {
 		if ev.ID != id || want[ev.Data.OrderID] != ev.Type || "order."+ev.Data.Status != ev.Type ||
 			ev.Data.ExternalOrderCode == "" || ev.Environment != "sandbox" {
 			t.Fatalf("event %s: %s", id, attempts[3].body)
+		}
+		// The API's one date-time format, as in the 202 and on GET.
+		if !etaFormat.MatchString(ev.CreatedAt) {
+			t.Fatalf("event %s: createdAt %q is not RFC 3339 UTC with milliseconds", id, ev.CreatedAt)
 		}
 	}
 }
@@ -552,12 +555,12 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	}
 	poll.UntilTrue(t, 10*time.Second, "two balance.low webhooks", func() bool { return len(rcv.deliveries()) == 2 })
 	var ev struct {
-		Type string
-		Data map[string]any
+		Type, Environment, CreatedAt string
+		Data                         map[string]any
 	}
 	_ = json.Unmarshal(rcv.deliveries()[0].body, &ev)
 	if ev.Type != "balance.low" || ev.Data["currency"] != "EUR" || fmt.Sprint(ev.Data["balance"]) != "40" ||
-		fmt.Sprint(ev.Data["threshold"]) != "50" {
+		fmt.Sprint(ev.Data["threshold"]) != "50" || ev.Environment != "production" || !etaFormat.MatchString(ev.CreatedAt) {
 		t.Fatalf("balance.low event: %+v", ev)
 	}
 }
