@@ -38,6 +38,12 @@ func TestLegacyV1(t *testing.T) {
 	if cat.str("status") != "active" || cat.str("name") != "eu" || cat.body["toDate"] != nil {
 		t.Errorf("catalog: %s", cat.raw)
 	}
+	// v1 writes instants as v2 and webhooks do: RFC 3339, UTC, milliseconds.
+	for _, field := range []string{"fromDate", "createdAt", "updatedAt"} {
+		if !etaFormat.MatchString(cat.str(field)) {
+			t.Errorf("%s %q is not in the API's date-time format", field, cat.str(field))
+		}
+	}
 
 	list := s.call(t, "production", "GET", "/v1/catalog/products", bearer, nil)
 	if list.body["take"] != float64(20) || list.body["skip"] != float64(0) || list.body["count"] != float64(5) {

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
+	"github.com/codeport/codeport/apiserver/apitime"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/money"
@@ -34,17 +35,17 @@ func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
 }
 
 type catalogJSON struct {
-	ID            string     `json:"id"`
-	Name          string     `json:"name"`
-	FromDate      time.Time  `json:"fromDate"`
-	ToDate        *time.Time `json:"toDate"`
-	Status        string     `json:"status"`
-	Description   string     `json:"description"`
-	CatalogTypeID int        `json:"catalogTypeId"`
-	ResellerID    string     `json:"resellerId"`
-	CreatedAt     time.Time  `json:"createdAt"`
-	UpdatedAt     time.Time  `json:"updatedAt"`
-	DeletedAt     *time.Time `json:"deletedAt"`
+	ID            string        `json:"id"`
+	Name          string        `json:"name"`
+	FromDate      apitime.Time  `json:"fromDate"`
+	ToDate        *apitime.Time `json:"toDate"`
+	Status        string        `json:"status"`
+	Description   string        `json:"description"`
+	CatalogTypeID int           `json:"catalogTypeId"`
+	ResellerID    string        `json:"resellerId"`
+	CreatedAt     apitime.Time  `json:"createdAt"`
+	UpdatedAt     apitime.Time  `json:"updatedAt"`
+	DeletedAt     *apitime.Time `json:"deletedAt"`
 }
 
 // Catalog serves GET /v1/catalog: the reseller's catalog record.
@@ -61,11 +62,19 @@ func (h *Handlers) Catalog(c *fiber.Ctx) error {
 	if snap.Active {
 		status = "active"
 	}
-	return c.JSON(catalogJSON{ID: cat.ID.String(), Name: cat.Name, FromDate: cat.ValidFrom.UTC(), ToDate: cat.ValidTo,
-		Status: status, Description: cat.Description, CatalogTypeID: cat.CatalogTypeID,
-		ResellerID: auth.FromRequest(c).Account.PartnerID.String(),
-		CreatedAt:  cat.CreatedAt.UTC(), UpdatedAt: cat.UpdatedAt.UTC(),
-		DeletedAt: cat.DeletedAt})
+	return c.JSON(catalogJSON{ID: cat.ID.String(), Name: cat.Name, FromDate: apitime.Of(cat.ValidFrom),
+		ToDate: optionalTime(cat.ValidTo), Status: status, Description: cat.Description,
+		CatalogTypeID: cat.CatalogTypeID, ResellerID: auth.FromRequest(c).Account.PartnerID.String(),
+		CreatedAt: apitime.Of(cat.CreatedAt), UpdatedAt: apitime.Of(cat.UpdatedAt), DeletedAt: optionalTime(cat.DeletedAt)})
+}
+
+// optionalTime is t as the API writes it, nil when t is.
+func optionalTime(t *time.Time) *apitime.Time {
+	if t == nil {
+		return nil
+	}
+	at := apitime.Of(*t)
+	return &at
 }
 
 // Products serves GET /v1/catalog/products?skip=&take= (defaults 0 and 20).
