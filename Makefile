@@ -65,8 +65,12 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin).
 	$(GOLANGCI_LINT) run --build-tags faults ./...
 
 ##@ Test
+.PHONY: deps
+deps: ## Install the system packages the tests need (as root with apt-get), or name them.
+	@hack/deps.sh
+
 .PHONY: test
-test: verify-generated vet lint test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out
@@ -75,12 +79,12 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey
 
 .PHONY: bench
-bench: ## Benchmarks against same-run baselines (not part of make test); BENCHTIME per measurement.
+bench: deps ## Benchmarks against same-run baselines (not part of make test); BENCHTIME per measurement.
 	@eval "$$(hack/testenv.sh)"; \
 	go run ./hack/bench -duration $(or $(BENCHTIME),10s)
 
 .PHONY: test-faults
-test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
+test-faults: deps ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
 	@eval "$$(hack/testenv.sh)"; \
 	go test -tags faults -count=1 -timeout 20m -run 'TestKillServeDuringLoad|TestPostgresRestartUnderLoad' -v ./apiserver/
 
@@ -89,14 +93,14 @@ test-faults: ## Fault tests that kill processes (build tag faults): kill -9 of s
 # itself (make test-go runs the same code in process with -race). SOAK_DURATION (default 60s)
 # sets the churn phase; the whole run takes about two minutes.
 .PHONY: test-soak
-test-soak: ## Soak test (build tag soak): operators, API replicas, Redis and PostgreSQL under load and churn.
+test-soak: deps ## Soak test (build tag soak): operators, API replicas, Redis and PostgreSQL under load and churn.
 	@assets="$$(hack/envtest.sh)"; \
 	eval "$$(hack/testenv.sh)"; \
 	export KUBEBUILDER_ASSETS="$$assets"; \
 	go test -tags soak -count=1 -timeout 15m -run TestSoak -v ./hack/soak/
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (default 30s).
+fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s).
 	@eval "$$(hack/testenv.sh)"; \
 	for t in $(FUZZ_TARGETS); do \
 		pkg="$${t%%:*}"; fn="$${t##*:}"; echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
@@ -108,7 +112,7 @@ fuzz-short: ## A short fuzz pass of every target, as CI runs it.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=10000x
 
 .PHONY: test-go
-test-go: ## go test -race ./... against real kube-apiserver/etcd, PostgreSQL, Redis and helm.
+test-go: deps ## go test -race ./... against real kube-apiserver/etcd, PostgreSQL, Redis and helm.
 	@assets="$$(hack/envtest.sh)"; \
 	helm="$$(HELM_VERSION=$(HELM_VERSION) hack/helm.sh)"; \
 	eval "$$(hack/testenv.sh)"; \

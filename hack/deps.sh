@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Makes sure the system packages the tests need are installed: the PostgreSQL server binaries
+# and psql, redis-server, and Chromium (the API reference page is checked in a real headless
+# browser). As root on a machine with apt-get, missing packages are installed; otherwise the
+# script stops with one line naming what to install.
+set -euo pipefail
+
+missing=()
+have_pg_server() {
+  if command -v pg_config >/dev/null 2>&1 && [[ -x "$(pg_config --bindir 2>/dev/null)/initdb" ]]; then
+    return 0
+  fi
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+}
+have_pg_server || missing+=(postgresql postgresql-contrib)
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  exit 0
+fi
+echo "deps: missing system packages; install them first: apt-get install ${missing[*]}" >&2
+exit 1
