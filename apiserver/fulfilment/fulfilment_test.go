@@ -1,0 +1,339 @@
+package fulfilment_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/apiserver/wallet"
+)
+
+// These tests run Fulfil on orders written as placements write them, on a database of their
+// own, without River: the outcome of each order is what the database holds afterwards, its
+// status, its codes and its refund.
+
+// Sandbox test products (catalog.TestProducts) and an ordinary product.
+const (
+	alwaysSucceeds = "99000000000001"
+	alwaysFails    = "99000000000003"
+	deliversHalf   = "99000000000004"
+	slow           = "99000000000005"
+	ordinary       = "10000000000001"
+)
+
+type fixture struct {
+	db     *store.DB
+	prov   *provisioning.Provisioner
+	cipher *codes.Cipher
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db, err := store.Open(context.Background(), storetest.New(t).URL, store.Options{MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{db: db, prov: provisioning.New(db, cipher), cipher: cipher}
+}
+
+// account provisions a partner whose environment's wallet holds 1000.00 EUR, and returns the
+// account's id.
+func (f *fixture) account(t *testing.T, partner, environment string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	res, err := f.prov.ApplyPartner(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: partner},
+		Spec: v1alpha1.PartnerSpec{DisplayName: partner, ContactEmail: partner + "@example.com"}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.prov.ApplyWallet(ctx, &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: partner},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: partner},
+			Environment: v1alpha1.Environment(environment),
+			TopUps:      []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "1000.00"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Accounts[environment]
+}
+
+// line is an order line: quantity units of product at price (EUR cents).
+type line struct {
+	product         string
+	quantity, price int
+}
+
+// place writes an order of lines, its job and, when debited, its debit, as a placement does.
+func (f *fixture) place(
+	t *testing.T, account uuid.UUID, environment string, lines []line, debited bool, createdAt time.Time,
+) uuid.UUID {
+	t.Helper()
+	o := store.Order{ID: uuid.Must(uuid.NewV7()), AccountID: account, PayloadHash: []byte{1}, Currency: "EUR",
+		Status: store.OrderProcessing, EstimatedReadyAt: createdAt, CreatedAt: createdAt}
+	o.ExternalOrderCode = o.ID.String()
+	for i, l := range lines {
+		o.Lines = append(o.Lines, store.OrderLine{OrderID: o.ID, LineNo: i, ProductCode: l.product,
+			UnitPrice: int64(l.price), Quantity: l.quantity, Currency: "EUR"})
+		o.TotalPrice += int64(l.price * l.quantity)
+		o.TotalQuantity += l.quantity
+	}
+	var debit *store.LedgerEntry
+	if debited {
+		o.DebitedAmount = o.TotalPrice
+		entry, err := wallet.DebitEntry(account, "EUR", o.DebitedAmount, o.ID.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		debit = &entry
+	}
+	job, err := fulfilment.Job(o.ID, environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inserted, _, err := f.db.PlaceOrder(context.Background(), &o, job, debit); err != nil || !inserted {
+		t.Fatalf("place: inserted %v, %v", inserted, err)
+	}
+	return o.ID
+}
+
+// outcome is what the database holds for a fulfilled order.
+type outcome struct {
+	status string
+	// delivered counts the codes of each line.
+	delivered []int
+	// refunded is the order's refunded amount, refund the sum of its refund entries.
+	refunded, refund int64
+	reason           string
+}
+
+// outcomeOf reads the order's outcome and returns its codes, opened.
+func (f *fixture) outcomeOf(t *testing.T, account, orderID uuid.UUID) (outcome, []string) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := store.FindOrder(ctx, f.db.Pool, account, orderID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := outcome{status: o.Status, delivered: make([]int, len(o.Lines)), refunded: o.RefundedAmount}
+	if o.Reason != nil {
+		out.reason = *o.Reason
+	}
+	delivered, err := store.DeliveredCodesOf(ctx, f.db.Pool, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codesOut []string
+	for _, d := range delivered {
+		out.delivered[d.LineNo]++
+		code, err := f.cipher.Open(d.Ciphertext, d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codesOut = append(codesOut, code)
+	}
+	err = f.db.Pool.QueryRow(ctx, `SELECT COALESCE(sum(amount), 0)::bigint FROM wallet_entries
+		WHERE account_id = $1 AND kind = 'refund' AND reference = $2`, account, orderID.String()).Scan(&out.refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, codesOut
+}
+
+// sandboxCode is a minted sandbox code: four groups of four characters without the look-alikes
+// 0, O, 1 and I.
+var sandboxCode = regexp.MustCompile(`^SANDBOX-[A-HJ-NP-Z2-9]{4}(-[A-HJ-NP-Z2-9]{4}){3}$`)
+
+// TestFulfilSandbox: the sandbox scripts its test products as the spec's scenario table says
+// and mints SANDBOX- codes for every other product. Whatever was not delivered is refunded at
+// its line's price, up to what the order debited, with the finish; running the job again
+// changes nothing.
+func TestFulfilSandbox(t *testing.T) {
+	f := newFixture(t)
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler))
+	tests := []struct {
+		name    string
+		lines   []line
+		debited bool
+		want    outcome
+	}{
+		{"success", []line{{alwaysSucceeds, 2, 1000}}, true,
+			outcome{status: store.OrderCompleted, delivered: []int{2}}},
+		{"failure", []line{{alwaysFails, 1, 1000}}, true,
+			outcome{status: store.OrderFailed, delivered: []int{0}, refunded: 1000, refund: 1000,
+				reason: "Sandbox test product 99000000000003 always fails"}},
+		{"half of four", []line{{deliversHalf, 4, 500}}, true,
+			outcome{status: store.OrderPartiallyCompleted, delivered: []int{2}, refunded: 1000, refund: 1000}},
+		{"half of three rounds down", []line{{deliversHalf, 3, 500}}, true,
+			outcome{status: store.OrderPartiallyCompleted, delivered: []int{1}, refunded: 1000, refund: 1000}},
+		{"half of one delivers it", []line{{deliversHalf, 1, 500}}, true,
+			outcome{status: store.OrderCompleted, delivered: []int{1}}},
+		{"success and failure refund the failed line's price",
+			[]line{{alwaysSucceeds, 1, 700}, {alwaysFails, 2, 1300}}, true,
+			outcome{status: store.OrderPartiallyCompleted, delivered: []int{1, 0}, refunded: 2600, refund: 2600}},
+		{"ordinary product", []line{{ordinary, 3, 2000}}, true,
+			outcome{status: store.OrderCompleted, delivered: []int{3}}},
+		{"failure of an order that debited nothing refunds nothing", []line{{alwaysFails, 1, 1000}}, false,
+			outcome{status: store.OrderFailed, delivered: []int{0},
+				reason: "Sandbox test product 99000000000003 always fails"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			account := f.account(t, fmt.Sprint("sandbox-", i), store.EnvironmentSandbox)
+			id := f.place(t, account, store.EnvironmentSandbox, tt.lines, tt.debited, time.Now())
+			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+				t.Fatal(err)
+			}
+			got, minted := f.outcomeOf(t, account, id)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("outcome %+v, want %+v", got, tt.want)
+			}
+			for _, code := range minted {
+				if !sandboxCode.MatchString(code) {
+					t.Errorf("minted code %q", code)
+				}
+			}
+			// A retried or rescued job finds the order finished and leaves it alone.
+			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := f.outcomeOf(t, account, id); fmt.Sprint(again) != fmt.Sprint(got) {
+				t.Errorf("fulfilled again: %+v, was %+v", again, got)
+			}
+		})
+	}
+}
+
+// TestFulfilFromStock: production delivers imported codes, oldest first; a short stock
+// delivers what there is and refunds the rest, and no stock at all fails the order, naming the
+// product.
+func TestFulfilFromStock(t *testing.T) {
+	f := newFixture(t)
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler))
+	tests := []struct {
+		name     string
+		stock    int
+		quantity int
+		want     outcome
+	}{
+		{"enough", 3, 2, outcome{status: store.OrderCompleted, delivered: []int{2}}},
+		{"short", 2, 3, outcome{status: store.OrderPartiallyCompleted, delivered: []int{2}, refunded: 899, refund: 899}},
+		{"none", 0, 1, outcome{status: store.OrderFailed, delivered: []int{0}, refunded: 899, refund: 899,
+			reason: "Insufficient stock for product 20000000000002: 0 of 1 units delivered"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			// A product of its own per case: stock is shared by every partner.
+			product := fmt.Sprintf("2000000000000%d", i)
+			// One import per code, so that each is older than the next.
+			var imported []string
+			for u := range tt.stock {
+				code := fmt.Sprintf("CODE-%s-%d", product, u)
+				res, err := codes.Import(ctx, f.db.Pool, f.cipher, product, code, strings.NewReader("code\n"+code+"\n"), nil)
+				if err != nil || res.Imported != 1 {
+					t.Fatalf("import: %+v, %v", res, err)
+				}
+				imported = append(imported, code)
+			}
+			account := f.account(t, fmt.Sprint("stock-", i), store.EnvironmentProduction)
+			id := f.place(t, account, store.EnvironmentProduction, []line{{product, tt.quantity, 899}}, true, time.Now())
+			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentProduction); err != nil {
+				t.Fatal(err)
+			}
+			got, delivered := f.outcomeOf(t, account, id)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("outcome %+v, want %+v", got, tt.want)
+			}
+			slices.Sort(delivered)
+			if want := imported[:min(tt.stock, tt.quantity)]; fmt.Sprint(delivered) != fmt.Sprint(want) {
+				t.Errorf("delivered %v, want the oldest imports %v", delivered, want)
+			}
+		})
+	}
+}
+
+// TestFulfilSlowSnoozes: the sandbox Slow product stays processing until its delay after the
+// order has passed: Fulfil asks to be run again when it will have, without delivering.
+func TestFulfilSlowSnoozes(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Hour, slog.New(slog.DiscardHandler))
+	account := f.account(t, "acme", store.EnvironmentSandbox)
+
+	recent := f.place(t, account, store.EnvironmentSandbox, []line{{slow, 1, 1000}}, true, time.Now())
+	err := fulfiller.Fulfil(ctx, recent, store.EnvironmentSandbox)
+	var snooze *fulfilment.SnoozeError
+	if !errors.As(err, &snooze) || snooze.Delay <= 59*time.Minute || snooze.Delay > time.Hour {
+		t.Fatalf("Fulfil of a recent slow order = %v, want a snooze of the hour's rest", err)
+	}
+	if got, _ := f.outcomeOf(t, account, recent); got.status != store.OrderProcessing || got.delivered[0] != 0 {
+		t.Errorf("snoozed order %+v, want processing without codes", got)
+	}
+
+	old := f.place(t, account, store.EnvironmentSandbox, []line{{slow, 1, 1000}}, true, time.Now().Add(-2*time.Hour))
+	if err := fulfiller.Fulfil(ctx, old, store.EnvironmentSandbox); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.outcomeOf(t, account, old); got.status != store.OrderCompleted || got.delivered[0] != 1 {
+		t.Errorf("slow order past its delay %+v, want completed", got)
+	}
+}
+
+// TestFulfilHookFailureRollsBackTheFinish: hooks (webhooks) are part of finishing an order, so a
+// hook that fails leaves the order processing, with no codes and no refund, for the job's
+// retry; the hook hears of the finish as committed.
+func TestFulfilHookFailureRollsBackTheFinish(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	hookErr := errors.New("webhook queue unavailable")
+	var heard []fulfilment.Finished
+	fail := true
+	hook := func(_ context.Context, _ store.Querier, finished fulfilment.Finished) error {
+		if fail {
+			return hookErr
+		}
+		heard = append(heard, finished)
+		return nil
+	}
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler), hook)
+	account := f.account(t, "acme", store.EnvironmentSandbox)
+	id := f.place(t, account, store.EnvironmentSandbox, []line{{deliversHalf, 4, 500}}, true, time.Now())
+
+	if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); !errors.Is(err, hookErr) {
+		t.Fatalf("Fulfil = %v, want the hook's error", err)
+	}
+	if got, _ := f.outcomeOf(t, account, id); fmt.Sprint(got) != fmt.Sprint(outcome{status: store.OrderProcessing,
+		delivered: []int{0}}) {
+		t.Errorf("after the hook failed: %+v, want the order untouched", got)
+	}
+
+	fail = false
+	if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 1 || heard[0].Status != store.OrderPartiallyCompleted || heard[0].Order.ID != id ||
+		heard[0].Order.Delivered != 2 || heard[0].Order.RefundedAmount != 1000 ||
+		heard[0].Environment != store.EnvironmentSandbox {
+		t.Errorf("the hook heard %+v, want the partial finish of %s", heard, id)
+	}
+}
