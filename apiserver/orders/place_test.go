@@ -575,6 +575,8 @@ func TestGet(t *testing.T) {
 	}{
 		{"by orderId", owner, placed.OrderID.String(), placed.OrderID},
 		{"by externalOrderCode", owner, "shared-code", placed.OrderID},
+		// Placement trims the code it is sent, so " shared-code " placed, and replays, this order.
+		{"externalOrderCode as sent, blanks and all", owner, " shared-code\t", placed.OrderID},
 		{"same code, other partner", other, "shared-code", othersOrder.OrderID},
 		{"orderId of another partner", other, placed.OrderID.String(), uuid.Nil},
 		{"orderId from the other environment", sandbox, placed.OrderID.String(), uuid.Nil},

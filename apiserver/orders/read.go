@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
 )
 
-// Get runs GET /orders/{reference}: the account's order by orderId or externalOrderCode.
+// Get runs GET /orders/{reference}: the account's order by orderId or externalOrderCode. The
+// reference is trimmed as Decode trims the externalOrderCode it stores, so the code a partner
+// placed an order with finds that order.
 func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string) (View, error) {
-	o, err := store.FindOrder(ctx, s.db.Pool, acct.ID, reference)
+	o, err := store.FindOrder(ctx, s.db.Pool, acct.ID, strings.TrimSpace(reference))
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, &NotFoundError{Reference: reference}
 	}
