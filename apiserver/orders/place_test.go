@@ -389,18 +389,23 @@ func TestPlaceHearsLowBalanceOncePerCrossing(t *testing.T) {
 			f.service.OnLowBalance = log.hook
 			acct := f.onboard(t, "acme", partner{threshold: tt.threshold, topUps: []v1alpha1.TopUp{tt.topUp}})
 			for i, balance := range tt.balances {
-				if _, _, err := f.service.Place(ctx, acct, []byte(order(fmt.Sprint(i), tt.product, 1))); err != nil {
+				v, _, err := f.service.Place(ctx, acct, []byte(order(fmt.Sprint(i), tt.product, 1)))
+				if err != nil {
 					t.Fatalf("order %d: %v", i, err)
 				}
 				if got := f.stateOf(t, acct, tt.topUp.Currency).balance; got != balance {
 					t.Fatalf("balance after order %d: %d, want %d", i, got, balance)
 				}
-				wantCalls := 0
-				if i >= tt.crossing {
+				low, wantCalls := i >= tt.crossing, 0
+				if low {
 					wantCalls = 1
 				}
 				if log.calls != wantCalls {
 					t.Fatalf("after order %d the hook was called %d times, want %d", i, log.calls, wantCalls)
+				}
+				// The wallet the partner is shown judges the balance by the same rule as the alert.
+				if v.Wallet.LowBalance != low {
+					t.Fatalf("after order %d the response's wallet says lowBalance %v, want %v", i, v.Wallet.LowBalance, low)
 				}
 			}
 			want := []heard{{environment: store.EnvironmentProduction, currency: tt.topUp.Currency,
