@@ -518,8 +518,9 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 		strings.NewReader(stock.String()), nil); err != nil {
 		t.Fatal(err)
 	}
-	// 100.00 EUR with a 50.00 threshold; each order is 20.00.
-	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	// 100.00 EUR with a threshold of 50.005, finer than the currency: balances are judged against
+	// 50.01, while the notices show the threshold as configured. Each order is 20.00.
+	s.topUp(t, tn, "production", "50.005", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	place := func(code string) {
 		t.Helper()
 		r := s.call(t, "production", "POST", "/v2/orders", key,
@@ -538,16 +539,20 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 		t.Fatalf("%d e-mails while the balance stayed low", n)
 	}
 	// A top-up re-arms the alert; the next crossing mails again.
-	s.topUp(t, tn, "production", "50.00", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"},
-		v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.00"})
-	place("o5") // 70 -> 50: not below
-	place("o6") // 30: crosses
+	s.topUp(t, tn, "production", "50.005", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"},
+		v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "50.02"})
+	place("o5") // 70.02 -> 50.02: not below 50.01
+	if n := box.count(); n != 1 {
+		t.Fatalf("%d e-mails after a balance of 50.02, above the threshold of 50.005", n)
+	}
+	place("o6") // 30.02: crosses
 	poll.UntilTrue(t, 10*time.Second, "second e-mail", func() bool { return box.count() == 2 })
 	box.mu.Lock()
 	first := box.mail[0]
 	box.mu.Unlock()
 	for _, want := range []string{
-		"To: acme@example.com", "Subject: Low balance", tn.namespace + "/acme", "production", "EUR", "40.00", "50.00",
+		"To: acme@example.com", "Subject: Low balance", tn.namespace + "/acme", "production", "EUR", "40.00",
+		"Threshold:   50.005\r\n",
 	} {
 		if !strings.Contains(first, want) {
 			t.Errorf("e-mail lacks %q:\n%s", want, first)
@@ -560,7 +565,8 @@ func TestLowBalanceEmailOncePerCrossing(t *testing.T) {
 	}
 	_ = json.Unmarshal(rcv.deliveries()[0].body, &ev)
 	if ev.Type != "balance.low" || ev.Data["currency"] != "EUR" || fmt.Sprint(ev.Data["balance"]) != "40" ||
-		fmt.Sprint(ev.Data["threshold"]) != "50" || ev.Environment != "production" || !etaFormat.MatchString(ev.CreatedAt) {
+		fmt.Sprint(ev.Data["threshold"]) != "50.005" || ev.Environment != "production" ||
+		!etaFormat.MatchString(ev.CreatedAt) {
 		t.Fatalf("balance.low event: %+v", ev)
 	}
 }

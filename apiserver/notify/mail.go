@@ -112,7 +112,10 @@ type EmailArgs struct {
 	AccountID uuid.UUID `json:"accountId"`
 	Currency  string    `json:"currency"`
 	Balance   int64     `json:"balance"`
-	Threshold int64     `json:"threshold"`
+	// Threshold is the limit the balance crossed; ThresholdSetting the threshold as configured,
+	// which the message shows (jobs enqueued without it show Threshold).
+	Threshold        int64  `json:"threshold"`
+	ThresholdSetting string `json:"thresholdSetting,omitempty"`
 }
 
 // Kind names the job.
@@ -138,7 +141,10 @@ func (w *emailWorker) Work(ctx context.Context, job *river.Job[EmailArgs]) error
 		return err
 	}
 	balance, _ := money.Format(job.Args.Balance, job.Args.Currency)
-	threshold, _ := money.Format(job.Args.Threshold, job.Args.Currency)
+	threshold := job.Args.ThresholdSetting
+	if threshold == "" {
+		threshold, _ = money.Format(job.Args.Threshold, job.Args.Currency)
+	}
 	name := contact.DisplayName
 	if name == "" {
 		name = contact.Partner

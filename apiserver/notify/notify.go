@@ -134,10 +134,9 @@ func (n *Notifier) BalanceCrossedBelow(
 	if err != nil {
 		return err
 	}
-	threshold, err := money.Number(res.Threshold, currency)
-	if err != nil {
-		return err
-	}
+	// The threshold as the partner configured it, as GET /wallet shows it: "0.5" JPY, not the
+	// whole yen balances are judged against.
+	threshold := json.Number(money.TrimDecimal(res.ThresholdSetting))
 	data := BalanceData{Currency: currency, Balance: balance, Threshold: threshold}
 	if err := n.raise(ctx, q, accountID, environment, EventBalanceLow, data); err != nil {
 		return err
@@ -146,5 +145,6 @@ func (n *Notifier) BalanceCrossedBelow(
 		return nil
 	}
 	return n.enqueue(ctx, q, environment,
-		EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold})
+		EmailArgs{AccountID: accountID, Currency: currency, Balance: res.BalanceAfter, Threshold: res.Threshold,
+			ThresholdSetting: string(threshold)})
 }

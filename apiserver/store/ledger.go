@@ -47,8 +47,13 @@ type LedgerResult struct {
 	// WasLow and IsLow are the balance's low flag before and after the entry.
 	WasLow bool
 	IsLow  bool
-	// Threshold is the account's low-balance threshold in minor units (0 when none).
+	// Threshold is the account's low-balance limit in minor units of the entry's currency, the
+	// configured threshold rounded up (money.LowBalanceLimit; 0 when none): what balances are
+	// judged against.
 	Threshold int64
+	// ThresholdSetting is the threshold as configured and stored (decimal major units), what
+	// notices show partners, as GET /wallet does.
+	ThresholdSetting string
 	// Balances are all of the account's balances after the entry, by currency. The entry locked
 	// them all, so they stay as they are until its transaction ends: an order's response shows
 	// the wallet as the order left it without reading it again.

@@ -182,9 +182,12 @@ type lockedBalances struct {
 	balances  []Balance
 	current   int
 	threshold int64
+	// setting is the account's threshold as stored (every row of a lock carries the same).
+	setting string
 }
 
 func (l *lockedBalances) add(b Balance, threshold string) {
+	l.setting = threshold
 	if b.Currency == l.currency {
 		l.current, l.threshold = len(l.balances), money.LowBalanceLimit(threshold, b.Currency)
 	}
@@ -198,11 +201,12 @@ func (l *lockedBalances) unchanged() LedgerResult {
 	}
 	b := l.balances[l.current]
 	return LedgerResult{
-		BalanceAfter: b.Balance,
-		WasLow:       b.LowBalance,
-		IsLow:        b.LowBalance,
-		Threshold:    l.threshold,
-		Balances:     l.balances,
+		BalanceAfter:     b.Balance,
+		WasLow:           b.LowBalance,
+		IsLow:            b.LowBalance,
+		Threshold:        l.threshold,
+		ThresholdSetting: l.setting,
+		Balances:         l.balances,
 	}
 }
 
@@ -225,12 +229,13 @@ func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
 	balances := slices.Clone(l.balances)
 	balances[l.current] = Balance{Currency: l.currency, Balance: after, LowBalance: isLow}
 	return LedgerResult{
-		Applied:      true,
-		BalanceAfter: after,
-		WasLow:       before.LowBalance,
-		IsLow:        isLow,
-		Threshold:    l.threshold,
-		Balances:     balances,
+		Applied:          true,
+		BalanceAfter:     after,
+		WasLow:           before.LowBalance,
+		IsLow:            isLow,
+		Threshold:        l.threshold,
+		ThresholdSetting: l.setting,
+		Balances:         balances,
 	}, nil
 }
 
