@@ -44,11 +44,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	db, err := store.Open(context.Background(), storetest.New(t).URL, store.Options{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 8})
 	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)

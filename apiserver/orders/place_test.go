@@ -48,11 +48,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 16})
 	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)

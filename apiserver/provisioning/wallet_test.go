@@ -33,11 +33,7 @@ func rowVersions(t *testing.T, db *store.DB, account string) string {
 // a changed threshold or a new top-up does.
 func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 4})
 	prov := provisioning.New(db, nil)
 	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}

@@ -46,11 +46,7 @@ func readJob(ctx context.Context, t *testing.T, db *store.DB, kind string) jobRo
 // when a River upgrade changes the row its insert writes.
 func TestJobRowsMatchRiversOwn(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 4})
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -25,13 +25,9 @@ type wallet struct {
 func newWallet(t *testing.T, threshold string, balances map[string]int64) wallet {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 8})
 	var account uuid.UUID
-	err = db.Pool.QueryRow(ctx, `WITH p AS (INSERT INTO partners (namespace, name) VALUES ('ns', 'acme') RETURNING id)
+	err := db.Pool.QueryRow(ctx, `WITH p AS (INSERT INTO partners (namespace, name) VALUES ('ns', 'acme') RETURNING id)
 		INSERT INTO accounts (partner_id, environment, low_balance_threshold)
 		SELECT id, 'production', $1::numeric FROM p RETURNING id`,
 		threshold).Scan(&account)

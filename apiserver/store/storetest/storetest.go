@@ -131,6 +131,19 @@ func New(tb testing.TB) *Database {
 	return d
 }
 
+// Open creates a migrated database for one test, as New does, and opens it with opts; the pool
+// is closed, then the database dropped, when the test ends.
+func Open(tb testing.TB, opts store.Options) *store.DB {
+	tb.Helper()
+	url := New(tb).URL
+	db, err := store.Open(context.Background(), url, opts)
+	if err != nil {
+		tb.Fatalf("open test database: %v", err)
+	}
+	tb.Cleanup(db.Close)
+	return db
+}
+
 // Main runs a package's tests against one migrated database shared by the package, for use in
 // TestMain: os.Exit(storetest.Main(m, "orders", func(url string) { testDatabaseURL = url })).
 func Main(m *testing.M, prefix string, use func(url string)) int {
