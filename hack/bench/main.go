@@ -279,7 +279,8 @@ func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([
 	figure := fmt.Sprintf("B3 POST /orders, %d clients over %d partners", cfg.clients, cfg.funded)
 	return []row{
 		{figure + ": orders/s", orders.max, pgb.max, ">= 0.5x", orders.max >= 0.5*pgb.max},
-		{figure + ": p99 (ms)", orders.p99, pgb.p99, "<= 50 ms", orders.p99 <= 50},
+		// Both sides run the same clients closed-loop: their p99s are at the same concurrency.
+		{figure + ": p99 (ms)", orders.p99, pgb.p99, "<= 1.5x", orders.p99 <= latencyRatio*pgb.p99},
 		{figure + ": p50 (ms)", orders.p50, pgb.p50, "", true},
 	}, rss, nil
 }
@@ -313,7 +314,7 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		{"B1 GET /catalog/products, 3 filters", "/filtered", "b1-filtered"},
 		{"B2 GET /catalog/products/{code}", "/detail", "b2"},
 	} {
-		var oursRounds, baseRounds []result
+		var oursRounds, baseRounds, sameRateRounds []result
 		for round := range cfg.rounds {
 			progress("%s, round %d of %d", b.figure, round+1, cfg.rounds)
 			ours, err := cfg.profiled(ctx, prod, b.profile, round, func() (result, error) {
@@ -323,16 +324,21 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 				return nil, 0, err
 			}
 			oursRounds = append(oursRounds, ours)
-			baseRounds = append(baseRounds, measure(baseline+b.name, t.keys, cfg.duration))
+			base := measure(baseline+b.name, t.keys, cfg.duration)
+			baseRounds = append(baseRounds, base)
+			sameRateRounds = append(sameRateRounds,
+				measureAt(prod.base+paths[b.name], t.keys, base.max/2, cfg.duration))
 		}
-		ours, base := median(oursRounds), median(baseRounds)
+		ours, base, sameRate := median(oursRounds), median(baseRounds), median(sameRateRounds)
 		if b.name == "/list" {
 			listBaseline = base.max
 		}
 		rows = append(rows,
 			row{b.figure + ": req/s", ours.max, base.max, ">= 0.5x", ours.max >= 0.5*base.max},
-			row{b.figure + ": p99 at 50% load (ms)", ours.p99, base.p99, "<= 5 ms", ours.p99 <= 5},
-			row{b.figure + ": p50 at 50% load (ms)", ours.p50, base.p50, "", true})
+			row{b.figure + ": p99 at the baseline's 50% load (ms)", sameRate.p99, base.p99, "<= 1.5x",
+				sameRate.p99 <= latencyRatio*base.p99},
+			row{b.figure + ": p99 at our 50% load (ms)", ours.p99, base.p99, "", true},
+			row{b.figure + ": p50 at our 50% load (ms)", ours.p50, base.p50, "", true})
 	}
 	return rows, listBaseline, nil
 }
@@ -392,10 +398,11 @@ func sharedLimiterFigures(
 	}
 	return []row{
 		throughput,
-		{figure + ": req/s against the baseline counting in Redis", ours.max, base.max, "", true},
-		{figure + ": p99 at 50% load (ms)", ours.p99, base.p99, "<= 5 ms", ours.p99 <= 5},
-		{figure + ": p50 at 50% load (ms)", ours.p50, base.p50, "", true},
-		{figure + ": p99 at the baseline's 50% load (ms)", sameRate.p99, base.p99, "", true},
+		{figure + ": req/s against the baseline counting in Redis", ours.max, base.max, ">= 1.0x", ours.max >= base.max},
+		{figure + ": p99 at the baseline's 50% load (ms)", sameRate.p99, base.p99, "<= 1.5x",
+			sameRate.p99 <= latencyRatio*base.p99},
+		{figure + ": p99 at our 50% load (ms)", ours.p99, base.p99, "", true},
+		{figure + ": p50 at our 50% load (ms)", ours.p50, base.p50, "", true},
 	}, rss, nil
 }
 
@@ -428,6 +435,11 @@ func completionFigures(ctx context.Context, cfg config, t *tenants, binary strin
 		{"B4 placement to completed at 100 orders/s: p99 (ms)", p99, 0, "<= 250 ms", p99 <= 250},
 	}, rss, nil
 }
+
+// latencyRatio is how much longer than its same-run baseline's, at the same offered load, a p99
+// may be. On a machine whose CPUs the load generator, the servers, Redis and PostgreSQL share, an
+// absolute p99 moves from run to run; against a baseline measured in the same run, it does not.
+const latencyRatio = 1.5
 
 type row struct {
 	figure         string
