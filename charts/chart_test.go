@@ -346,6 +346,9 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
+		if o.GetKind() == "CustomResourceDefinition" && o.GetLabels()["app.kubernetes.io/part-of"] != "codeport" {
+			t.Errorf("CRD %s lacks app.kubernetes.io/part-of=codeport, which the README deletes CRDs by", o.GetName())
+		}
 		if o.GetKind() == "Namespace" {
 			continue
 		}

@@ -12,7 +12,14 @@ app.kubernetes.io/name: codeport
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: codeport
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* CRDs: `kubectl delete crd -l app.kubernetes.io/part-of=codeport` finds them. */}}
+{{- define "codeport.crdLabels" -}}
+{{ include "codeport.labels" . }}
+app.kubernetes.io/component: crds
 {{- end -}}
 
 {{- define "codeport.selector" -}}
