@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,9 +44,16 @@ func helmBinary(t *testing.T) string {
 	return h
 }
 
+// renderKubeVersion is the Kubernetes version helm template renders for unless a test says
+// otherwise: without a cluster, Helm 3 assumes 1.20, which the chart's kubeVersion refuses.
+const renderKubeVersion = "1.36.0"
+
 // helm runs the helm binary; it returns combined output and the error.
 func helm(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
+	if len(args) > 0 && args[0] == "template" && !slices.Contains(args, "--kube-version") {
+		args = append(args, "--kube-version", renderKubeVersion)
+	}
 	cmd := exec.Command(helmBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer

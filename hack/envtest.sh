@@ -15,7 +15,16 @@ DEST="${CACHE_ROOT}/${K8S_VERSION}-etcd${ETCD_VERSION}"
 
 log() { echo "envtest: $*" >&2; }
 
-if [[ -x "${DEST}/kube-apiserver" && -x "${DEST}/etcd" ]]; then
+# The chart's kubeVersion is checked against the version the API server reports, so the binary
+# carries its release version (a plain go build reports v0.0.0-master). One built before that is
+# built again, and replaced only once the new one is ready.
+build_apiserver=false
+if [[ ! -x "${DEST}/kube-apiserver" ]] ||
+  [[ "$("${DEST}/kube-apiserver" --version 2>/dev/null)" != "Kubernetes v${K8S_VERSION}" ]]; then
+  build_apiserver=true
+fi
+
+if [[ "${build_apiserver}" == false && -x "${DEST}/etcd" ]]; then
   echo "${DEST}"
   exit 0
 fi
@@ -26,7 +35,7 @@ trap 'rm -rf "${work}"' EXIT
 export GOFLAGS="-mod=mod"
 export CGO_ENABLED=0
 
-if [[ ! -x "${DEST}/kube-apiserver" ]]; then
+if [[ "${build_apiserver}" == true ]]; then
   log "building kube-apiserver v${K8S_VERSION} from source (takes a few minutes, once)"
   mkdir -p "${work}/apiserver"
   cd "${work}/apiserver"
@@ -43,7 +52,13 @@ if [[ ! -x "${DEST}/kube-apiserver" ]]; then
   done
   printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\nfunc main() {}\n' > tools.go
   go mod tidy >/dev/null 2>&1 || true
-  go build -trimpath -ldflags="-s -w" -o "${DEST}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
+  k8s_minor="${K8S_VERSION#*.}"
+  k8s_minor="${k8s_minor%%.*}"
+  version_pkg="k8s.io/component-base/version"
+  go build -trimpath -ldflags="-s -w -X ${version_pkg}.gitVersion=v${K8S_VERSION} \
+    -X ${version_pkg}.gitMajor=${K8S_VERSION%%.*} -X ${version_pkg}.gitMinor=${k8s_minor} \
+    -X ${version_pkg}.gitTreeState=clean" \
+    -o "${DEST}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   mv "${DEST}/kube-apiserver.tmp" "${DEST}/kube-apiserver"
 fi
 
