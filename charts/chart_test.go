@@ -104,10 +104,11 @@ func TestTemplate(t *testing.T) {
 		"defaults": {"", []string{
 			"Deployment/codeport-operator", "Deployment/codeport-production", "Deployment/codeport-sandbox",
 			"Service/codeport-production", "Service/codeport-sandbox", "Job/codeport-migrate", "ClusterRole/codeport-operator",
-			"ServiceAccount/codeport", "PodDisruptionBudget/codeport-production", "Role/codeport-leader-election",
+			"ServiceAccount/codeport", "Role/codeport-leader-election",
 		}},
 		"production": {"codeport/ci/production-values.yaml", []string{"HorizontalPodAutoscaler/codeport-production",
-			"Ingress/codeport-production", "Ingress/codeport-sandbox"}},
+			"Ingress/codeport-production", "Ingress/codeport-sandbox",
+			"PodDisruptionBudget/codeport-production", "PodDisruptionBudget/codeport-sandbox"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -84,3 +84,8 @@ seccompProfile:
 http://{{ include "codeport.fullname" .root }}-{{ .env }}.{{ .root.Release.Namespace }}.svc:{{ $api.service.port }}/v2
 {{- end -}}
 {{- end -}}
+
+{{/* The fewest pods an API Deployment runs: its replicas, or the autoscaler's minimum. */}}
+{{- define "codeport.minReplicas" -}}
+{{- if .autoscaling.enabled }}{{ .autoscaling.minReplicas }}{{ else }}{{ .replicas }}{{ end -}}
+{{- end -}}
