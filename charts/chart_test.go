@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -231,6 +232,13 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 // client and a kubeconfig file for helm.
 func startAPIServer(t *testing.T) (client.Client, string) {
 	t.Helper()
+	c, kubeconfig, _ := startAPIServerConfig(t)
+	return c, kubeconfig
+}
+
+// startAPIServerConfig is startAPIServer that also returns the administrator's REST config.
+func startAPIServerConfig(t *testing.T) (client.Client, string, *rest.Config) {
+	t.Helper()
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
 	}
@@ -255,11 +263,11 @@ func startAPIServer(t *testing.T) (client.Client, string) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = apiextensionsv1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(user.Config(), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, path
+	return c, path, user.Config()
 }
 
 // TestInstallUpgradeUninstall installs the chart into a real kube-apiserver. There are no

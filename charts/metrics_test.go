@@ -1,0 +1,157 @@
+package charts_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const serviceMonitorAPI = "--api-versions=monitoring.coreos.com/v1/ServiceMonitor"
+
+// servicePorts lists the port names of a rendered Service.
+func servicePorts(o *unstructured.Unstructured) []string {
+	ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
+	var names []string
+	for _, p := range ports {
+		names = append(names, p.(map[string]any)["name"].(string))
+	}
+	return names
+}
+
+// selectedServices lists the rendered Services a ServiceMonitor's selector matches.
+func selectedServices(t *testing.T, objs rendered, sm *unstructured.Unstructured) []string {
+	t.Helper()
+	raw, _, _ := unstructured.NestedMap(sm.Object, "spec", "selector")
+	var ls metav1.LabelSelector
+	if err := runtimeConvert(raw, &ls); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for key, o := range objs {
+		if o.GetKind() == "Service" && sel.Matches(labels.Set(o.GetLabels())) {
+			names = append(names, key)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestMetricsStayOffPartnerServices: the Services an Ingress or HTTPRoute exposes to partners
+// carry the API port only; metrics have Services of their own, which the (opt-in)
+// ServiceMonitors select, and nothing else.
+func TestMetricsStayOffPartnerServices(t *testing.T) {
+	objs := render(t, serviceMonitorAPI)
+	for _, env := range []string{"production", "sandbox"} {
+		partner := objs["Service/codeport-"+env]
+		if partner == nil || !slices.Equal(servicePorts(partner), []string{"http"}) {
+			t.Errorf("partner-facing Service codeport-%s: ports %v, want [http]", env, servicePorts(partner))
+		}
+		metrics := objs["Service/codeport-"+env+"-metrics"]
+		if metrics == nil || !slices.Equal(servicePorts(metrics), []string{"metrics"}) {
+			t.Fatalf("metrics Service codeport-%s-metrics: %v", env, metrics)
+		}
+		if metrics.GetLabels()["codeport.dev/service"] != "metrics" {
+			t.Errorf("codeport-%s-metrics labels: %v", env, metrics.GetLabels())
+		}
+	}
+	if op := objs["Service/codeport-operator-metrics"]; op == nil || op.GetLabels()["codeport.dev/service"] != "metrics" {
+		t.Fatalf("operator metrics Service: %v", op)
+	}
+	if sms := ofKind(objs, "ServiceMonitor"); len(sms) != 0 {
+		t.Errorf("ServiceMonitors rendered without serviceMonitor.enabled: %d", len(sms))
+	}
+	if objs["ClusterRoleBinding/codeport-metrics-reader"] != nil {
+		t.Error("metrics-reader bound to nobody in particular")
+	}
+
+	// Opted in, but the Prometheus Operator is not installed: nothing to render.
+	if sms := ofKind(render(t, "serviceMonitor.enabled=true"), "ServiceMonitor"); len(sms) != 0 {
+		t.Errorf("ServiceMonitors rendered without their CRD: %d", len(sms))
+	}
+
+	objs = render(t, serviceMonitorAPI, "serviceMonitor.enabled=true")
+	want := map[string][]string{
+		"ServiceMonitor/codeport-operator": {"Service/codeport-operator-metrics"},
+		"ServiceMonitor/codeport-api":      {"Service/codeport-production-metrics", "Service/codeport-sandbox-metrics"},
+	}
+	for name, services := range want {
+		sm := objs[name]
+		if sm == nil {
+			t.Fatalf("%s not rendered", name)
+		}
+		if got := selectedServices(t, objs, sm); !slices.Equal(got, services) {
+			t.Errorf("%s selects %v, want %v", name, got, services)
+		}
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for _, e := range endpoints {
+			port := e.(map[string]any)["port"].(string)
+			for _, svc := range services {
+				if !slices.Contains(servicePorts(objs[svc]), port) {
+					t.Errorf("%s scrapes port %q, which %s lacks", name, port, svc)
+				}
+			}
+		}
+	}
+}
+
+// TestPrometheusMayReadOperatorMetrics installs the chart with the Prometheus Operator's CRD and
+// asks the API server whether the service account named in the values may read the operator's
+// authenticated /metrics, as the operator itself asks on every scrape.
+func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
+	c, kubeconfig := startAPIServer(t)
+	installTestCRDs(t, c, "monitoring.coreos.com_servicemonitors.yaml")
+	ctx := context.Background()
+	values := []string{
+		"serviceMonitor.enabled=true",
+		"serviceMonitor.prometheusServiceAccount.name=prometheus-k8s",
+		"serviceMonitor.prometheusServiceAccount.namespace=monitoring",
+	}
+	// The ServiceMonitors match the Prometheus Operator's schema field for field.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	sms := ofKind(render(t, append(values, serviceMonitorAPI)...), "ServiceMonitor")
+	if len(sms) != 2 {
+		t.Fatalf("%d ServiceMonitors rendered", len(sms))
+	}
+	createStrictly(t, c, sms...)
+	// Installed, the chart finds the CRD by itself.
+	args := []string{"install", "codeport", chart, "-n", "codeport-system", "--no-hooks"}
+	for _, v := range values {
+		args = append(args, "--set", v)
+	}
+	if out, err := helm(t, helmEnv(t, kubeconfig), args...); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	for _, sm := range sms {
+		live := sm.DeepCopy()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sm), live); err != nil {
+			t.Errorf("ServiceMonitor %s not installed: %v", sm.GetName(), err)
+		}
+	}
+
+	for sa, want := range map[string]bool{"monitoring:prometheus-k8s": true, "monitoring:grafana": false} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  "system:serviceaccount:" + sa,
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:monitoring"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != want {
+			t.Errorf("%s may GET /metrics: %t, want %t (%s)", sa, sar.Status.Allowed, want, sar.Status.Reason)
+		}
+	}
+}
