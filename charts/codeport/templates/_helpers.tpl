@@ -75,10 +75,13 @@ seccompProfile:
       key: {{ .Values.codesKey.secretKey }}
 {{- end -}}
 
-{{/* Base URL of an environment's API, written into key Secrets by the operator. */}}
+{{/* Base URL of an environment's API, written into key Secrets by the operator: publicBaseUrl,
+else the chart's Ingress, else the in-cluster Service. */}}
 {{- define "codeport.baseURL" -}}
 {{- $api := index .root.Values.api .env -}}
-{{- if $api.ingress.enabled -}}
+{{- if $api.publicBaseUrl -}}
+{{ $api.publicBaseUrl }}
+{{- else if $api.ingress.enabled -}}
 {{ if $api.ingress.tlsSecretName }}https{{ else }}http{{ end }}://{{ $api.ingress.host }}/v2
 {{- else -}}
 http://{{ include "codeport.fullname" .root }}-{{ .env }}.{{ .root.Release.Namespace }}.svc:{{ $api.service.port }}/v2
