@@ -171,7 +171,10 @@ func TestWebhooksStayOffPrivateNetworks(t *testing.T) {
 func checkPodHardening(t *testing.T, o *unstructured.Unstructured) {
 	t.Helper()
 	path := []string{"spec", "template", "spec"}
-	if o.GetKind() == "Job" || o.GetKind() == "Deployment" {
+	if o.GetKind() == "Pod" {
+		path = []string{"spec"}
+	}
+	if o.GetKind() == "Job" || o.GetKind() == "Deployment" || o.GetKind() == "Pod" {
 		containers, _, _ := unstructured.NestedSlice(o.Object, append(path, "containers")...)
 		for _, c := range containers {
 			m := c.(map[string]any)
