@@ -138,8 +138,16 @@ $(GOLANGCI_LINT):
 	GOBIN=$(BIN_DIR) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .PHONY: docker-build
-docker-build: ## Build the container image (IMG=ghcr.io/codeport/codeport:dev).
+docker-build: ## Build the container image for this machine's platform (IMG=ghcr.io/codeport/codeport:dev).
 	docker build --build-arg VERSION=$(VERSION) -t $(or $(IMG),ghcr.io/codeport/codeport:$(VERSION)) .
+
+# The platforms of the published image; the chart tests check that the binary builds for each.
+PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: docker-buildx
+docker-buildx: ## Build and push the multi-platform image (IMG, PLATFORMS) with docker buildx.
+	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) \
+		-t $(or $(IMG),ghcr.io/codeport/codeport:$(VERSION)) --push .
 
 .PHONY: help
 help:
