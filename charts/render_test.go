@@ -116,3 +116,9 @@ func ofKind(objs rendered, kind string) []*unstructured.Unstructured {
 func runtimeConvert(raw map[string]any, into any) error {
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(raw, into)
 }
+
+// str reads a string field of an object ("" when absent or not a string).
+func str(o *unstructured.Unstructured, path ...string) string {
+	s, _, _ := unstructured.NestedString(o.Object, path...)
+	return s
+}

@@ -57,13 +57,53 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* The database URL, from the existing Secret. */}}
+{{/* The CloudNativePG Cluster of database.cnpg, its Pooler and the runtime role's Secret. */}}
+{{- define "codeport.cnpgCluster" -}}
+{{ include "codeport.fullname" . }}-db
+{{- end -}}
+
+{{- define "codeport.cnpgPooler" -}}
+{{ include "codeport.cnpgCluster" . }}-pooler
+{{- end -}}
+
+{{- define "codeport.cnpgRuntimeSecret" -}}
+{{ .Values.database.cnpg.runtimeCredentials.existingSecret | default (printf "%s-runtime" (include "codeport.cnpgCluster" .)) }}
+{{- end -}}
+
+{{/* The database the API and the operator use. With CloudNativePG: the runtime role (no DDL)
+through the Pooler, its credentials in PGUSER and PGPASSWORD, which the PostgreSQL driver reads
+when the URL names no user, so that no password is ever spelled into a URL. */}}
 {{- define "codeport.databaseEnv" -}}
+{{- if .Values.database.cnpg.enabled -}}
+{{- $secret := include "codeport.cnpgRuntimeSecret" . -}}
+{{- $host := ternary (include "codeport.cnpgPooler" .) (printf "%s-rw" (include "codeport.cnpgCluster" .)) .Values.database.cnpg.pooler.enabled -}}
+- name: PGUSER
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: username}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef: {name: {{ $secret }}, key: password}
+- name: CODEPORT_DATABASE_URL
+  value: "postgres://{{ $host }}.{{ .Release.Namespace }}.svc:5432/codeport?sslmode=require"
+{{- else -}}
 - name: CODEPORT_DATABASE_URL
   valueFrom:
     secretKeyRef:
       name: {{ .Values.database.existingSecret }}
       key: {{ .Values.database.secretKey }}
+{{- end -}}
+{{- end -}}
+
+{{/* The database the migration Job uses: with CloudNativePG, the owner's URL (DDL), straight to
+the primary. */}}
+{{- define "codeport.migrationDatabaseEnv" -}}
+{{- if .Values.database.cnpg.enabled -}}
+- name: CODEPORT_DATABASE_URL
+  valueFrom:
+    secretKeyRef: {name: {{ include "codeport.cnpgCluster" . }}-app, key: uri}
+{{- else -}}
+{{ include "codeport.databaseEnv" . }}
+{{- end -}}
 {{- end -}}
 
 {{/* The codes key: the API opens codes and webhook secrets with it, the operator seals webhook secrets. */}}
@@ -91,4 +131,18 @@ http://{{ include "codeport.fullname" .root }}-{{ .env }}.{{ .root.Release.Names
 {{/* The fewest pods an API Deployment runs: its replicas, or the autoscaler's minimum. */}}
 {{- define "codeport.minReplicas" -}}
 {{- if .autoscaling.enabled }}{{ .autoscaling.minReplicas }}{{ else }}{{ .replicas }}{{ end -}}
+{{- end -}}
+
+{{/* A map of configuration parameters with every value a string, as PostgreSQL's and PgBouncer's
+settings are in CloudNativePG: 200 becomes "200" (not "2e+02"), true "true". */}}
+{{- define "codeport.stringParameters" -}}
+{{- $out := dict -}}
+{{- range $k, $v := . -}}
+{{- if and (kindIs "float64" $v) (eq (float64 (int64 $v)) $v) -}}
+{{- $_ := set $out $k (printf "%d" (int64 $v)) -}}
+{{- else -}}
+{{- $_ := set $out $k (toString $v) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
