@@ -2,6 +2,9 @@ package charts_test
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation controller
@@ -137,5 +142,38 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 	}
 	if err := audrey.Delete(ctx, partner("team-a", "acme")); !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer deleting a Partner: %v, want Forbidden", err)
+	}
+}
+
+// TestKustomizeShipsTheChartsTeamRoles: a kustomize install gets the same aggregated roles as the
+// chart's release named codeport.
+func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
+	if err != nil {
+		t.Fatalf("kustomize: %v", err)
+	}
+	out, err := resMap.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomized := rendered{}
+	for _, o := range objects(t, string(out)) {
+		kustomized[o.GetKind()+"/"+o.GetName()] = o
+	}
+	chartObjs := render(t)
+	for _, name := range []string{"ClusterRole/codeport-edit", "ClusterRole/codeport-view"} {
+		k, c := kustomized[name], chartObjs[name]
+		if k == nil || c == nil {
+			t.Fatalf("%s: kustomize %v, chart %v", name, k != nil, c != nil)
+		}
+		if fmt.Sprint(k.Object["rules"]) != fmt.Sprint(c.Object["rules"]) {
+			t.Errorf("%s rules differ:\nkustomize %v\nchart     %v", name, k.Object["rules"], c.Object["rules"])
+		}
+		for key, v := range c.GetLabels() {
+			if strings.HasPrefix(key, "rbac.authorization.k8s.io/") && k.GetLabels()[key] != v {
+				t.Errorf("%s: kustomize lacks label %s=%s", name, key, v)
+			}
+		}
 	}
 }
