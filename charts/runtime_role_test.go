@@ -63,6 +63,14 @@ func TestCloudNativePGRuntimeRoleServesWithoutDDL(t *testing.T) {
 		status, _ := call(t, http.MethodGet, api+"/ping", key, "")
 		return key != "" && status == http.StatusOK, fmt.Sprintf("ping: %d", status)
 	})
+	// dev serves as soon as keys exist; the samples' top-ups may land a moment later.
+	poll.Until(t, time.Minute, "the sample wallet to be funded", func() (bool, string) {
+		running()
+		_, out := call(t, http.MethodGet, api+"/wallet", key, "")
+		var w struct{ Balances map[string]float64 }
+		_ = json.Unmarshal([]byte(out), &w)
+		return w.Balances["EUR"] > 0, out
+	})
 	for code, product := range map[string]string{"rt-ok": "99000000000001", "rt-refund": "99000000000003"} {
 		body := fmt.Sprintf(`{"externalOrderCode":%q,"currency":"EUR","orderProducts":[{"productCode":%q,"quantity":2}]}`,
 			code, product)
