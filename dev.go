@@ -32,8 +32,9 @@ func newDevCommand() *cobra.Command {
 		Long: `Run both environments' APIs, the fulfilment workers and a database in one process.
 Without --database-url an embedded PostgreSQL (the locally installed binaries) keeps its data in
 the state directory. The Partner, Catalog, ApiKey and Wallet manifests in --manifests are
-provisioned the way the operator would; the keys they ask for are written to
-<state-dir>/credentials.json and stay the same across restarts.`,
+admitted as the cluster admits them (the CRDs' schemas, CEL rules and defaults; dev refuses to
+start on a manifest the cluster would refuse) and provisioned the way the operator would; the keys
+they ask for are written to <state-dir>/credentials.json and stay the same across restarts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), devOptions{databaseURL: databaseURL, manifests: manifests,
@@ -67,7 +68,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	m, err := devenv.LoadManifests(opts.manifests)
+	m, err := devenv.LoadManifests(ctx, opts.manifests)
 	if err != nil {
 		return err
 	}

@@ -312,3 +312,49 @@ func topLevelKeys(line string) (map[string]int, error) {
 	}
 	return keys, nil
 }
+
+// TestDevRefusesManifestsTheClusterWouldRefuse: `codeport dev` stops before it starts anything
+// when a manifest would be refused by the cluster, naming the file, the document and what the API
+// server says about it, in kubectl's words.
+func TestDevRefusesManifestsTheClusterWouldRefuse(t *testing.T) {
+	dir := t.TempDir()
+	manifests := `apiVersion: codeport.dev/v1alpha1
+kind: Partner
+metadata: {name: acme, namespace: partners}
+spec: {displayName: Acme, contactEmail: ops@acme.example}
+---
+apiVersion: codeport.dev/v1alpha1
+kind: Partner
+metadata: {name: globex, namespace: partners}
+spec:
+  displayName: Globex
+  rateLimit: {requestsPerMinute: 2000000}
+`
+	if err := os.WriteFile(filepath.Join(dir, "partners.yaml"), []byte(manifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	// Nothing listens on port 1: were the manifests admitted, dev would fail connecting instead.
+	root.SetArgs([]string{"dev", "--manifests", dir, "--state-dir", t.TempDir(),
+		"--database-url", "postgres://codeport@127.0.0.1:1/codeport?connect_timeout=1"})
+	err := root.ExecuteContext(context.Background())
+	if err == nil {
+		t.Fatal("dev started with a manifest the cluster refuses")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		filepath.Join(dir, "partners.yaml") + ` (document 2): The Partner "globex" is invalid: `,
+		"* spec.contactEmail: Required value\n",
+		"* spec.rateLimit.requestsPerMinute: Invalid value: 2000000: " +
+			"spec.rateLimit.requestsPerMinute in body should be less than or equal to 1000000\n",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "document 1") || out.Len() > 0 {
+		t.Errorf("error: %s\noutput: %s", msg, out.String())
+	}
+}

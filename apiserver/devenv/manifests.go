@@ -3,6 +3,7 @@ package devenv
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,10 +13,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/config/crd"
+	"github.com/codeport/codeport/internal/crdvalidation"
 )
 
 // Manifests are the resources `codeport dev` provisions, as a cluster would hold them.
@@ -33,7 +38,20 @@ type Manifests struct {
 // LoadManifests reads every .yaml/.yml/.json file of dir (not recursively), multi-document
 // YAML included. Documents without a kind (kustomization.yaml) are ignored; other kinds are
 // reported in Skipped.
-func LoadManifests(dir string) (*Manifests, error) {
+//
+// Documents of the API groups of the CRDs (config/crd) are admitted as the cluster admits them on
+// `kubectl apply` (crdvalidation) and kept as it would store them, defaults applied. When the
+// cluster would refuse any, the error reports each, as a *DocumentError, in kubectl's words; a
+// document without a namespace is in "default", as kubectl without --namespace puts it.
+func LoadManifests(ctx context.Context, dir string) (*Manifests, error) {
+	crds, err := crd.Definitions()
+	if err != nil {
+		return nil, err
+	}
+	validator, err := crdvalidation.New(crds)
+	if err != nil {
+		return nil, fmt.Errorf("prepare CRD validation: %w", err)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("read manifests: %w", err)
@@ -46,21 +64,49 @@ func LoadManifests(dir string) (*Manifests, error) {
 		}
 	}
 	sort.Strings(files)
-	m := &Manifests{}
+	l := &loader{validator: validator, manifests: &Manifests{}}
 	for _, f := range files {
-		if err := m.loadFile(f); err != nil {
+		if err := l.loadFile(ctx, f); err != nil {
 			return nil, err
 		}
 	}
-	return m, nil
+	if len(l.refused) > 0 {
+		return nil, fmt.Errorf("the cluster would refuse %d of the manifests in %s:\n%w",
+			len(l.refused), dir, errors.Join(l.refused...))
+	}
+	return l.manifests, nil
 }
 
-func (m *Manifests) loadFile(path string) error {
+// DocumentError is a manifest document the cluster would refuse.
+type DocumentError struct {
+	// File is the manifest file's path, the directory given to LoadManifests included.
+	File string
+	// Document is the 1-based position of the document among the file's non-empty documents.
+	Document int
+	// Err is the API server's answer (see crdvalidation.Validator.Create).
+	Err error
+}
+
+func (e *DocumentError) Error() string {
+	return fmt.Sprintf("%s (document %d): %s", e.File, e.Document, crdvalidation.KubectlMessage(e.Err))
+}
+
+func (e *DocumentError) Unwrap() error { return e.Err }
+
+// loader collects the manifests of LoadManifests and the documents the cluster would refuse.
+type loader struct {
+	validator *crdvalidation.Validator
+	manifests *Manifests
+	refused   []error
+}
+
+func (l *loader) loadFile(ctx context.Context, path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	index := 0
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
@@ -69,65 +115,88 @@ func (m *Manifests) loadFile(path string) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if len(bytes.TrimSpace(doc)) == 0 {
+		// Blank and comment-only chunks (a leading "---", a file header) are no documents.
+		var content any
+		if err := yaml.Unmarshal(doc, &content); err != nil {
+			return fmt.Errorf("%s (document %d): %w", path, index+1, err)
+		}
+		if content == nil {
 			continue
 		}
-		if err := m.add(path, doc); err != nil {
+		index++
+		if err := l.add(ctx, path, index, doc); err != nil {
 			return err
 		}
 	}
 }
 
-func (m *Manifests) add(path string, doc []byte) error {
+func (l *loader) add(ctx context.Context, path string, index int, doc []byte) error {
 	var meta struct {
 		APIVersion string `json:"apiVersion"`
 		Kind       string `json:"kind"`
 	}
 	if err := yaml.Unmarshal(doc, &meta); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s (document %d): %w", path, index, err)
 	}
+	group := strings.SplitN(meta.APIVersion, "/", 2)[0]
+	if meta.Kind == "" || group == "kustomize.config.k8s.io" {
+		// kustomization.yaml sits beside the manifests; it is not a resource.
+		return nil
+	}
+	stored, err := l.admit(ctx, doc)
+	var refused *DocumentError
+	if errors.As(err, &refused) {
+		refused.File, refused.Document = path, index
+		l.refused = append(l.refused, refused)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s (document %d): %w", path, index, err)
+	}
+	return l.manifests.keep(path, index, meta.APIVersion, meta.Kind, stored)
+}
+
+// keep adds an admitted document (JSON) to the manifests of its kind.
+func (m *Manifests) keep(path string, index int, apiVersion, kind string, stored []byte) error {
+	group := strings.SplitN(apiVersion, "/", 2)[0]
 	strict := func(into any) error {
-		if err := yaml.UnmarshalStrict(doc, into); err != nil {
-			return fmt.Errorf("%s: %s: %w", path, meta.Kind, err)
+		if err := yaml.UnmarshalStrict(stored, into); err != nil {
+			return fmt.Errorf("%s (document %d): %s: %w", path, index, kind, err)
 		}
 		return nil
 	}
-	group := strings.SplitN(meta.APIVersion, "/", 2)[0]
 	switch {
-	case meta.Kind == "" || group == "kustomize.config.k8s.io":
-		// kustomization.yaml sits beside the manifests; it is not a resource.
-		return nil
-	case group == v1alpha1.GroupVersion.Group && meta.Kind == "Partner":
+	case group == v1alpha1.GroupVersion.Group && kind == "Partner":
 		var o v1alpha1.Partner
 		if err := strict(&o); err != nil {
 			return err
 		}
 		m.Partners = append(m.Partners, o)
-	case group == v1alpha1.GroupVersion.Group && meta.Kind == "Catalog":
+	case group == v1alpha1.GroupVersion.Group && kind == "Catalog":
 		var o v1alpha1.Catalog
 		if err := strict(&o); err != nil {
 			return err
 		}
 		m.Catalogs = append(m.Catalogs, o)
-	case group == v1alpha1.GroupVersion.Group && meta.Kind == "ApiKey":
+	case group == v1alpha1.GroupVersion.Group && kind == "ApiKey":
 		var o v1alpha1.ApiKey
 		if err := strict(&o); err != nil {
 			return err
 		}
 		m.ApiKeys = append(m.ApiKeys, o)
-	case group == v1alpha1.GroupVersion.Group && meta.Kind == "Wallet":
+	case group == v1alpha1.GroupVersion.Group && kind == "Wallet":
 		var o v1alpha1.Wallet
 		if err := strict(&o); err != nil {
 			return err
 		}
 		m.Wallets = append(m.Wallets, o)
-	case meta.APIVersion == "v1" && meta.Kind == "ConfigMap":
+	case apiVersion == "v1" && kind == "ConfigMap":
 		var o corev1.ConfigMap
 		if err := strict(&o); err != nil {
 			return err
 		}
 		m.ConfigMaps = append(m.ConfigMaps, o)
-	case meta.APIVersion == "v1" && meta.Kind == "Secret":
+	case apiVersion == "v1" && kind == "Secret":
 		var o corev1.Secret
 		if err := strict(&o); err != nil {
 			return err
@@ -140,7 +209,32 @@ func (m *Manifests) add(path string, doc []byte) error {
 		}
 		m.Secrets = append(m.Secrets, o)
 	default:
-		m.Skipped = append(m.Skipped, fmt.Sprintf("%s: %s %s", filepath.Base(path), meta.APIVersion, meta.Kind))
+		m.Skipped = append(m.Skipped, fmt.Sprintf("%s: %s %s", filepath.Base(path), apiVersion, kind))
 	}
 	return nil
+}
+
+// admit returns doc, as JSON, the way the cluster would store it: in namespace "default" when it
+// names none and, for the kinds of the CRDs, admitted by the validator, which refuses it with a
+// *DocumentError.
+func (l *loader) admit(ctx context.Context, doc []byte) ([]byte, error) {
+	// Strict: a key given twice is refused rather than silently overridden by the last.
+	raw, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(raw); err != nil {
+		return nil, err
+	}
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(metav1.NamespaceDefault)
+	}
+	if l.validator.ServesGroup(obj.GroupVersionKind().Group) {
+		obj, err = l.validator.Create(ctx, obj)
+		if err != nil {
+			return nil, &DocumentError{Err: err}
+		}
+	}
+	return obj.MarshalJSON()
 }
