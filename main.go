@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -187,4 +188,19 @@ func newMigrateStatusCommand(withMigrator withMigratorFunc) *cobra.Command {
 			})
 		},
 	}
+}
+
+// requireSchema refuses to start on a database whose schema is older than this binary's (see
+// store.CheckSchema) and warns about a newer one, which is expected only while an upgrade rolls
+// out or after a rollback.
+func requireSchema(ctx context.Context, db *store.DB, log *slog.Logger) error {
+	have, need, err := store.CheckSchema(ctx, db.Pool)
+	if err != nil {
+		return err
+	}
+	if have > need {
+		log.Warn("database schema is newer than this binary: fine while an upgrade rolls out, "+
+			"otherwise run the newer codeport", slog.Int64("schema_version", have), slog.Int64("binary_schema_version", need))
+	}
+	return nil
 }

@@ -358,3 +358,63 @@ spec:
 		t.Errorf("error: %s\noutput: %s", msg, out.String())
 	}
 }
+
+// TestRefusesUnmigratedSchema: serve and operator started against a database that was never
+// migrated, or is a migration behind, stop at once with one line that says what to run.
+func TestRefusesUnmigratedSchema(t *testing.T) {
+	ctx := context.Background()
+	d, err := storetest.Create(ctx, t.Name(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Drop(context.Background()) })
+	need, err := store.LatestSchemaVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands := map[string][]string{
+		"serve": {"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "", "--redis-url", "",
+			"--database-url", d.URL, "--codes-key", strings.Repeat("ab", 32)},
+		"operator": {"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+			"--database-url", d.URL, "--codes-key", strings.Repeat("ab", 32)},
+	}
+	check := func(have int64) {
+		t.Helper()
+		want := fmt.Sprintf("database schema is at version %d, this binary needs %d: run `codeport migrate up`", have, need)
+		for name, args := range commands {
+			root := newRootCommand()
+			root.SetOut(io.Discard)
+			root.SetErr(io.Discard)
+			root.SetArgs(args)
+			runCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := root.ExecuteContext(runCtx)
+			cancel()
+			if err == nil || err.Error() != want {
+				t.Errorf("%s on schema version %d: %v\nwant: %s", name, have, err, want)
+			}
+		}
+	}
+	check(0)
+
+	db, err := store.Open(ctx, d.URL, store.Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	m, err := store.NewMigrator(db.SQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	previous, err := m.Down(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := m.Version(ctx)
+	if err != nil || have >= previous {
+		t.Fatalf("version after one step down: %d, %v", have, err)
+	}
+	check(have)
+}

@@ -54,6 +54,16 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			}
 			handler := slog.NewJSONHandler(os.Stderr, nil)
 			ctrl.SetLogger(logr.FromSlogHandler(handler))
+			// The database comes first: an unmigrated schema is one clear line, before anything
+			// else can fail on it.
+			db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := requireSchema(cmd.Context(), db, slog.New(handler)); err != nil {
+				return err
+			}
 			restConfig, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("kubeconfig: %w", err)
@@ -86,11 +96,6 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return fmt.Errorf("create manager: %w", err)
 			}
-			db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
-			if err != nil {
-				return err
-			}
-			defer db.Close()
 			err = controllers.Setup(mgr, controllers.Options{
 				Provisioner: provisioning.New(db, cipher),
 				Metrics:     crmetrics.Registry,

@@ -79,6 +79,9 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			defer db.Close()
+			if err := requireSchema(ctx, db, log); err != nil {
+				return err
+			}
 			limiter, closeLimiter, err := newLimiter(redisURL, log)
 			if err != nil {
 				return err

@@ -182,3 +182,55 @@ func TestSchemaConstraints(t *testing.T) {
 		t.Errorf("balance = %d, %v; want 1000 untouched by the rejected statements", balance, err)
 	}
 }
+
+// TestCheckSchema: an empty or older schema is refused with the versions named, the current one
+// passes, and a newer one (a rolling upgrade's old pods) passes and says it is ahead. The check
+// only reads: the empty database stays without goose's version table.
+func TestCheckSchema(t *testing.T) {
+	ctx := context.Background()
+	db, m := openEmpty(t)
+	newest, err := store.LatestSchemaVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(want int64) {
+		t.Helper()
+		_, _, err := store.CheckSchema(ctx, db.Pool)
+		var behind *store.SchemaBehindError
+		if !errors.As(err, &behind) || behind.Have != want || behind.Need != newest {
+			t.Fatalf("CheckSchema at version %d: %v", want, err)
+		}
+	}
+	refused(0)
+	if tableExists(t, db, "codeport_schema_versions") {
+		t.Fatal("the check created goose's version table")
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	statuses, err := m.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := statuses[len(statuses)-1].Version; last != newest {
+		t.Fatalf("LatestSchemaVersion = %d; the newest embedded migration is %d", newest, last)
+	}
+	if have, need, err := store.CheckSchema(ctx, db.Pool); err != nil || have != need {
+		t.Fatalf("CheckSchema after up: %d, %d, %v", have, need, err)
+	}
+	if _, err := m.Down(ctx); err != nil {
+		t.Fatal(err)
+	}
+	refused(statuses[len(statuses)-2].Version)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A newer binary migrated the database further.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO codeport_schema_versions (version_id, is_applied) VALUES ($1, true)`,
+		newest+1); err != nil {
+		t.Fatal(err)
+	}
+	if have, need, err := store.CheckSchema(ctx, db.Pool); err != nil || have != newest+1 || need != newest {
+		t.Fatalf("CheckSchema on a newer schema: %d, %d, %v", have, need, err)
+	}
+}
