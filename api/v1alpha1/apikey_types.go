@@ -73,8 +73,10 @@ type ApiKeyStatus struct {
 // +kubebuilder:printcolumn:name="Partner",type=string,JSONPath=`.spec.partnerRef.name`
 // +kubebuilder:printcolumn:name="Environment",type=string,JSONPath=`.spec.environment`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.spec.secretName`
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.keyPrefix`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ApiKey struct { //nolint:revive // the kind is named ApiKey in the CRD contract
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -166,7 +166,7 @@ type PartnerStatus struct {
 // and production, each with its keys, wallet and orders.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=ptn,categories=codeport
+// +kubebuilder:resource:shortName={cpptn,ptn},categories=codeport
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Catalog",type=string,JSONPath=`.spec.catalogRef.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
