@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -31,6 +32,7 @@ type CatalogReconciler struct {
 	// ConfigMaps.
 	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
+	Recorder    events.EventRecorder
 	Options     Options
 }
 
@@ -45,7 +47,8 @@ func (r *CatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return withFinalizer(ctx, r.Client, &c,
+	before := outcomeOf(&c)
+	result, err := withFinalizer(ctx, r.Client, &c,
 		func(ctx context.Context) error {
 			if err := r.Provisioner.DeleteCatalog(ctx, c.Namespace, c.Name); err != nil {
 				return fmt.Errorf("delete catalog: %w", err)
@@ -54,6 +57,8 @@ func (r *CatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &c) },
 		func() { c.Status.ObservedGeneration = c.Generation })
+	recordOutcome(r.Recorder, before, &c)
+	return result, err
 }
 
 func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctrl.Result, error) {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -31,6 +32,7 @@ type PartnerReconciler struct {
 	// the cache; its changes arrive through the metadata-only watch of referenced Secrets.
 	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
+	Recorder    events.EventRecorder
 	Options     Options
 }
 
@@ -46,7 +48,8 @@ func (r *PartnerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return withFinalizer(ctx, r.Client, &p,
+	before := outcomeOf(&p)
+	result, err := withFinalizer(ctx, r.Client, &p,
 		func(ctx context.Context) error {
 			if err := r.Provisioner.RetirePartner(ctx, p.Namespace, p.Name); err != nil {
 				return fmt.Errorf("suspend accounts and revoke keys: %w", err)
@@ -55,6 +58,8 @@ func (r *PartnerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		},
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &p) },
 		func() { p.Status.ObservedGeneration = p.Generation })
+	recordOutcome(r.Recorder, before, &p)
+	return result, err
 }
 
 func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctrl.Result, error) {

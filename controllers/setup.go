@@ -91,11 +91,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	reader := mgr.GetAPIReader()
-	catalogs := &CatalogReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}
+	catalogs := &CatalogReconciler{
+		Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,
+	}
 	if err := catalogs.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("catalog controller: %w", err)
 	}
-	partners := &PartnerReconciler{Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Options: opts}
+	partners := &PartnerReconciler{
+		Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,
+	}
 	if err := partners.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("partner controller: %w", err)
 	}
@@ -114,7 +118,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger)); err != nil {
 		return fmt.Errorf("ledger follower: %w", err)
 	}
-	wallets := &WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}
+	wallets := &WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}
 	if err := wallets.SetupWithManager(mgr, ledger); err != nil {
 		return fmt.Errorf("wallet controller: %w", err)
 	}

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +32,7 @@ import (
 type WalletReconciler struct {
 	client.Client
 	Provisioner *provisioning.Provisioner
+	Recorder    events.EventRecorder
 	Options     Options
 }
 
@@ -46,9 +49,12 @@ func (r *WalletReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !w.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	return applyWithStatus(ctx, r.Client, &w,
+	before := outcomeOf(&w)
+	result, err := applyWithStatus(ctx, r.Client, &w,
 		func(ctx context.Context) (ctrl.Result, error) { return r.apply(ctx, &w) },
 		func() { w.Status.ObservedGeneration = w.Generation })
+	recordOutcome(r.Recorder, before, &w)
+	return result, err
 }
 
 func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.Result, error) {
@@ -67,6 +73,7 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 			v1alpha1.ReasonReconcileError, err.Error())
 		return ctrl.Result{}, err
 	}
+	r.recordTopUps(w, res.NewlyApplied)
 	w.Status.Balances = res.Balances
 	w.Status.LowBalance = res.LowBalance
 	w.Status.AppliedTopUps = int32(min(res.Applied, 1<<30)) //nolint:gosec // bounded just above
@@ -91,6 +98,22 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 	setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, true,
 		v1alpha1.ReasonReconciled, "Wallet in service")
 	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+}
+
+// recordTopUps records a Normal event per top-up this reconcile credited: money moved, and the
+// Wallet's history should say when and how much.
+func (r *WalletReconciler) recordTopUps(w *v1alpha1.Wallet, ids []string) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, id := range ids {
+		for _, t := range w.Spec.TopUps {
+			if t.ID == id {
+				r.Recorder.Eventf(w, nil, corev1.EventTypeNormal, eventTopUpApplied, "TopUp",
+					"Top-up %s credited %s %s", t.ID, t.Amount, t.Currency)
+			}
+		}
+	}
 }
 
 // SetupWithManager watches Wallets, their Partners, and ledger changes.
