@@ -418,3 +418,17 @@ func TestRefusesUnmigratedSchema(t *testing.T) {
 	}
 	check(have)
 }
+
+// TestWatchNamespacesRejectsNonNamespaces: a typo in --watch-namespaces stops the operator at
+// start rather than leaving a namespace silently unreconciled.
+func TestWatchNamespacesRejectsNonNamespaces(t *testing.T) {
+	root := newRootCommand()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"operator", "--database-url", "postgres://nowhere.invalid/codeport",
+		"--codes-key", strings.Repeat("ab", 32), "--watch-namespaces", "partners,Team_B"})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), `--watch-namespaces: "Team_B" is not a namespace name`) {
+		t.Fatalf("operator with a bad namespace: %v", err)
+	}
+}

@@ -6,12 +6,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -26,10 +29,8 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		databaseURL, codesKey, metricsAddr, probeAddr, kubeconfig  string
-		sandboxBaseURL, productionBaseURL, leaderElectionNamespace string
-		leaderElect, secureMetrics, cacheAllSecrets                bool
-		leaseDuration, renewDeadline, retryPeriod                  time.Duration
+		databaseURL, codesKey, kubeconfig, sandboxBaseURL, productionBaseURL string
+		m                                                                    managerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -45,6 +46,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			}
 			cipher, err := loadCipher(codesKey)
 			if err != nil {
+				return err
+			}
+			if err := checkNamespaces(m.watchNamespaces); err != nil {
 				return err
 			}
 			if kubeconfig != "" {
@@ -68,37 +72,14 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return fmt.Errorf("kubeconfig: %w", err)
 			}
-			scheme := runtime.NewScheme()
-			if err := clientgoscheme.AddToScheme(scheme); err != nil {
-				return err
-			}
-			if err := v1alpha1.AddToScheme(scheme); err != nil {
-				return err
-			}
-			metrics := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics}
-			if secureMetrics {
-				// Scrapers authenticate with a token and need RBAC on /metrics.
-				metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
-			}
-			mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-				Scheme:                        scheme,
-				Metrics:                       metrics,
-				HealthProbeBindAddress:        probeAddr,
-				Cache:                         controllers.CacheOptions(cacheAllSecrets),
-				LeaderElection:                leaderElect,
-				LeaderElectionID:              "operator.codeport.dev",
-				LeaderElectionNamespace:       leaderElectionNamespace,
-				LeaderElectionReleaseOnCancel: true,
-				LeaseDuration:                 &leaseDuration,
-				RenewDeadline:                 &renewDeadline,
-				RetryPeriod:                   &retryPeriod,
-			})
+			mgr, err := newManager(restConfig, &m)
 			if err != nil {
-				return fmt.Errorf("create manager: %w", err)
+				return err
 			}
 			err = controllers.Setup(mgr, controllers.Options{
-				Provisioner: provisioning.New(db, cipher),
-				Metrics:     crmetrics.Registry,
+				Provisioner:     provisioning.New(db, cipher),
+				Metrics:         crmetrics.Registry,
+				WatchNamespaces: m.watchNamespaces,
 				BaseURLs: map[string]string{
 					store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
 				},
@@ -119,25 +100,81 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	databaseURLFlag(cmd, &databaseURL)
 	codesKeyFlag(f, &codesKey)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
-	f.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
-	f.DurationVar(&leaseDuration, "leader-elect-lease-duration", 15*time.Second,
+	f.BoolVar(&m.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")
+	f.DurationVar(&m.leaseDuration, "leader-elect-lease-duration", 15*time.Second,
 		"how long a leader's lease lasts without renewal: the longest a SIGKILLed leader delays its successor")
-	f.DurationVar(&renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+	f.DurationVar(&m.renewDeadline, "leader-elect-renew-deadline", 10*time.Second,
 		"how long the leader keeps trying to renew before it gives up leadership (less than the lease duration)")
-	f.DurationVar(&retryPeriod, "leader-elect-retry-period", 2*time.Second,
+	f.DurationVar(&m.retryPeriod, "leader-elect-retry-period", 2*time.Second,
 		"how often candidates try to acquire or renew the lease")
-	f.BoolVar(&cacheAllSecrets, "cache-all-secrets", false,
+	f.BoolVar(&m.cacheAllSecrets, "cache-all-secrets", false,
 		"benchmark baseline only: cache every Secret and ConfigMap of the cluster in full")
 	_ = f.MarkHidden("cache-all-secrets")
-	f.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
+	f.StringVar(&m.leaderElectionNamespace, "leader-election-namespace", "",
 		"namespace of the leader-election Lease (default: the pod's own namespace; required outside a cluster)")
-	f.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (\"0\" disables it)")
-	f.BoolVar(&secureMetrics, "metrics-secure", true,
+	f.StringSliceVar(&m.watchNamespaces, "watch-namespaces", nil,
+		"comma-separated namespaces whose resources are reconciled (default: all); "+
+			"the operator then needs RBAC in those namespaces only")
+	f.StringVar(&m.metricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (\"0\" disables it)")
+	f.BoolVar(&m.secureMetrics, "metrics-secure", true,
 		"serve metrics over HTTPS, authenticated and authorised by the API server")
-	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.StringVar(&m.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	f.StringVar(&sandboxBaseURL, "sandbox-base-url", "",
 		"sandbox API base URL written into key Secrets (baseUrl), e.g. https://sandbox.api.example/v2")
 	f.StringVar(&productionBaseURL, "production-base-url", "",
 		"production API base URL written into key Secrets (baseUrl)")
 	return cmd
+}
+
+// checkNamespaces rejects --watch-namespaces entries that cannot be namespaces, so that a typo
+// fails at start instead of leaving a namespace silently unreconciled.
+func checkNamespaces(namespaces []string) error {
+	for _, ns := range namespaces {
+		if problems := validation.IsDNS1123Label(ns); len(problems) > 0 {
+			return fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(problems, "; "))
+		}
+	}
+	return nil
+}
+
+// managerFlags are the operator's flags that shape its manager.
+type managerFlags struct {
+	metricsAddr, probeAddr, leaderElectionNamespace string
+	leaderElect, secureMetrics, cacheAllSecrets     bool
+	leaseDuration, renewDeadline, retryPeriod       time.Duration
+	watchNamespaces                                 []string
+}
+
+// newManager builds the operator's manager: its scheme, metrics, probes, leader election and
+// caches (limited to --watch-namespaces when given).
+func newManager(restConfig *rest.Config, m *managerFlags) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	metrics := metricsserver.Options{BindAddress: m.metricsAddr, SecureServing: m.secureMetrics}
+	if m.secureMetrics {
+		// Scrapers authenticate with a token and need RBAC on /metrics.
+		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metrics,
+		HealthProbeBindAddress:        m.probeAddr,
+		Cache:                         controllers.CacheOptions(m.cacheAllSecrets, m.watchNamespaces...),
+		LeaderElection:                m.leaderElect,
+		LeaderElectionID:              "operator.codeport.dev",
+		LeaderElectionNamespace:       m.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &m.leaseDuration,
+		RenewDeadline:                 &m.renewDeadline,
+		RetryPeriod:                   &m.retryPeriod,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	return mgr, nil
 }

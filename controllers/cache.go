@@ -36,11 +36,15 @@ const (
 )
 
 // CacheOptions are the manager's cache options: Secrets and ConfigMaps only with the operator's
-// label, managedFields stripped. operator.go and the controller tests build their manager with
-// them. everything caches every Secret and ConfigMap of the cluster in full: it exists only as
-// the memory benchmark's baseline.
-func CacheOptions(everything bool) cache.Options {
-	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+// label, managedFields stripped, and with namespaces given only those namespaces (see
+// WatchNamespaces). operator.go and the controller tests build their manager with them.
+// everything caches every Secret and ConfigMap of the cluster in full: it exists only as the
+// memory benchmark's baseline.
+func CacheOptions(everything bool, namespaces ...string) cache.Options {
+	opts := cache.Options{
+		DefaultTransform:  cache.TransformStripManagedFields(),
+		DefaultNamespaces: namespaceScope(namespaces),
+	}
 	if everything {
 		return opts
 	}
@@ -62,9 +66,9 @@ type referenceCache struct{ cache.Cache }
 // GetCache makes the manager start it with its caches and wait for it to sync.
 func (c referenceCache) GetCache() cache.Cache { return c.Cache }
 
-func newReferenceCache(mgr ctrl.Manager) (referenceCache, error) {
+func newReferenceCache(mgr ctrl.Manager, namespaces []string) (referenceCache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		DefaultTransform: minimalMetadata})
+		DefaultTransform: minimalMetadata, DefaultNamespaces: namespaceScope(namespaces)})
 	if err != nil {
 		return referenceCache{}, fmt.Errorf("reference cache: %w", err)
 	}
@@ -73,6 +77,21 @@ func newReferenceCache(mgr ctrl.Manager) (referenceCache, error) {
 		return referenceCache{}, fmt.Errorf("reference cache: %w", err)
 	}
 	return rc, nil
+}
+
+// namespaceScope limits a cache to namespaces; none leaves it cluster-wide. Each cache of the
+// operator is limited the same way, so that in namespaced mode it lists and watches only where
+// its Roles allow it to: an informer outside them would fail to list, and its controller would
+// never start.
+func namespaceScope(namespaces []string) map[string]cache.Config {
+	if len(namespaces) == 0 {
+		return nil
+	}
+	scope := make(map[string]cache.Config, len(namespaces))
+	for _, ns := range namespaces {
+		scope[ns] = cache.Config{}
+	}
+	return scope
 }
 
 // minimalMetadata keeps of an object's metadata only what identifies it and its version.

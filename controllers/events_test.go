@@ -52,7 +52,8 @@ func waitEvent(t *testing.T, ns, kind, name, prefix string) {
 func TestEventsRecordChanges(t *testing.T) {
 	ns := namespace(t)
 	onboard(t, ns)
-	waitEvent(t, ns, "Partner", "acme", "Normal Applied: Generation 1 applied: Sandbox and production accounts provisioned")
+	waitEvent(t, ns, "Partner", "acme",
+		"Normal Applied: Generation 1 applied: Sandbox and production accounts provisioned")
 	waitEvent(t, ns, "Catalog", "eu", "Normal Applied: Generation 1 applied: 2 products in service")
 
 	w := &v1alpha1.Wallet{

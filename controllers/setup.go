@@ -48,6 +48,10 @@ type Options struct {
 	ConflictRetry time.Duration
 	// Concurrency is how many resources of one kind reconcile at once.
 	Concurrency int
+	// WatchNamespaces, when set, are the only namespaces the operator reconciles (namespaced
+	// mode); the manager's cache must be limited to the same ones (CacheOptions). Empty is
+	// cluster-wide.
+	WatchNamespaces []string
 	// Metrics receives the operator's own instruments (keys issued, rotated, revoked); nil
 	// registers nothing. Reconcile errors by kind come with controller-runtime's metrics.
 	Metrics prometheus.Registerer
@@ -86,7 +90,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
 	prov := opts.Provisioner
 	recorder := mgr.GetEventRecorder(eventRecorderName)
-	refs, err := newReferenceCache(mgr)
+	refs, err := newReferenceCache(mgr, opts.WatchNamespaces)
 	if err != nil {
 		return err
 	}
@@ -115,7 +119,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("apikey controller: %w", err)
 	}
 	ledger := make(chan event.GenericEvent, 256)
-	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger)); err != nil {
+	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger).watchOnly(opts.WatchNamespaces)); err != nil {
 		return fmt.Errorf("ledger follower: %w", err)
 	}
 	wallets := &WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}

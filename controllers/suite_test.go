@@ -17,11 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -162,14 +164,34 @@ func run(m *testing.M) int {
 	return code
 }
 
+// scopedNamespaces are left to the namespaced operator of TestWatchNamespaces: the cluster-wide
+// operators of the suite do not see them, so that what happens there is that operator's doing.
+var scopedNamespaces = []string{"scoped-watched", "scoped-unwatched"}
+
 // startManager runs an operator (manager with every reconciler) until ctx ends. Tests start a
 // second one to play a concurrent replica or a restart.
 // The operators' requests are counted in env.writes; the first manager is env.mgr.
 func startManager(ctx context.Context, reg prometheus.Registerer) error {
+	return startManagerIn(ctx, reg, nil)
+}
+
+// startManagerIn runs an operator limited to namespaces, as --watch-namespaces does; nil is a
+// cluster-wide operator, blind only to scopedNamespaces.
+func startManagerIn(ctx context.Context, reg prometheus.Registerer, namespaces []string) error {
 	cfg := rest.CopyConfig(env.cfg)
 	cfg.WrapTransport = env.writes.wrap
+	cacheOpts := controllers.CacheOptions(false, namespaces...)
+	if namespaces == nil {
+		var outside []fields.Selector
+		for _, ns := range scopedNamespaces {
+			outside = append(outside, fields.OneTermNotEqualSelector("metadata.namespace", ns))
+		}
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{
+			cache.AllNamespaces: {FieldSelector: fields.AndSelectors(outside...)},
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: controllers.CacheOptions(false), Controller: config.Controller{SkipNameValidation: ptr(true)}})
+		Cache: cacheOpts, Controller: config.Controller{SkipNameValidation: ptr(true)}})
 	if err != nil {
 		return err
 	}
@@ -177,10 +199,13 @@ func startManager(ctx context.Context, reg prometheus.Registerer) error {
 		env.mgr = mgr
 	}
 	err = controllers.Setup(mgr, controllers.Options{
-		Provisioner:   provisioning.New(env.db, env.cipher),
-		Metrics:       reg,
-		NotReadyRetry: 500 * time.Millisecond,
-		BaseURLs:      map[string]string{"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2"},
+		Provisioner:     provisioning.New(env.db, env.cipher),
+		Metrics:         reg,
+		WatchNamespaces: namespaces,
+		NotReadyRetry:   500 * time.Millisecond,
+		BaseURLs: map[string]string{
+			"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2",
+		},
 	})
 	if err != nil {
 		return err

@@ -181,6 +181,9 @@ type ledgerFollower struct {
 	client client.Client
 	events chan<- event.GenericEvent
 	now    func() time.Time
+	// namespaces, when set, are the only ones watched (namespaced mode): accounts of partners
+	// elsewhere are another operator's, and the cache could not list their Wallets anyway.
+	namespaces map[string]bool
 
 	// heads are the ledger heads read by the last reads, oldest first; the next read starts
 	// after heads[0].
@@ -205,6 +208,17 @@ func newLedgerFollower(
 		due:    map[string]bool{},
 		sent:   map[string]time.Time{},
 	}
+}
+
+// watchOnly limits the follower to the Wallets of namespaces (none: every namespace).
+func (l *ledgerFollower) watchOnly(namespaces []string) *ledgerFollower {
+	if len(namespaces) > 0 {
+		l.namespaces = make(map[string]bool, len(namespaces))
+		for _, ns := range namespaces {
+			l.namespaces[ns] = true
+		}
+	}
+	return l
 }
 
 // NeedLeaderElection: only the leader reconciles, so only the leader needs the events.
@@ -289,6 +303,9 @@ func (l *ledgerFollower) refresh(ctx context.Context, accounts []string) {
 			if !provisioning.IsNotFound(err) {
 				slog.WarnContext(ctx, "ledger refresh: account owner", slog.Any("err", err))
 			}
+			continue
+		}
+		if l.namespaces != nil && !l.namespaces[owner.Namespace] {
 			continue
 		}
 		var list v1alpha1.WalletList
