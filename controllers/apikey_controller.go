@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -173,7 +174,68 @@ func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secre
 	return keyCurrent, nil
 }
 
+// apply provisions the key, then follows the key its last rotation replaced, if that one is in a
+// grace period.
 func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
+	result, err := r.applyKey(ctx, k)
+	ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+	if err != nil || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != k.Generation {
+		return result, err
+	}
+	return r.settlePreviousKey(ctx, k, result)
+}
+
+// gracePeriod is how long the key a rotation replaces stays valid (0: revoked at once).
+func gracePeriod(k *v1alpha1.ApiKey) time.Duration {
+	if k.Spec.PreviousKeyGracePeriod == nil {
+		return 0
+	}
+	return max(k.Spec.PreviousKeyGracePeriod.Duration, 0)
+}
+
+// previousKeyRecheck bounds how soon the end of a grace period is looked at again when the
+// operator's clock says it has passed and the database's does not yet.
+const previousKeyRecheck = time.Second
+
+// settlePreviousKey shows the key in a rotation's grace period in status and wakes the ApiKey
+// when the period ends, to record the key revoked and clear the status. The API refuses the key
+// at that moment by itself, whether or not the operator runs: this only makes the database and
+// the status say so, and the database's clock decides.
+func (r *ApiKeyReconciler) settlePreviousKey(
+	ctx context.Context, k *v1alpha1.ApiKey, result ctrl.Result,
+) (ctrl.Result, error) {
+	source := keySource(k)
+	prev, found, err := r.Provisioner.PreviousKey(ctx, source)
+	if err != nil {
+		return ctrl.Result{}, failed(v1alpha1.ReasonDatabaseError, err)
+	}
+	if found && prev.Expired {
+		n, err := r.Provisioner.RevokeExpiredKeys(ctx, source)
+		if err != nil {
+			return ctrl.Result{}, failed(v1alpha1.ReasonDatabaseError, err)
+		}
+		if n > 0 {
+			r.count(k, "revoked")
+			r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "PreviousKeyRevoked", "Revoke",
+				"Key %s revoked: its grace period ended at %s", prev.KeyPrefix, prev.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		found = false
+	}
+	if !found {
+		k.Status.PreviousKeyPrefix, k.Status.PreviousKeyExpiresAt = "", nil
+		return result, nil
+	}
+	expires := metav1.NewTime(prev.ExpiresAt.UTC())
+	k.Status.PreviousKeyPrefix, k.Status.PreviousKeyExpiresAt = prev.KeyPrefix, &expires
+	wait := max(time.Until(prev.ExpiresAt), previousKeyRecheck)
+	if result.RequeueAfter == 0 || wait < result.RequeueAfter {
+		result.RequeueAfter = wait
+	}
+	return result, nil
+}
+
+// applyKey ensures the Partner is ready and the Secret holds an active key of this rotation.
+func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
 	var partner v1alpha1.Partner
 	err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.PartnerRef.Name}, &partner)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -203,21 +265,26 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 			r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "SecretDeleted", "Reissue",
 				"Secret %s was deleted: key %s revoked, a new key is issued", k.Spec.SecretName, k.Status.KeyPrefix)
 		}
-		return r.issue(ctx, k, nil)
+		return r.issue(ctx, k, nil, 0)
 	case keyInvalid:
 		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "InvalidSecret", "Reissue",
 			"Secret %s does not hold a valid %s key: a new key is issued", k.Spec.SecretName, k.Spec.Environment)
-		return r.issue(ctx, k, secret)
+		return r.issue(ctx, k, secret, 0)
 	case keyRotate:
-		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
-			"Rotation %d requested: key %s revoked, a new key is issued",
-			k.Spec.Rotation, auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
-		return r.issue(ctx, k, secret)
+		previous := auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey]))
+		if grace := gracePeriod(k); grace > 0 {
+			r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
+				"Rotation %d requested: a new key is issued; key %s stays valid for %s", k.Spec.Rotation, previous, grace)
+		} else {
+			r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
+				"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, previous)
+		}
+		return r.issue(ctx, k, secret, gracePeriod(k))
 	case keyRevoked:
 		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
 		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRevoked", "Reissue",
 			"Key %s was revoked in the database: a new key is issued", auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
-		return r.issue(ctx, k, secret)
+		return r.issue(ctx, k, secret, 0)
 	case keyUnregistered:
 		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
 			"Key %s was missing from the database (restored backup?): registered again from the Secret",
@@ -227,7 +294,13 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 	plaintext := string(secret.Data[SecretKeyAPIKey])
 	rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
 	if action == keyUnregistered {
-		if err := r.register(ctx, k, plaintext, rotation); err != nil {
+		// A rotation whose key reached the Secret but not the database (the registration failed)
+		// completes here: the key it replaces keeps its grace period.
+		grace := time.Duration(0)
+		if rotation > k.Status.Rotation {
+			grace = gracePeriod(k)
+		}
+		if err := r.register(ctx, k, plaintext, rotation, grace); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -239,9 +312,10 @@ func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.
 }
 
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
-// registers its digest, which revokes every previous key of this ApiKey.
+// registers its digest, which revokes every previous key of this ApiKey (the one it replaces
+// after grace, when positive).
 func (r *ApiKeyReconciler) issue(
-	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret,
+	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret, grace time.Duration,
 ) (ctrl.Result, error) {
 	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
 	if err != nil {
@@ -275,7 +349,7 @@ func (r *ApiKeyReconciler) issue(
 		return ctrl.Result{}, failed(v1alpha1.ReasonSecretError,
 			fmt.Errorf("write key Secret %s: %w", k.Spec.SecretName, err))
 	}
-	if err := r.register(ctx, k, plaintext, k.Spec.Rotation); err != nil {
+	if err := r.register(ctx, k, plaintext, k.Spec.Rotation, grace); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue",
@@ -291,13 +365,16 @@ func (r *ApiKeyReconciler) issue(
 	return ctrl.Result{}, nil
 }
 
-func (r *ApiKeyReconciler) register(ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64) error {
+func (r *ApiKeyReconciler) register(
+	ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64, grace time.Duration,
+) error {
 	kind := string(k.Spec.Type)
 	if kind == "" {
 		kind = string(v1alpha1.ApiKeyTypeAPIKey)
 	}
 	_, err := r.Provisioner.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
-		Environment: string(k.Spec.Environment), Kind: kind, Source: keySource(k), Rotation: rotation, Plaintext: plaintext})
+		Environment: string(k.Spec.Environment), Kind: kind, Source: keySource(k), Rotation: rotation, Plaintext: plaintext,
+		PreviousKeyGrace: grace})
 	switch {
 	case errors.Is(err, provisioning.ErrPartnerNotProvisioned):
 		return failed(v1alpha1.ReasonPartnerNotReady, fmt.Errorf("register key: %w", err))

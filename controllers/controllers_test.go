@@ -198,22 +198,14 @@ func TestKeyLifecycle(t *testing.T) {
 
 	// Later reconciles (any change of the resource) never regenerate the key.
 	var k v1alpha1.ApiKey
-	get(t, ns, "acme-production", &k)
-	k.Annotations = map[string]string{"touched": "yes"}
-	if err := env.k8s.Update(ctx, &k); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "acme-production", &k, func() { k.Annotations = map[string]string{"touched": "yes"} })
 	time.Sleep(time.Second)
 	if again := secretKey(t, ns, "acme-production-key", ""); again != key {
 		t.Fatal("key regenerated on a later reconcile")
 	}
 
 	// Raising rotation issues a new key and revokes the previous one at once.
-	get(t, ns, "acme-production", &k)
-	k.Spec.Rotation = 1
-	if err := env.k8s.Update(ctx, &k); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "acme-production", &k, func() { k.Spec.Rotation = 1 })
 	rotated := secretKey(t, ns, "acme-production-key", key)
 	poll.Until(t, time.Second, "rotation visible to the API", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
@@ -241,11 +233,7 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := env.db.Gorm.Exec(`DELETE FROM api_keys WHERE source = ?`, ns+"/acme-production").Error; err != nil {
 		t.Fatal(err)
 	}
-	get(t, ns, "acme-production", &k)
-	k.Annotations["touched"] = "again"
-	if err := env.k8s.Update(ctx, &k); err != nil {
-		t.Fatal(err)
-	}
+	update(t, ns, "acme-production", &k, func() { k.Annotations["touched"] = "again" })
 	poll.Until(t, timeout, "key restored from Secret", func() (bool, string) {
 		exists, active := keyState(t, reissued)
 		return exists && active, ""

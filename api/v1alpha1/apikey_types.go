@@ -37,11 +37,20 @@ type ApiKeySpec struct {
 	SecretName string `json:"secretName"`
 
 	// Rotation: raise it to rotate. A new key is issued into the Secret and the previous key is
-	// revoked at once. It may only increase.
+	// revoked at once (or after previousKeyGracePeriod). It may only increase.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="rotation may only increase"
 	Rotation int64 `json:"rotation,omitempty"`
+
+	// PreviousKeyGracePeriod keeps the key a rotation replaces valid for this long (e.g. "1h"), so
+	// that the partner can deploy the new key before the old one stops working; when it stops is
+	// status.previousKeyExpiresAt. 0, the default, revokes it at once, as the partner API contract
+	// says. At most 168h. Only rotations get a grace period: a key whose Secret was deleted or
+	// overwritten is revoked at once, and so is a key still in an earlier rotation's grace period.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="previousKeyGracePeriod must be between 0s and 168h"
+	PreviousKeyGracePeriod *metav1.Duration `json:"previousKeyGracePeriod,omitempty"`
 }
 
 // ApiKeyStatus is the observed state of an ApiKey.
@@ -55,6 +64,14 @@ type ApiKeyStatus struct {
 	// Rotation is the spec.rotation the active key was issued for.
 	// +optional
 	Rotation int64 `json:"rotation,omitempty"`
+	// PreviousKeyPrefix is the first characters of the key the last rotation replaced, while it
+	// is still valid (spec.previousKeyGracePeriod).
+	// +optional
+	PreviousKeyPrefix string `json:"previousKeyPrefix,omitempty"`
+	// PreviousKeyExpiresAt is when that key stops working; the operator then revokes it and
+	// clears both fields.
+	// +optional
+	PreviousKeyExpiresAt *metav1.Time `json:"previousKeyExpiresAt,omitempty"`
 	// Conditions: Ready is True when the key in the Secret is active in the data plane.
 	// +optional
 	// +listType=map

@@ -5,6 +5,7 @@ package auth
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -51,7 +52,10 @@ func (a *Account) Allows(ip netip.Addr) bool {
 type Principal struct {
 	KeyID   uuid.UUID
 	KeyKind string
-	Account *Account
+	// ExpiresAt, when set, is when the key stops working: the previous key of a rotation with a
+	// grace period.
+	ExpiresAt time.Time
+	Account   *Account
 	// RateBucket and AccountID are the key's rate-limit bucket and the account id as text,
 	// formatted once when the key is loaded rather than on every request.
 	RateBucket string

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -110,17 +111,23 @@ func (d *Directory) Lookup(ctx context.Context, plaintext, kind string) (*Princi
 	if p == nil || p.KeyKind != kind {
 		return nil, ErrInvalidKey
 	}
+	// A key in a rotation's grace period ends at a moment no notification marks: the cached
+	// entry is checked against it on every use.
+	if !p.ExpiresAt.IsZero() && !time.Now().Before(p.ExpiresAt) {
+		return nil, ErrInvalidKey
+	}
 	return p, nil
 }
 
 const principalQuery = `
-SELECT k.id, k.kind, a.id, a.partner_id, p.namespace || '/' || p.name, p.contact_email, a.environment,
+SELECT k.id, k.kind, k.expires_at, a.id, a.partner_id, p.namespace || '/' || p.name, p.contact_email, a.environment,
        p.catalog_id, a.ip_whitelist::text[], a.rate_limit_per_minute, a.ordering_enabled, a.wallet_enabled,
        a.max_quantity_per_order, a.daily_spend_limits, a.low_balance_threshold::text, a.suspended OR p.suspended
 FROM api_keys k
 JOIN accounts a ON a.id = k.account_id
 JOIN partners p ON p.id = a.partner_id
-WHERE k.digest = $1 AND k.revoked_at IS NULL AND p.deleted_at IS NULL AND a.environment = $2`
+WHERE k.digest = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND p.deleted_at IS NULL AND a.environment = $2`
 
 func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, error) {
 	var (
@@ -129,9 +136,10 @@ func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, erro
 		whitelist   []string
 		maxQuantity *int32
 		dailySpend  []byte
+		expiresAt   *time.Time
 	)
 	err := d.db.Pool.QueryRow(ctx, principalQuery, digest[:], d.environment).Scan(
-		&p.KeyID, &p.KeyKind, &a.ID, &a.PartnerID, &a.Partner, &a.ContactEmail, &a.Environment,
+		&p.KeyID, &p.KeyKind, &expiresAt, &a.ID, &a.PartnerID, &a.Partner, &a.ContactEmail, &a.Environment,
 		&a.CatalogID, &whitelist, &a.RateLimitPerMinute, &a.OrderingEnabled, &a.WalletEnabled,
 		&maxQuantity, &dailySpend, &a.LowBalanceThreshold, &a.Suspended)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -153,6 +161,9 @@ func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, erro
 	a.DailySpendLimits, err = parseSpendLimits(dailySpend)
 	if err != nil {
 		return nil, fmt.Errorf("account %s: %w", a.ID, err)
+	}
+	if expiresAt != nil {
+		p.ExpiresAt = *expiresAt
 	}
 	p.Account = &a
 	p.RateBucket, p.AccountID = "key:"+p.KeyID.String(), a.ID.String()

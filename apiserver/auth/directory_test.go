@@ -228,3 +228,37 @@ func TestNotificationsDropOnlyWhatTheyName(t *testing.T) {
 	}
 	poll.UntilTrue(t, time.Second, "unreadable payload flushes", func() bool { return dir.Len() == 0 })
 }
+
+// TestLookupHonoursKeyExpiry: a key in a rotation's grace period works until its end and not a
+// moment later, although its cached entry is never dropped by a notification.
+func TestLookupHonoursKeyExpiry(t *testing.T) {
+	f := newFixture(t, "expiry")
+	dir := auth.NewDirectory(f.db, "production")
+	ctx := context.Background()
+	key := f.keys["production/apiKey"]
+	digest := auth.Digest(key)
+	var end time.Time
+	if err := f.db.Pool.QueryRow(ctx, `UPDATE api_keys SET expires_at = now() + interval '1 second'
+		WHERE digest = $1 RETURNING expires_at`, digest[:]).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	p, err := dir.Lookup(ctx, key, "apiKey")
+	if err != nil || !p.ExpiresAt.Equal(end) {
+		t.Fatalf("lookup in the grace period: %+v, %v (end %s)", p, err, end)
+	}
+	poll.Until(t, 5*time.Second, "key refused at its end", func() (bool, string) {
+		_, err := dir.Lookup(ctx, key, "apiKey")
+		return errors.Is(err, auth.ErrInvalidKey), ""
+	})
+	if now := time.Now(); now.Before(end) {
+		t.Fatalf("key refused at %s, before its end %s", now, end)
+	}
+	if dir.Len() == 0 {
+		t.Fatal("the entry was not cached: the refusal did not come from the cache")
+	}
+	// Loaded afresh, it is refused too.
+	dir.Invalidate()
+	if _, err := dir.Lookup(ctx, key, "apiKey"); !errors.Is(err, auth.ErrInvalidKey) {
+		t.Fatalf("expired key loaded afresh: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -177,14 +178,20 @@ func provisionKeys(
 		if err != nil {
 			return nil, err
 		}
+		// A raised rotation gives the replaced key its grace period, as the operator does.
+		var grace time.Duration
+		if g := k.Spec.PreviousKeyGracePeriod; g != nil && ok && prev.Rotation < k.Spec.Rotation {
+			grace = g.Duration
+		}
 		if _, err := prov.RegisterKey(ctx, provisioning.Key{
-			Namespace:   k.Namespace,
-			Partner:     k.Spec.PartnerRef.Name,
-			Environment: env,
-			Kind:        kind,
-			Source:      source,
-			Rotation:    k.Spec.Rotation,
-			Plaintext:   plaintext,
+			Namespace:        k.Namespace,
+			Partner:          k.Spec.PartnerRef.Name,
+			Environment:      env,
+			Kind:             kind,
+			Source:           source,
+			Rotation:         k.Spec.Rotation,
+			Plaintext:        plaintext,
+			PreviousKeyGrace: grace,
 		}); err != nil {
 			return nil, fmt.Errorf("api key %s: %w", source, err)
 		}

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -22,11 +23,15 @@ type Key struct {
 	Source    string
 	Rotation  int64
 	Plaintext string
+	// PreviousKeyGrace, when positive, keeps the key this one replaces valid for that long
+	// instead of revoking it at once (an ApiKey's previousKeyGracePeriod, on rotation).
+	PreviousKeyGrace time.Duration
 }
 
 // RegisterKey stores the key's digest for the partner's account and revokes every other key of
-// the same source, in one transaction: issuing a new key revokes the previous one at once.
-// Registering the same key again changes nothing, so callers may repeat it freely.
+// the same source, in one transaction: issuing a new key revokes the previous one at once, or,
+// with PreviousKeyGrace, gives it that long (see store.ExpireKeysOf). Registering the same key
+// again changes nothing, so callers may repeat it freely.
 func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, err error) {
 	env, ok := auth.ParseKey(k.Plaintext)
 	if !ok || env != k.Environment {
@@ -43,6 +48,10 @@ func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, er
 		if _, err := store.InsertKey(tx, &row); err != nil {
 			return err
 		}
+		if k.PreviousKeyGrace > 0 {
+			_, err := store.ExpireKeysOf(tx, k.Source, digest[:], k.PreviousKeyGrace)
+			return err
+		}
 		revoked, err = store.RevokeKeysOf(tx, k.Source, digest[:])
 		return err
 	})
@@ -52,6 +61,17 @@ func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, er
 // RevokeKeys revokes every key issued by source.
 func (p *Provisioner) RevokeKeys(ctx context.Context, source string) (int64, error) {
 	return store.RevokeKeysOf(p.db.Gorm.WithContext(ctx), source, nil)
+}
+
+// PreviousKey is the key of source still valid in a rotation's grace period, if any.
+func (p *Provisioner) PreviousKey(ctx context.Context, source string) (store.ExpiringKey, bool, error) {
+	return store.ExpiringKeyOf(ctx, p.db.Gorm, source)
+}
+
+// RevokeExpiredKeys records as revoked the keys of source whose grace period has ended (the API
+// refuses them already).
+func (p *Provisioner) RevokeExpiredKeys(ctx context.Context, source string) (int64, error) {
+	return store.RevokeExpiredKeysOf(ctx, p.db.Gorm, source)
 }
 
 // KeyState reports whether a key is registered and whether it is still active.

@@ -333,15 +333,73 @@ func RevokeKeysOf(tx *gorm.DB, source string, keep []byte) (int64, error) {
 	return res.RowsAffected, nil
 }
 
-// KeyState reports whether a digest is registered and whether it is active.
-func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active bool, err error) {
-	var k APIKey
-	err = db.WithContext(ctx).Select("id", "revoked_at").Where("digest = ?", digest).Take(&k).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return false, false, nil
+// ExpireKeysOf gives the keys of source that are active without an end, except the one with
+// digest keep, until now + grace (the database's clock, which the API checks against), and
+// revokes at once any key of source still in an earlier grace period: only the key a rotation
+// replaces overlaps with its successor. It returns the end given.
+func ExpireKeysOf(tx *gorm.DB, source string, keep []byte, grace time.Duration) (time.Time, error) {
+	var until time.Time
+	err := tx.Raw(`SELECT now() + make_interval(secs => ?)`, grace.Seconds()).Scan(&until).Error
+	if err != nil {
+		return time.Time{}, fmt.Errorf("expire keys of %s: %w", source, err)
 	}
+	err = tx.Exec(`UPDATE api_keys SET revoked_at = now()
+		WHERE source = ? AND revoked_at IS NULL AND expires_at IS NOT NULL AND digest <> ?`, source, keep).Error
+	if err != nil {
+		return time.Time{}, fmt.Errorf("revoke keys of %s in an earlier grace period: %w", source, err)
+	}
+	err = tx.Exec(`UPDATE api_keys SET expires_at = ?
+		WHERE source = ? AND revoked_at IS NULL AND expires_at IS NULL AND digest <> ?`, until, source, keep).Error
+	if err != nil {
+		return time.Time{}, fmt.Errorf("expire keys of %s: %w", source, err)
+	}
+	return until, nil
+}
+
+// ExpiringKey is a key of a source that still works until ExpiresAt.
+type ExpiringKey struct {
+	KeyPrefix string
+	ExpiresAt time.Time
+	// Expired: ExpiresAt has passed by the database's clock; the API already refuses the key.
+	Expired bool
+}
+
+// ExpiringKeyOf returns the key of source in a grace period, if any (the one ending last).
+func ExpiringKeyOf(ctx context.Context, db *gorm.DB, source string) (ExpiringKey, bool, error) {
+	var rows []ExpiringKey
+	err := db.WithContext(ctx).Raw(`SELECT key_prefix, expires_at, expires_at <= now() AS expired FROM api_keys
+		WHERE source = ? AND revoked_at IS NULL AND expires_at IS NOT NULL
+		ORDER BY expires_at DESC LIMIT 1`, source).Scan(&rows).Error
+	if err != nil {
+		return ExpiringKey{}, false, fmt.Errorf("look up the previous key of %s: %w", source, err)
+	}
+	if len(rows) == 0 {
+		return ExpiringKey{}, false, nil
+	}
+	return rows[0], true, nil
+}
+
+// RevokeExpiredKeysOf marks the keys of source whose grace period has ended as revoked then.
+func RevokeExpiredKeysOf(ctx context.Context, db *gorm.DB, source string) (int64, error) {
+	res := db.WithContext(ctx).Exec(`UPDATE api_keys SET revoked_at = expires_at
+		WHERE source = ? AND revoked_at IS NULL AND expires_at <= now()`, source)
+	if res.Error != nil {
+		return 0, fmt.Errorf("revoke expired keys of %s: %w", source, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// KeyState reports whether a digest is registered and whether it is active (neither revoked nor
+// past the end of a grace period).
+func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active bool, err error) {
+	var rows []struct{ Active bool }
+	err = db.WithContext(ctx).Raw(`SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS active
+		FROM api_keys WHERE digest = ?`, digest).Scan(&rows).Error
 	if err != nil {
 		return false, false, fmt.Errorf("look up key: %w", err)
 	}
-	return true, k.RevokedAt == nil, nil
+	if len(rows) == 0 {
+		return false, false, nil
+	}
+	return true, rows[0].Active, nil
 }

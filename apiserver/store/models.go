@@ -81,6 +81,8 @@ type APIKey struct {
 	Rotation  int64
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// ExpiresAt ends a key replaced by a rotation with a grace period; nil never expires.
+	ExpiresAt *time.Time
 }
 
 func (APIKey) TableName() string { return "api_keys" }
