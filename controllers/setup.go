@@ -122,7 +122,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := mgr.Add(newLedgerFollower(prov, mgr.GetClient(), ledger).watchOnly(opts.WatchNamespaces)); err != nil {
 		return fmt.Errorf("ledger follower: %w", err)
 	}
-	wallets := &WalletReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}
+	wallets := &WalletReconciler{
+		Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,
+	}
 	if err := wallets.SetupWithManager(mgr, ledger); err != nil {
 		return fmt.Errorf("wallet controller: %w", err)
 	}

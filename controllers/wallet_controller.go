@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,9 +29,13 @@ import (
 
 // WalletReconciler applies each top-up exactly once (by id, through the append-only ledger),
 // sets the low-balance threshold, and keeps status.balances current as orders spend money: the
-// ledger listener wakes it on every ledger entry of the wallet's account.
+// ledger listener wakes it on every ledger entry of the wallet's account. One partner
+// environment has one Wallet: a second one is refused (DuplicateWallet), never merged.
 type WalletReconciler struct {
 	client.Client
+	// APIReader confirms that the Wallet holding an account's claim is gone before another one
+	// takes the account over: a lagging cache never hands a wallet to a second Wallet.
+	APIReader   client.Reader
 	Provisioner *provisioning.Provisioner
 	Recorder    events.EventRecorder
 	Options     Options
@@ -67,6 +72,19 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false, reason, message)
 		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
 	}
+	owner, mine, err := r.claim(ctx, w)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !mine {
+		// Its balances are the other Wallet's: showing them here would suggest they are this one's.
+		w.Status.Balances, w.Status.LowBalance, w.Status.AppliedTopUps = nil, false, 0
+		meta.RemoveStatusCondition(&w.Status.Conditions, v1alpha1.ConditionTopUpsReconciled)
+		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonDuplicateWallet,
+			fmt.Sprintf("Wallet %s already manages the %s wallet of Partner %s: this Wallet's threshold and top-ups "+
+				"are not applied; delete one of the two", owner.Name, w.Spec.Environment, w.Spec.PartnerRef.Name))
+		return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+	}
 	res, err := r.Provisioner.ApplyWallet(ctx, w)
 	if err != nil {
 		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false,
@@ -100,6 +118,51 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
 }
 
+// claim makes w the Wallet of its partner's environment, or returns the Wallet that is. The
+// claim is kept in the database, so two operators never both apply two Wallets to one account.
+// Wallets have no finalizer, so a deleted one leaves its claim behind: the next Wallet takes the
+// account over once the API server confirms that the claimant is gone.
+func (r *WalletReconciler) claim(ctx context.Context, w *v1alpha1.Wallet) (provisioning.WalletOwner, bool, error) {
+	me := provisioning.WalletOwner{UID: string(w.UID), Name: w.Name}
+	partner, env := w.Spec.PartnerRef.Name, string(w.Spec.Environment)
+	owner, err := r.Provisioner.ClaimWallet(ctx, w.Namespace, partner, env, me)
+	if err != nil {
+		return owner, false, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("claim wallet: %w", err))
+	}
+	if owner.UID == me.UID {
+		return owner, true, nil
+	}
+	alive, err := r.walletExists(ctx, w.Namespace, owner)
+	if err != nil || alive {
+		return owner, false, err
+	}
+	owner, err = r.Provisioner.ReplaceWalletOwner(ctx, w.Namespace, partner, env, owner, me)
+	if err != nil {
+		return owner, false, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("take over wallet: %w", err))
+	}
+	return owner, owner.UID == me.UID, nil
+}
+
+// walletExists reports whether the Wallet holding a claim still exists: the cache may say yes;
+// only the API server may say no.
+func (r *WalletReconciler) walletExists(ctx context.Context, namespace string, owner provisioning.WalletOwner) (
+	bool, error,
+) {
+	key := types.NamespacedName{Namespace: namespace, Name: owner.Name}
+	var current v1alpha1.Wallet
+	if err := r.Get(ctx, key, &current); err == nil && string(current.UID) == owner.UID {
+		return true, nil
+	}
+	err := r.APIReader.Get(ctx, key, &current)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read Wallet %s: %w", owner.Name, err)
+	}
+	return string(current.UID) == owner.UID, nil
+}
+
 // recordTopUps records a Normal event per top-up this reconcile credited: money moved, and the
 // Wallet's history should say when and how much.
 func (r *WalletReconciler) recordTopUps(w *v1alpha1.Wallet, ids []string) {
@@ -130,6 +193,14 @@ func (r *WalletReconciler) SetupWithManager(mgr ctrl.Manager, ledger <-chan even
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Wallet{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(r.walletsOfPartner)).
+		// A deleted Wallet frees its account for a Wallet refused as its duplicate.
+		Watches(&v1alpha1.Wallet{}, handler.EnqueueRequestsFromMapFunc(r.siblings),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return true },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		WatchesRawSource(source.Channel(ledger, &handler.EnqueueRequestForObject{})).
 		Named("wallet").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
@@ -149,6 +220,27 @@ func (r *WalletReconciler) walletsOfPartner(ctx context.Context, obj client.Obje
 	out := make([]reconcile.Request, len(list.Items))
 	for i := range list.Items {
 		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+	}
+	return out
+}
+
+// siblings are the other Wallets of a Wallet's partner and environment.
+func (r *WalletReconciler) siblings(ctx context.Context, obj client.Object) []reconcile.Request {
+	w, ok := obj.(*v1alpha1.Wallet)
+	if !ok {
+		return nil
+	}
+	var list v1alpha1.WalletList
+	err := r.List(ctx, &list, client.InNamespace(w.Namespace),
+		client.MatchingFields{walletPartnerIndex: w.Spec.PartnerRef.Name})
+	if err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if other := &list.Items[i]; other.UID != w.UID && other.Spec.Environment == w.Spec.Environment {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(other)})
+		}
 	}
 	return out
 }

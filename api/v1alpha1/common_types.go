@@ -51,7 +51,10 @@ const (
 	ReasonSecretConflict    = "SecretConflict"
 	ReasonTopUpRemoved      = "TopUpRemoved"
 	ReasonInvalidTopUp      = "InvalidTopUp"
-	ReasonSuspended         = "Suspended"
+	// ReasonDuplicateWallet: another Wallet already manages the wallet of the same partner and
+	// environment; this one is not applied.
+	ReasonDuplicateWallet = "DuplicateWallet"
+	ReasonSuspended       = "Suspended"
 	// ReasonDeleting: the resource is being deleted and its data-plane side could not be undone
 	// yet (the message says why); the finalizer holds the deletion until it can.
 	ReasonDeleting = "Deleting"

@@ -140,11 +140,20 @@ func provisionPartners(
 	return warnings, nil
 }
 
-// provisionWallets applies every wallet; top-ups it cannot apply are warnings.
+// provisionWallets applies every wallet; top-ups it cannot apply are warnings. As the operator
+// does, the first Wallet of a partner environment is applied and a second one is refused.
 func provisionWallets(ctx context.Context, prov *provisioning.Provisioner, m *Manifests) ([]string, error) {
 	var warnings []string
+	first := map[string]string{}
 	for i := range m.Wallets {
 		w := &m.Wallets[i]
+		account := w.Namespace + "/" + w.Spec.PartnerRef.Name + "/" + string(w.Spec.Environment)
+		if other, ok := first[account]; ok {
+			warnings = append(warnings, fmt.Sprintf("wallet %s/%s: not applied: Wallet %s already manages the %s wallet "+
+				"of partner %s", w.Namespace, w.Name, other, w.Spec.Environment, w.Spec.PartnerRef.Name))
+			continue
+		}
+		first[account] = w.Name
 		res, err := prov.ApplyWallet(ctx, w)
 		if err != nil {
 			return nil, fmt.Errorf("wallet %s/%s: %w", w.Namespace, w.Name, err)

@@ -143,3 +143,30 @@ func (p *Provisioner) walletState(ctx context.Context, accountID uuid.UUID, thre
 	}
 	return out, nil
 }
+
+// WalletOwner is the Wallet resource (uid and name) that manages an account's wallet.
+type WalletOwner = store.WalletOwner
+
+// ClaimWallet makes w the manager of the wallet of the partner's environment unless another
+// Wallet is, and returns the manager: one account, one Wallet.
+func (p *Provisioner) ClaimWallet(
+	ctx context.Context, namespace, partner, environment string, w WalletOwner,
+) (WalletOwner, error) {
+	acct, err := p.account(ctx, namespace, partner, environment)
+	if err != nil {
+		return WalletOwner{}, err
+	}
+	return store.ClaimWallet(ctx, p.db.Pool, acct.ID, w)
+}
+
+// ReplaceWalletOwner hands the wallet of the partner's environment from a Wallet that no longer
+// exists to w, unless another Wallet took it over first; it returns the manager.
+func (p *Provisioner) ReplaceWalletOwner(
+	ctx context.Context, namespace, partner, environment string, from, w WalletOwner,
+) (WalletOwner, error) {
+	acct, err := p.account(ctx, namespace, partner, environment)
+	if err != nil {
+		return WalletOwner{}, err
+	}
+	return store.ReplaceWalletOwner(ctx, p.db.Pool, acct.ID, from, w)
+}

@@ -110,3 +110,50 @@ func LedgerAccountsAfter(ctx context.Context, q Querier, after int64) (map[strin
 	}
 	return out, nil
 }
+
+// WalletOwner is the Wallet resource (its uid and name) that manages an account's wallet.
+type WalletOwner struct {
+	UID, Name string
+}
+
+// ClaimWallet makes w the manager of the account's wallet unless a Wallet already is, and
+// returns the manager. An account that has one is only read: reconciles of its Wallet write
+// nothing.
+func ClaimWallet(ctx context.Context, q Querier, accountID uuid.UUID, w WalletOwner) (WalletOwner, error) {
+	owner, found, err := walletOwner(ctx, q, accountID)
+	if err != nil || found {
+		return owner, err
+	}
+	_, err = q.Exec(ctx, `INSERT INTO wallet_owners (account_id, wallet_uid, name) VALUES ($1, $2, $3)
+		ON CONFLICT (account_id) DO NOTHING`, pgUUID(accountID), w.UID, w.Name)
+	if err != nil {
+		return WalletOwner{}, fmt.Errorf("claim wallet: %w", err)
+	}
+	owner, _, err = walletOwner(ctx, q, accountID)
+	return owner, err
+}
+
+// ReplaceWalletOwner hands the account's wallet from a manager that no longer exists to w,
+// unless another Wallet took it over meanwhile; it returns the manager.
+func ReplaceWalletOwner(ctx context.Context, q Querier, accountID uuid.UUID, from, w WalletOwner) (WalletOwner, error) {
+	_, err := q.Exec(ctx, `UPDATE wallet_owners SET wallet_uid = $3, name = $4, claimed_at = now()
+		WHERE account_id = $1 AND wallet_uid = $2`, pgUUID(accountID), from.UID, w.UID, w.Name)
+	if err != nil {
+		return WalletOwner{}, fmt.Errorf("take over wallet: %w", err)
+	}
+	owner, _, err := walletOwner(ctx, q, accountID)
+	return owner, err
+}
+
+func walletOwner(ctx context.Context, q Querier, accountID uuid.UUID) (WalletOwner, bool, error) {
+	var o WalletOwner
+	err := q.QueryRow(ctx, `SELECT wallet_uid, name FROM wallet_owners WHERE account_id = $1`, pgUUID(accountID)).
+		Scan(&o.UID, &o.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return WalletOwner{}, false, nil
+	}
+	if err != nil {
+		return WalletOwner{}, false, fmt.Errorf("read wallet owner: %w", err)
+	}
+	return o, true, nil
+}
