@@ -239,6 +239,12 @@ func TestCreateRejected(t *testing.T) {
 		{"zero top-up", validWallet, func(u map[string]any) {
 			spec(u)["topUps"] = []any{map[string]any{"id": "a", "currency": "EUR", "amount": "0.00"}}
 		}, "amount must be positive"},
+		{"negative grace period", validApiKey, setSpec("previousKeyGracePeriod", "-1s"),
+			"previousKeyGracePeriod must be between 0s and 168h"},
+		{"grace period over a week", validApiKey, setSpec("previousKeyGracePeriod", "169h"),
+			"previousKeyGracePeriod must be between 0s and 168h"},
+		{"grace period not a duration", validApiKey, setSpec("previousKeyGracePeriod", "soon"),
+			"previousKeyGracePeriod"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
