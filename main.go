@@ -38,7 +38,7 @@ func newRootCommand() *cobra.Command {
 		Use:   "codeport",
 		Short: "Digital code distribution platform: partner API, operator and tools",
 		Long: `codeport serves the partner API for buying digital redemption codes and manages
-partners declaratively through Kubernetes custom resources (Partner, Catalog, ApiKey, Wallet).`,
+partners declaratively through Kubernetes custom resources (Partner, Catalog, ApiKey, Wallet, WalletTopUp).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

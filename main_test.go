@@ -93,6 +93,11 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	if w["balances"].(map[string]any)["EUR"] != 990.0 {
 		t.Fatalf("wallet after restart: %v", w)
 	}
+	// The production wallet has its list's 5000.00 EUR and the WalletTopUp's 2500.00, once.
+	w = getJSON(t, again.Partners["partners/acme"]["production"].BaseURL+"/wallet", production.APIKey)
+	if w["balances"].(map[string]any)["EUR"] != 7500.0 {
+		t.Fatalf("production wallet after restart: %v", w)
+	}
 }
 
 // startDev runs `codeport dev` on the sample manifests with state directory state until it

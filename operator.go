@@ -34,7 +34,7 @@ func newOperatorCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "Reconcile Partner, Catalog, ApiKey and Wallet resources into the data plane",
+		Short: "Reconcile Partner, Catalog, ApiKey, Wallet and WalletTopUp resources into the data plane",
 		Long: `Run the Kubernetes operator: it watches the codeport.dev custom resources and provisions
 partners, accounts, keys (plaintext only in Secrets), catalogs and wallet top-ups into the
 database the partner API serves from. Kubeconfig is found the usual way: --kubeconfig,

@@ -13,7 +13,7 @@ import (
 
 // TestPrinterColumnsAndShortNames reads the CRDs as the API server serves them: `kubectl get`
 // shows every kind's Ready and Age, an ApiKey's Secret, and every kind answers to a short name
-// starting with cp (so `kubectl get cpptn,cpcat,cpkey,cpwallet` lists a namespace's codeport
+// starting with cp (so `kubectl get cpptn,cpcat,cpkey,cpwallet,cptopup` lists a namespace's codeport
 // resources) and to the codeport category.
 func TestPrinterColumnsAndShortNames(t *testing.T) {
 	scheme := runtime.NewScheme()
@@ -32,6 +32,8 @@ func TestPrinterColumnsAndShortNames(t *testing.T) {
 		"catalogs": {"cpcat", map[string]string{"Ready": readyPath}},
 		"apikeys":  {"cpkey", map[string]string{"Ready": readyPath, "Secret": ".spec.secretName"}},
 		"wallets":  {"cpwallet", map[string]string{"Ready": readyPath}},
+		"wallettopups": {"cptopup", map[string]string{"Ready": readyPath, "Wallet": ".spec.walletRef.name",
+			"Amount": ".spec.amount", "Currency": ".spec.currency", "Applied": ".status.appliedAt"}},
 	}
 	for plural, w := range want {
 		var crd apiextensionsv1.CustomResourceDefinition

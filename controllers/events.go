@@ -50,6 +50,8 @@ func observedGenerationOf(obj client.Object) int64 {
 		return o.Status.ObservedGeneration
 	case *v1alpha1.Wallet:
 		return o.Status.ObservedGeneration
+	case *v1alpha1.WalletTopUp:
+		return o.Status.ObservedGeneration
 	}
 	return 0
 }

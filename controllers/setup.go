@@ -84,7 +84,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Setup registers the four reconcilers and the ledger listener with mgr. The manager should be
+// Setup registers the five reconcilers and the ledger listener with mgr. The manager should be
 // built with CacheOptions, so that it caches only the Secrets and ConfigMaps the operator owns.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
@@ -127,6 +127,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := wallets.SetupWithManager(mgr, ledger); err != nil {
 		return fmt.Errorf("wallet controller: %w", err)
+	}
+	topUps := &WalletTopUpReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}
+	if err := topUps.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("wallettopup controller: %w", err)
 	}
 	return nil
 }
@@ -206,7 +210,7 @@ func errorMessage(err error) string {
 	return msg
 }
 
-// conditionsOf returns the conditions of one of the four kinds (nil for any other object).
+// conditionsOf returns the conditions of one of the kinds (nil for any other object).
 func conditionsOf(obj client.Object) *[]metav1.Condition {
 	switch o := obj.(type) {
 	case *v1alpha1.Partner:
@@ -216,6 +220,8 @@ func conditionsOf(obj client.Object) *[]metav1.Condition {
 	case *v1alpha1.ApiKey:
 		return &o.Status.Conditions
 	case *v1alpha1.Wallet:
+		return &o.Status.Conditions
+	case *v1alpha1.WalletTopUp:
 		return &o.Status.Conditions
 	}
 	return nil

@@ -54,7 +54,16 @@ const (
 	// ReasonDuplicateWallet: another Wallet already manages the wallet of the same partner and
 	// environment; this one is not applied.
 	ReasonDuplicateWallet = "DuplicateWallet"
-	ReasonSuspended       = "Suspended"
+	// ReasonWalletNotFound and ReasonWalletNotReady: a WalletTopUp's wallet does not exist or is
+	// not in service (a duplicate, or its partner is not provisioned); it is applied once it is.
+	ReasonWalletNotFound = "WalletNotFound"
+	ReasonWalletNotReady = "WalletNotReady"
+	// ReasonTopUpConflict: the top-up's id is already in the wallet's ledger, recorded by another
+	// top-up or with another amount; this one is not applied.
+	ReasonTopUpConflict = "TopUpConflict"
+	// ReasonApplied: a WalletTopUp's credit is in the ledger.
+	ReasonApplied   = "Applied"
+	ReasonSuspended = "Suspended"
 	// ReasonDeleting: the resource is being deleted and its data-plane side could not be undone
 	// yet (the message says why); the finalizer holds the deletion until it can.
 	ReasonDeleting = "Deleting"

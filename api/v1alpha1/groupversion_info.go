@@ -1,5 +1,5 @@
-// Package v1alpha1 contains the codeport.dev/v1alpha1 API: Partner, Catalog, ApiKey and Wallet,
-// the resources platform engineers use to onboard partners onto the codeport partner API.
+// Package v1alpha1 contains the codeport.dev/v1alpha1 API: Partner, Catalog, ApiKey, Wallet and
+// WalletTopUp, the resources platform engineers use to onboard partners onto the codeport partner API.
 // +kubebuilder:object:generate=true
 // +groupName=codeport.dev
 package v1alpha1
@@ -20,6 +20,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		&Catalog{}, &CatalogList{},
 		&ApiKey{}, &ApiKeyList{},
 		&Wallet{}, &WalletList{},
+		&WalletTopUp{}, &WalletTopUpList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

@@ -183,6 +183,13 @@ spec:
   - {id: a, currency: EUR, amount: "10.00"}
 `
 
+const validWalletTopUp = `
+apiVersion: codeport.dev/v1alpha1
+kind: WalletTopUp
+metadata: {name: t}
+spec: {walletRef: {name: w}, id: wire-1, currency: EUR, amount: "10.00", note: wire ref 1}
+`
+
 // TestCreateRejected: objects the API server must refuse, with a message naming the problem.
 func TestCreateRejected(t *testing.T) {
 	ns := createNamespace(t)
@@ -245,6 +252,10 @@ func TestCreateRejected(t *testing.T) {
 			"previousKeyGracePeriod must be between 0s and 168h"},
 		{"grace period not a duration", validApiKey, setSpec("previousKeyGracePeriod", "soon"),
 			"previousKeyGracePeriod"},
+		{"zero WalletTopUp", validWalletTopUp, setSpec("amount", "0.000"), "amount must be positive"},
+		{"WalletTopUp lowercase currency", validWalletTopUp, setSpec("currency", "eur"), "currency"},
+		{"WalletTopUp without id", validWalletTopUp, func(u map[string]any) { delete(spec(u), "id") }, "id"},
+		{"WalletTopUp negative amount", validWalletTopUp, setSpec("amount", "-5.00"), "amount"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -282,6 +293,15 @@ func TestUpdateRejected(t *testing.T) {
 		{"Wallet environment changed", validWallet, setSpec("environment", "sandbox"), "environment is immutable"},
 		{"Wallet partnerRef changed", validWallet, setSpec("partnerRef", map[string]any{"name": "other"}),
 			"partnerRef is immutable"},
+		// An applied top-up can never be edited: the ledger entry it became stays as written.
+		{"WalletTopUp amount changed", validWalletTopUp, setSpec("amount", "100.00"), "amount is immutable"},
+		{"WalletTopUp currency changed", validWalletTopUp, setSpec("currency", "USD"), "currency is immutable"},
+		{"WalletTopUp id changed", validWalletTopUp, setSpec("id", "wire-2"), "id is immutable"},
+		{"WalletTopUp walletRef changed", validWalletTopUp, setSpec("walletRef", map[string]any{"name": "other"}),
+			"walletRef is immutable"},
+		{"WalletTopUp note changed", validWalletTopUp, setSpec("note", "another"), "note is immutable"},
+		{"WalletTopUp note removed", validWalletTopUp, func(u map[string]any) { delete(spec(u), "note") },
+			"note is immutable"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

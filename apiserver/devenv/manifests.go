@@ -29,6 +29,7 @@ type Manifests struct {
 	Catalogs   []v1alpha1.Catalog
 	ApiKeys    []v1alpha1.ApiKey //nolint:revive // the kind is named ApiKey
 	Wallets    []v1alpha1.Wallet
+	TopUps     []v1alpha1.WalletTopUp
 	ConfigMaps []corev1.ConfigMap
 	Secrets    []corev1.Secret
 	// Skipped lists documents of other kinds, by file.
@@ -167,35 +168,17 @@ func (m *Manifests) keep(path string, index int, apiVersion, kind string, stored
 	}
 	switch {
 	case group == v1alpha1.GroupVersion.Group && kind == "Partner":
-		var o v1alpha1.Partner
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.Partners = append(m.Partners, o)
+		return decodeInto(strict, &m.Partners)
 	case group == v1alpha1.GroupVersion.Group && kind == "Catalog":
-		var o v1alpha1.Catalog
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.Catalogs = append(m.Catalogs, o)
+		return decodeInto(strict, &m.Catalogs)
 	case group == v1alpha1.GroupVersion.Group && kind == "ApiKey":
-		var o v1alpha1.ApiKey
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.ApiKeys = append(m.ApiKeys, o)
+		return decodeInto(strict, &m.ApiKeys)
 	case group == v1alpha1.GroupVersion.Group && kind == "Wallet":
-		var o v1alpha1.Wallet
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.Wallets = append(m.Wallets, o)
+		return decodeInto(strict, &m.Wallets)
+	case group == v1alpha1.GroupVersion.Group && kind == "WalletTopUp":
+		return decodeInto(strict, &m.TopUps)
 	case apiVersion == "v1" && kind == "ConfigMap":
-		var o corev1.ConfigMap
-		if err := strict(&o); err != nil {
-			return err
-		}
-		m.ConfigMaps = append(m.ConfigMaps, o)
+		return decodeInto(strict, &m.ConfigMaps)
 	case apiVersion == "v1" && kind == "Secret":
 		var o corev1.Secret
 		if err := strict(&o); err != nil {
@@ -237,4 +220,14 @@ func (l *loader) admit(ctx context.Context, doc []byte) ([]byte, error) {
 		}
 	}
 	return obj.MarshalJSON()
+}
+
+// decodeInto decodes a document strictly and appends it to list.
+func decodeInto[T any](strict func(into any) error, list *[]T) error {
+	var o T
+	if err := strict(&o); err != nil {
+		return err
+	}
+	*list = append(*list, o)
+	return nil
 }

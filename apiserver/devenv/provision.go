@@ -59,7 +59,11 @@ func Provision(
 	if err != nil {
 		return nil, nil, err
 	}
-	return creds, append(warnings, walletWarnings...), nil
+	topUpWarnings, err := provisionTopUps(ctx, prov, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return creds, append(append(warnings, walletWarnings...), topUpWarnings...), nil
 }
 
 // provisionCatalogs applies every catalog and returns their IDs by "namespace/name".
@@ -160,6 +164,47 @@ func provisionWallets(ctx context.Context, prov *provisioning.Provisioner, m *Ma
 		}
 		for id, why := range res.Invalid {
 			warnings = append(warnings, fmt.Sprintf("wallet %s/%s: top-up %s not applied: %s", w.Namespace, w.Name, id, why))
+		}
+	}
+	return warnings, nil
+}
+
+// provisionTopUps credits every WalletTopUp to the Wallet it names, once by id, as the operator
+// does; one it cannot apply (no such Wallet, a duplicate Wallet, an id taken, an invalid amount)
+// is a warning.
+func provisionTopUps(ctx context.Context, prov *provisioning.Provisioner, m *Manifests) ([]string, error) {
+	var warnings []string
+	applied := map[string]*v1alpha1.Wallet{}
+	seen := map[string]bool{}
+	for i := range m.Wallets {
+		w := &m.Wallets[i]
+		account := w.Namespace + "/" + w.Spec.PartnerRef.Name + "/" + string(w.Spec.Environment)
+		if !seen[account] {
+			seen[account] = true
+			applied[w.Namespace+"/"+w.Name] = w
+		}
+	}
+	for i := range m.TopUps {
+		t := &m.TopUps[i]
+		w, ok := applied[t.Namespace+"/"+t.Spec.WalletRef.Name]
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("wallet top-up %s/%s: not applied: Wallet %s not found or not applied",
+				t.Namespace, t.Name, t.Spec.WalletRef.Name))
+			continue
+		}
+		res, err := prov.ApplyTopUp(ctx, provisioning.TopUp{
+			Namespace: t.Namespace, Partner: w.Spec.PartnerRef.Name, Environment: string(w.Spec.Environment),
+			ID: t.Spec.ID, Currency: t.Spec.Currency, Amount: t.Spec.Amount, Note: t.Spec.Note,
+			Source: provisioning.TopUpSource(t.Name),
+		})
+		var invalid *provisioning.InvalidTopUpError
+		switch {
+		case errors.As(err, &invalid):
+			warnings = append(warnings, fmt.Sprintf("wallet top-up %s/%s: not applied: %v", t.Namespace, t.Name, err))
+		case err != nil:
+			return nil, fmt.Errorf("wallet top-up %s/%s: %w", t.Namespace, t.Name, err)
+		case res.Conflict != "":
+			warnings = append(warnings, fmt.Sprintf("wallet top-up %s/%s: %s", t.Namespace, t.Name, res.Conflict))
 		}
 	}
 	return warnings, nil

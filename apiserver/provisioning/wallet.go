@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -53,19 +54,44 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			return WalletResult{}, err
 		}
 	}
-	refs, err := store.TopUpReferences(ctx, p.db.Pool, acct.ID)
+	res, err := p.applySpecTopUps(ctx, acct.ID, w)
 	if err != nil {
 		return WalletResult{}, err
 	}
-	applied := make(map[string]bool, len(refs))
-	for _, ref := range refs {
-		applied[ref] = true
+	// The account row read above may predate the threshold just set: pass the new one.
+	state, err := p.walletState(ctx, acct.ID, threshold)
+	if err != nil {
+		return WalletResult{}, err
+	}
+	res.Balances, res.LowBalance = state.Balances, state.LowBalance
+	return res, nil
+}
+
+// applySpecTopUps credits the top-ups of the Wallet's list that are not in the ledger yet, each
+// in a transaction of its own, and reports what the list and the ledger say.
+func (p *Provisioner) applySpecTopUps(
+	ctx context.Context, accountID uuid.UUID, w *v1alpha1.Wallet,
+) (WalletResult, error) {
+	entries, err := store.TopUps(ctx, p.db.Pool, accountID)
+	if err != nil {
+		return WalletResult{}, err
+	}
+	// Entries recorded by WalletTopUps are theirs: an id of this list among them is refused,
+	// not taken for applied, and they are never reported as removed from this list.
+	applied := make(map[string]string, len(entries))
+	for _, e := range entries {
+		applied[e.Reference] = e.Source
 	}
 	inSpec := make(map[string]bool, len(w.Spec.TopUps))
 	res := WalletResult{Invalid: map[string]string{}}
 	for _, t := range w.Spec.TopUps {
 		inSpec[t.ID] = true
-		if applied[t.ID] {
+		source, done := applied[t.ID]
+		switch {
+		case done && source != "":
+			res.Invalid[t.ID] = "id already applied by " + source
+			continue
+		case done:
 			res.Applied++
 			continue
 		}
@@ -80,7 +106,7 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 		var change store.LedgerResult
 		err = p.db.InTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			change, err = wallet.Credit(ctx, tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
+			change, err = wallet.Credit(ctx, tx, accountID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
 			return err
 		})
 		if err != nil {
@@ -91,17 +117,11 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			res.NewlyApplied = append(res.NewlyApplied, t.ID)
 		}
 	}
-	for _, ref := range refs {
-		if !inSpec[ref] {
-			res.Removed = append(res.Removed, ref)
+	for _, e := range entries {
+		if e.Source == "" && !inSpec[e.Reference] {
+			res.Removed = append(res.Removed, e.Reference)
 		}
 	}
-	// The account row read above may predate the threshold just set: pass the new one.
-	state, err := p.walletState(ctx, acct.ID, threshold)
-	if err != nil {
-		return WalletResult{}, err
-	}
-	res.Balances, res.LowBalance = state.Balances, state.LowBalance
 	return res, nil
 }
 
@@ -169,4 +189,108 @@ func (p *Provisioner) ReplaceWalletOwner(
 		return WalletOwner{}, err
 	}
 	return store.ReplaceWalletOwner(ctx, p.db.Pool, acct.ID, from, w)
+}
+
+// TopUpSource names a WalletTopUp in the ledger's record of who applied an entry. The name, not
+// the uid: a top-up deleted and created again from the same manifest is the same top-up, and
+// must find its credit applied rather than credit again.
+func TopUpSource(name string) string { return "WalletTopUp/" + name }
+
+// TopUp is a WalletTopUp to apply to the wallet of a partner environment.
+type TopUp struct {
+	Namespace, Partner, Environment string
+	ID, Currency, Amount, Note      string
+	// Source names the WalletTopUp (TopUpSource): an id already in the ledger counts as this
+	// top-up's only when the same source recorded it.
+	Source string
+}
+
+// TopUpResult is what applying a top-up found or did.
+type TopUpResult struct {
+	// Applied: the credit is in the ledger, recorded by this top-up; AppliedAt is when.
+	Applied   bool
+	AppliedAt time.Time
+	// Newly: this call wrote it.
+	Newly bool
+	// Conflict, when set, says why the top-up cannot be applied: its id is in the ledger for
+	// another top-up, or with another amount or currency.
+	Conflict string
+}
+
+// InvalidTopUpError says that a top-up can never be applied as written (an amount with more
+// decimals than its currency has, an unknown currency).
+type InvalidTopUpError struct{ Err error }
+
+func (e *InvalidTopUpError) Error() string { return e.Err.Error() }
+func (e *InvalidTopUpError) Unwrap() error { return e.Err }
+
+// errTopUpRaced aborts a credit that found the entry written meanwhile by someone else.
+var errTopUpRaced = errors.New("top-up applied concurrently")
+
+// ApplyTopUp credits a WalletTopUp exactly once, by id, as the wallet's ledger entry plus the
+// record of its source, in one transaction. It reads first: a top-up already applied (every
+// reconcile after the first) takes no lock and writes nothing.
+func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, error) {
+	amount, err := money.Parse(t.Amount, t.Currency)
+	if err == nil && amount <= 0 {
+		err = errors.New("amount must be positive")
+	}
+	if err != nil {
+		return TopUpResult{}, &InvalidTopUpError{Err: fmt.Errorf("amount %s %s: %w", t.Amount, t.Currency, err)}
+	}
+	acct, err := p.account(ctx, t.Namespace, t.Partner, t.Environment)
+	if err != nil {
+		return TopUpResult{}, err
+	}
+	e, found, err := store.TopUpByReference(ctx, p.db.Pool, acct.ID, t.ID)
+	if err != nil {
+		return TopUpResult{}, err
+	}
+	if found {
+		return judgeTopUp(t, amount, e), nil
+	}
+	err = p.db.InTx(ctx, func(tx pgx.Tx) error {
+		change, err := wallet.Credit(ctx, tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
+		if err != nil {
+			return err
+		}
+		if !change.Applied {
+			return errTopUpRaced
+		}
+		return store.RecordTopUpSource(ctx, tx, acct.ID, t.ID, t.Source)
+	})
+	newly := err == nil
+	if err != nil && !errors.Is(err, errTopUpRaced) {
+		return TopUpResult{}, fmt.Errorf("top-up %s: %w", t.ID, err)
+	}
+	e, found, err = store.TopUpByReference(ctx, p.db.Pool, acct.ID, t.ID)
+	if err != nil {
+		return TopUpResult{}, err
+	}
+	if !found {
+		return TopUpResult{}, fmt.Errorf("top-up %s: entry missing after its credit", t.ID)
+	}
+	res := judgeTopUp(t, amount, e)
+	res.Newly = newly && res.Applied
+	return res, nil
+}
+
+// judgeTopUp decides whether the ledger's entry of a top-up's id is that top-up's.
+func judgeTopUp(t TopUp, amount int64, e store.TopUpEntry) TopUpResult {
+	switch {
+	case e.Source == "":
+		return TopUpResult{Conflict: fmt.Sprintf("id %s is already in the ledger, applied by the Wallet's spec.topUps; "+
+			"this top-up is not applied", t.ID)}
+	case e.Source != t.Source:
+		return TopUpResult{Conflict: fmt.Sprintf("id %s is already in the ledger, applied by %s; "+
+			"this top-up is not applied", t.ID, e.Source)}
+	case e.Currency != t.Currency || e.Amount != amount:
+		was, err := money.Format(e.Amount, e.Currency)
+		if err != nil {
+			was = fmt.Sprintf("%d minor units of", e.Amount)
+		}
+		return TopUpResult{Conflict: fmt.Sprintf("id %s was applied as %s %s by an earlier %s of the same name; "+
+			"this one asks %s %s and is not applied", t.ID, was, e.Currency, t.Source, t.Amount, t.Currency)}
+	}
+	return TopUpResult{Applied: true, AppliedAt: e.CreatedAt}
 }

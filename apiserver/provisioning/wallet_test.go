@@ -2,6 +2,8 @@ package provisioning_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,5 +81,85 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{ID: "t3", Currency: "EUR", Amount: "1.00"})
 	if r := apply(); len(r.NewlyApplied) != 1 || r.Balances["EUR"] != "501.00" {
 		t.Fatalf("new top-up: %+v", r)
+	}
+}
+
+// TestApplyTopUpOnceUnderConcurrency: a WalletTopUp applied by several reconciles at once is
+// credited once, every call reports it applied and one reports having written it; once applied,
+// applying it again neither writes nor locks a row.
+func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	prov := provisioning.New(db, nil)
+	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	res, err := prov.ApplyPartner(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	account := res.Accounts[store.EnvironmentProduction].String()
+	top := provisioning.TopUp{Namespace: "ns", Partner: "acme", Environment: "production", ID: "wire-1",
+		Currency: "EUR", Amount: "250.00", Source: provisioning.TopUpSource("wire-1")}
+	const callers = 8
+	results := make(chan provisioning.TopUpResult, callers)
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := prov.ApplyTopUp(ctx, top)
+			results <- r
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	newly := 0
+	for r := range results {
+		if !r.Applied || r.Conflict != "" || r.AppliedAt.IsZero() {
+			t.Fatalf("concurrent apply: %+v", r)
+		}
+		if r.Newly {
+			newly++
+		}
+	}
+	state, err := prov.WalletState(ctx, "ns", "acme", "production")
+	if err != nil || newly != 1 || state.Balances["EUR"] != "250.00" {
+		t.Fatalf("%d calls wrote the top-up; balances %v, %v", newly, state.Balances, err)
+	}
+	before := rowVersions(t, db, account)
+	if r, err := prov.ApplyTopUp(ctx, top); err != nil || !r.Applied || r.Newly {
+		t.Fatalf("re-apply: %+v, %v", r, err)
+	}
+	if after := rowVersions(t, db, account); after != before {
+		t.Fatalf("re-applying an applied top-up wrote or locked rows: %s -> %s", before, after)
+	}
+	// The same id from another WalletTopUp, or with another amount: refused.
+	other := top
+	other.Source = provisioning.TopUpSource("other")
+	if r, err := prov.ApplyTopUp(ctx, other); err != nil || r.Applied || r.Conflict == "" {
+		t.Fatalf("same id from another top-up: %+v, %v", r, err)
+	}
+	changed := top
+	changed.Amount = "300.00"
+	if r, err := prov.ApplyTopUp(ctx, changed); err != nil || r.Applied || r.Conflict == "" {
+		t.Fatalf("same id with another amount: %+v, %v", r, err)
+	}
+	var invalid *provisioning.InvalidTopUpError
+	fractional := top
+	fractional.ID, fractional.Amount = "wire-2", "1.005"
+	if _, err := prov.ApplyTopUp(ctx, fractional); !errors.As(err, &invalid) {
+		t.Fatalf("1.005 EUR: %v", err)
 	}
 }

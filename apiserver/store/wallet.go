@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -48,18 +49,70 @@ func SetLowBalanceThreshold(ctx context.Context, q Querier, accountID uuid.UUID,
 	return written, nil
 }
 
-// TopUpReferences returns the references of an account's applied top-ups.
-func TopUpReferences(ctx context.Context, q Querier, accountID uuid.UUID) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT reference FROM wallet_entries WHERE account_id = $1 AND kind = $2 ORDER BY id`,
-		pgUUID(accountID), EntryTopUp)
+// TopUpEntry is an applied top-up of an account's ledger.
+type TopUpEntry struct {
+	Reference string
+	Currency  string
+	// Amount is in minor units.
+	Amount    int64
+	CreatedAt time.Time
+	// Source is the WalletTopUp that recorded it ("WalletTopUp/<name>"), "" for a Wallet's
+	// spec.topUps.
+	Source string
+}
+
+const topUpEntriesSQL = `
+SELECT e.reference, e.currency, e.amount, e.created_at, coalesce(s.source, '')
+FROM wallet_entries e
+LEFT JOIN top_up_sources s ON s.account_id = e.account_id AND s.kind = e.kind AND s.reference = e.reference
+WHERE e.account_id = $1 AND e.kind = 'top_up'`
+
+// TopUps returns an account's applied top-ups, oldest first.
+func TopUps(ctx context.Context, q Querier, accountID uuid.UUID) ([]TopUpEntry, error) {
+	rows, err := q.Query(ctx, topUpEntriesSQL+` ORDER BY e.id`, pgUUID(accountID))
 	if err != nil {
 		return nil, fmt.Errorf("list top-ups: %w", err)
 	}
-	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	entries, err := pgx.CollectRows(rows, scanTopUp)
 	if err != nil {
 		return nil, fmt.Errorf("list top-ups: %w", err)
 	}
-	return refs, nil
+	return entries, nil
+}
+
+// TopUpByReference returns the account's top-up of reference, if applied.
+func TopUpByReference(ctx context.Context, q Querier, accountID uuid.UUID, reference string) (
+	TopUpEntry, bool, error,
+) {
+	rows, err := q.Query(ctx, topUpEntriesSQL+` AND e.reference = $2`, pgUUID(accountID), reference)
+	if err != nil {
+		return TopUpEntry{}, false, fmt.Errorf("look up top-up %s: %w", reference, err)
+	}
+	entries, err := pgx.CollectRows(rows, scanTopUp)
+	if err != nil {
+		return TopUpEntry{}, false, fmt.Errorf("look up top-up %s: %w", reference, err)
+	}
+	if len(entries) == 0 {
+		return TopUpEntry{}, false, nil
+	}
+	return entries[0], true, nil
+}
+
+func scanTopUp(row pgx.CollectableRow) (TopUpEntry, error) {
+	var e TopUpEntry
+	err := row.Scan(&e.Reference, &e.Currency, &e.Amount, &e.CreatedAt, &e.Source)
+	return e, err
+}
+
+// RecordTopUpSource notes which WalletTopUp recorded the top-up entry of reference, in the
+// transaction that wrote the entry.
+func RecordTopUpSource(ctx context.Context, q Querier, accountID uuid.UUID, reference, source string) error {
+	_, err := q.Exec(ctx, `INSERT INTO top_up_sources (account_id, reference, source) VALUES ($1, $2, $3)`,
+		pgUUID(accountID), reference, source)
+	if err != nil {
+		return fmt.Errorf("record source of top-up %s: %w", reference, err)
+	}
+	return nil
 }
 
 // Owner names the partner environment an account belongs to.
