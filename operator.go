@@ -30,6 +30,7 @@ import (
 func newOperatorCommand() *cobra.Command {
 	var (
 		databaseURL, codesKey, kubeconfig, sandboxBaseURL, productionBaseURL string
+		specTopUps                                                           bool
 		m                                                                    managerFlags
 	)
 	cmd := &cobra.Command{
@@ -80,6 +81,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				Provisioner:     provisioning.New(db, cipher),
 				Metrics:         crmetrics.Registry,
 				WatchNamespaces: m.watchNamespaces,
+				NoSpecTopUps:    !specTopUps,
 				BaseURLs: map[string]string{
 					store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
 				},
@@ -112,6 +114,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	_ = f.MarkHidden("cache-all-secrets")
 	f.StringVar(&m.leaderElectionNamespace, "leader-election-namespace", "",
 		"namespace of the leader-election Lease (default: the pod's own namespace; required outside a cluster)")
+	f.BoolVar(&specTopUps, "wallet-spec-top-ups", true,
+		"apply top-ups listed in Wallet.spec.topUps; false leaves money to WalletTopUp resources alone, "+
+			"so that RBAC on Wallets grants their settings only")
 	f.StringSliceVar(&m.watchNamespaces, "watch-namespaces", nil,
 		"comma-separated namespaces whose resources are reconciled (default: all); "+
 			"the operator then needs RBAC in those namespaces only")

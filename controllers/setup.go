@@ -48,6 +48,9 @@ type Options struct {
 	ConflictRetry time.Duration
 	// Concurrency is how many resources of one kind reconcile at once.
 	Concurrency int
+	// NoSpecTopUps turns Wallet.spec.topUps off: only WalletTopUps credit wallets, so that RBAC
+	// on Wallets grants their settings and never money (--wallet-spec-top-ups=false).
+	NoSpecTopUps bool
 	// WatchNamespaces, when set, are the only namespaces the operator reconciles (namespaced
 	// mode); the manager's cache must be limited to the same ones (CacheOptions). Empty is
 	// cluster-wide.

@@ -85,7 +85,7 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 				"are not applied; delete one of the two", owner.Name, w.Spec.Environment, w.Spec.PartnerRef.Name))
 		return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
 	}
-	res, err := r.Provisioner.ApplyWallet(ctx, w)
+	res, err := r.Provisioner.ApplyWalletWith(ctx, w, provisioning.WalletOptions{SpecTopUps: !r.Options.NoSpecTopUps})
 	if err != nil {
 		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false,
 			v1alpha1.ReasonReconcileError, err.Error())

@@ -37,6 +37,21 @@ type WalletResult struct {
 // own transaction and idempotent, so concurrent or repeated calls (several operator replicas,
 // restarts) never credit twice.
 func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (WalletResult, error) {
+	return p.ApplyWalletWith(ctx, w, WalletOptions{SpecTopUps: true})
+}
+
+// WalletOptions change how a Wallet is applied.
+type WalletOptions struct {
+	// SpecTopUps applies new entries of spec.topUps. Off, only WalletTopUps move money: whoever
+	// may edit a Wallet's settings can no longer credit it, and new entries of the list are
+	// reported Invalid; entries applied before stay applied and counted.
+	SpecTopUps bool
+}
+
+// ApplyWalletWith is ApplyWallet with options.
+func (p *Provisioner) ApplyWalletWith(ctx context.Context, w *v1alpha1.Wallet, opts WalletOptions) (
+	WalletResult, error,
+) {
 	acct, err := p.account(ctx, w.Namespace, w.Spec.PartnerRef.Name, string(w.Spec.Environment))
 	if err != nil {
 		return WalletResult{}, err
@@ -54,7 +69,7 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 			return WalletResult{}, err
 		}
 	}
-	res, err := p.applySpecTopUps(ctx, acct.ID, w)
+	res, err := p.applySpecTopUps(ctx, acct.ID, w, opts)
 	if err != nil {
 		return WalletResult{}, err
 	}
@@ -70,7 +85,7 @@ func (p *Provisioner) ApplyWallet(ctx context.Context, w *v1alpha1.Wallet) (Wall
 // applySpecTopUps credits the top-ups of the Wallet's list that are not in the ledger yet, each
 // in a transaction of its own, and reports what the list and the ledger say.
 func (p *Provisioner) applySpecTopUps(
-	ctx context.Context, accountID uuid.UUID, w *v1alpha1.Wallet,
+	ctx context.Context, accountID uuid.UUID, w *v1alpha1.Wallet, opts WalletOptions,
 ) (WalletResult, error) {
 	entries, err := store.TopUps(ctx, p.db.Pool, accountID)
 	if err != nil {
@@ -93,6 +108,9 @@ func (p *Provisioner) applySpecTopUps(
 			continue
 		case done:
 			res.Applied++
+			continue
+		case !opts.SpecTopUps:
+			res.Invalid[t.ID] = "top-ups in Wallet.spec.topUps are turned off on this operator: create a WalletTopUp"
 			continue
 		}
 		amount, err := money.Parse(t.Amount, t.Currency)

@@ -163,3 +163,37 @@ func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 		t.Fatalf("1.005 EUR: %v", err)
 	}
 }
+
+// TestSpecTopUpsTurnedOff: with Wallet.spec.topUps turned off, a Wallet's settings still apply
+// and its earlier top-ups stay applied, but a new entry of the list credits nothing and is
+// reported: only WalletTopUps move money.
+func TestSpecTopUpsTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	prov := provisioning.New(db, nil)
+	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	if _, err := prov.ApplyPartner(ctx, p, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
+			TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "500.00"}}}}
+	if _, err := prov.ApplyWallet(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Spec.LowBalanceThreshold = "600"
+	w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{ID: "t2", Currency: "EUR", Amount: "100.00"})
+	res, err := prov.ApplyWalletWith(ctx, w, provisioning.WalletOptions{SpecTopUps: false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Applied != 1 || len(res.NewlyApplied) != 0 || res.Invalid["t2"] == "" || len(res.Removed) != 0 ||
+		res.Balances["EUR"] != "500.00" || !res.LowBalance {
+		t.Fatalf("wallet with spec top-ups off: %+v", res)
+	}
+}
