@@ -106,6 +106,13 @@ func onboard(t *testing.T, ns string) (sandboxKey, productionKey string) {
 		s, p := ping(t, "sandbox", sandboxKey), ping(t, "production", productionKey)
 		return s == 200 && p == 200, fmt.Sprintf("sandbox %d production %d", s, p)
 	})
+	// The partner's catalog is bound in a reconcile of its own, after the Catalog's: tests that
+	// order right away must not find it empty.
+	poll.Until(t, timeout, "catalog served", func() (bool, string) {
+		s := getJSON(t, "sandbox", "/catalog/products/10000000000001", sandboxKey)["productCode"]
+		p := getJSON(t, "production", "/catalog/products/10000000000001", productionKey)["productCode"]
+		return s == "10000000000001" && p == "10000000000001", fmt.Sprintf("sandbox %v production %v", s, p)
+	})
 	return sandboxKey, productionKey
 }
 
