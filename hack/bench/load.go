@@ -92,21 +92,22 @@ func attack(targeter vegeta.Targeter, rate vegeta.Rate, workers uint64, duration
 	return m
 }
 
-// placeOrders runs B3: clients place 1-unit orders with unique external order codes as fast as
-// the server takes them, keys in rotation. It returns accepted orders per second and the p99.
-func placeOrders(base string, keys []string, clients int, duration time.Duration, round int) (result, error) {
+// placeOrders runs B3's (and B7's) load: clients place 1-unit orders with external order codes
+// prefix and a counter as fast as the server takes them, keys in rotation. It returns accepted
+// orders per second and the p99.
+func placeOrders(base string, keys []string, clients int, duration time.Duration, prefix string) (result, error) {
 	var n atomic.Int64
 	var targeter vegeta.Targeter = func(t *vegeta.Target) error {
 		i := n.Add(1)
 		t.Method, t.URL = http.MethodPost, base+"/orders"
 		t.Header = http.Header{"X-Api-Key": []string{keys[int(i)%len(keys)]}, "Content-Type": []string{"application/json"}}
-		t.Body = []byte(`{"externalOrderCode":"b3-` + strconv.Itoa(round) + "-" + strconv.FormatInt(i, 10) +
+		t.Body = []byte(`{"externalOrderCode":"` + prefix + strconv.FormatInt(i, 10) +
 			`","currency":"EUR","orderProducts":[{"productCode":"` + orderProduct + `","quantity":1}]}`)
 		return nil
 	}
 	m := attack(targeter, vegeta.Rate{Freq: 0}, uint64(clients), duration)
 	if m.StatusCodes["202"] != int(m.Requests) {
-		return result{}, fmt.Errorf("B3: %d of %d orders accepted (status codes %v, errors %v)",
+		return result{}, fmt.Errorf("%d of %d orders accepted (status codes %v, errors %v)",
 			m.StatusCodes["202"], m.Requests, m.StatusCodes, m.Errors)
 	}
 	return result{max: m.Throughput, p50: ms(m.Latencies.P50), p99: ms(m.Latencies.P99)}, nil

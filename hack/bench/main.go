@@ -9,9 +9,11 @@
 // Redis) and B2 single product against a minimal Fiber handler serving the same bytes from a
 // process of its own (this program, run with -serve-baseline; for the Redis figure it also
 // counts each request in Redis, -baseline-redis); B3 order placement against
-// pgbench running the same writes; B4 placement-to-completed latency of sandbox orders; B5 peak
-// RSS of each serve process; B6 the B1 throughput across catalog sizes and partner counts.
-// B1-B3 are the medians of -rounds rounds, ours and the baseline taking turns. O1-O3 (-figures
+// pgbench running the same writes; B7 orders completed per second by a serve process with its
+// fulfilment workers, from imported stock, against pgbench running both transactions of an
+// order (completed.go); B4 placement-to-completed latency of sandbox orders; B5 peak RSS of each
+// serve process; B6 the B1 throughput across catalog sizes and partner counts. B1-B3 and B7 are
+// the medians of -rounds rounds, ours and the baseline taking turns. O1-O3 (-figures
 // operator, not in the default set: it starts envtest's kube-apiserver) are the operator's cold
 // start, memory and failover; see operator.go.
 package main
@@ -39,7 +41,7 @@ type config struct {
 	clients                    int
 	figures                    map[string]bool
 	cpuProfile                 string
-	// rounds of each B1-B3 figure, ours and its baseline taking turns; the tables show medians.
+	// rounds of each B1-B3 and B7 figure, ours and its baseline taking turns; the tables show medians.
 	rounds int
 	// operatorPartners, noiseSecrets and noiseBytes size the operator figures' cluster.
 	operatorPartners, noiseSecrets, noiseBytes int
@@ -48,12 +50,15 @@ type config struct {
 // figureGroups are the parts of a run that -figures selects, in the order they run;
 // defaultFigures are those a run without -figures measures.
 const (
-	figureGroups   = "reads,redis,orders,completion,scale,operator"
-	defaultFigures = "reads,redis,orders,completion,scale"
+	figureGroups   = "reads,redis,orders,completed,completion,scale,operator"
+	defaultFigures = "reads,redis,orders,completed,completion,scale"
 )
 
 // wants reports whether the run measures the figure group.
 func (cfg config) wants(group string) bool { return cfg.figures[group] }
+
+// wantsAny reports whether the run measures any of the figure groups.
+func (cfg config) wantsAny(groups ...string) bool { return slices.ContainsFunc(groups, cfg.wants) }
 
 // peak is a serve process's peak resident memory (B5).
 type peak struct {
@@ -68,11 +73,12 @@ func main() {
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
 	flag.IntVar(&cfg.rounds, "rounds", 3,
-		"rounds of each B1-B3 measurement, ours and the baseline taking turns; the medians are reported")
-	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 (and pgbench connections)")
+		"rounds of each B1-B3 and B7 measurement, ours and the baseline taking turns; the medians are reported")
+	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 and B7 (and pgbench connections)")
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
 	figures := flag.String("figures", defaultFigures,
-		"figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), completion (B4), "+
+		"figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), "+
+			"completed (B7, orders completed per second with the workers on), completion (B4), "+
 			"scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. "+
 			"operator (O1-O3: the operator's cold start, memory and failover against envtest) runs only when named")
 	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000,
@@ -83,7 +89,7 @@ func main() {
 		"operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
 		"write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, "+
-			"-b1-redis.prof and -b3.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
+			"-b1-redis.prof, -b3.prof and -b7.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
 	baselineAddr := flag.String("serve-baseline", "",
 		"serve the Fiber baseline at this address, GET path answering file for each path=file argument "+
 			"(the bench starts it so)")
@@ -146,8 +152,8 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.funded > cfg.partners {
 		return errors.New("-funded must not exceed -partners")
 	}
-	if _, err := exec.LookPath("pgbench"); err != nil && cfg.wants("orders") {
-		return errors.New("B3's baseline needs pgbench (Debian: apt-get install postgresql)")
+	if _, err := exec.LookPath("pgbench"); err != nil && cfg.wantsAny("orders", "completed") {
+		return errors.New("the baselines of B3 and B7 need pgbench (Debian: apt-get install postgresql)")
 	}
 	dir, err := os.MkdirTemp("", "codeport-bench-")
 	if err != nil {
@@ -160,7 +166,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	var t *tenants
-	if cfg.wants("reads") || cfg.wants("redis") || cfg.wants("orders") || cfg.wants("completion") {
+	if cfg.wantsAny("reads", "redis", "orders", "completed", "completion") {
 		progress("provisioning %d partners and %d products", cfg.partners, cfg.products)
 		started := time.Now()
 		if t, err = newTenants(ctx, cfg.partners, cfg.products, cfg.funded); err != nil {
@@ -195,6 +201,14 @@ func run(ctx context.Context, cfg config) error {
 		}
 		rows = append(rows, placed...)
 		peaks = append(peaks, peak{"production API replica (B3)", rss})
+	}
+	if cfg.wants("completed") {
+		completed, rss, err := completedFigures(ctx, cfg, t, binary, dir)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, completed...)
+		peaks = append(peaks, peak{"production serve with workers (B7)", rss})
 	}
 	if cfg.wants("completion") {
 		progress("B4 placement to completed")
@@ -259,7 +273,7 @@ func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([
 	for round := range cfg.rounds {
 		progress("B3 order placement, round %d of %d", round+1, cfg.rounds)
 		placed, err := cfg.profiled(ctx, api, "b3", round, func() (result, error) {
-			return placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration, round)
+			return placeOrders(api.base, t.keys[:cfg.funded], cfg.clients, cfg.duration, fmt.Sprintf("b3-%d-", round))
 		})
 		if err != nil {
 			return nil, 0, err
@@ -451,7 +465,7 @@ type row struct {
 func printTables(cfg config, rows []row, curve []scalePoint) {
 	host, _ := os.Hostname()
 	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. "+
-		"%s per measurement; B1-B3 are medians of %d rounds.\n\n",
+		"%s per measurement; B1-B3 and B7 are medians of %d rounds.\n\n",
 		host, numCPU(), cfg.partners, cfg.products, cfg.duration, cfg.rounds)
 	fmt.Println("| Figure | codeport | baseline | ratio | target | result |")
 	fmt.Println("|---|---|---|---|---|---|")
