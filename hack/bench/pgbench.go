@@ -190,6 +190,8 @@ const (
 // took to drain.
 type completion struct {
 	placed, completed, p50, p99, toCompleted, depth, drain float64
+	// during is the orders completed per second while the load ran.
+	during float64
 }
 
 // pgbenchCompletions runs B7's baseline: placementScript and fulfilmentScript as one pgbench
@@ -219,5 +221,6 @@ func pgbenchCompletions(
 	}
 	elapsed := float64(runs) / tps
 	p50, p99 := percentile(latencies, 0.50), percentile(latencies, 0.99)
-	return completion{placed: tps, completed: float64(after-before) / elapsed, p50: p50, p99: p99, toCompleted: p99}, nil
+	done := float64(after-before) / elapsed
+	return completion{placed: tps, completed: done, during: done, p50: p50, p99: p99, toCompleted: p99}, nil
 }
