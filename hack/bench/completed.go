@@ -84,7 +84,7 @@ func completedFigures(ctx context.Context, cfg config, t *tenants, binary, dir s
 	ours, base := medianCompletion(oursRounds), medianCompletion(baseRounds)
 	figure := fmt.Sprintf("B7 orders as deployed (workers on), %d clients over %d partners", cfg.clients, cfg.funded)
 	return []row{
-		{figure + ": completed/s (accepted orders ÷ load window + drain)", ours.completed, base.completed, ">= 0.5x",
+		{figure + ": completed/s (accepted orders ÷ (load window + drain))", ours.completed, base.completed, ">= 0.5x",
 			ours.completed >= 0.5*base.completed},
 		{figure + ": placed/s in the load window", ours.placed, base.placed, "", true},
 		{figure + ": completed/s in the load window", ours.during, base.completed, "", true},
