@@ -71,7 +71,7 @@ func main() {
 	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of each measurement")
 	flag.IntVar(&cfg.partners, "partners", 1000, "partners to provision, each with a production key")
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
-	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing B3's orders")
+	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing the orders of B3 and B7")
 	flag.IntVar(&cfg.rounds, "rounds", 3,
 		"rounds of each B1-B3 and B7 measurement, ours and the baseline taking turns; the medians are reported")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 and B7 (and pgbench connections)")
