@@ -1,0 +1,263 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/yaml"
+
+	"github.com/codeport/codeport/internal/poll"
+)
+
+const operatorSA = "system:serviceaccount:codeport-system:codeport"
+
+// operatorRules reads the generated rules the chart grants the operator.
+func operatorRules(t *testing.T) []rbacv1.PolicyRule {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(chart, "files", "operator-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []rbacv1.PolicyRule
+	if err := yaml.Unmarshal(src, &rules); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) == 0 {
+		t.Fatal("files/operator-rules.yaml holds no rules")
+	}
+	return rules
+}
+
+// grantsCodeport tells whether a rule reaches codeport's kinds or Secrets.
+func grantsCodeport(r rbacv1.PolicyRule) bool {
+	for _, g := range r.APIGroups {
+		for _, res := range r.Resources {
+			if g == "*" || res == "*" || g == "codeport.dev" || (g == "" && res == "secrets") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// renderedRBAC is what helm template renders of RBAC, and the operator's arguments.
+type renderedRBAC struct {
+	roles           map[string]rbacv1.Role        // by namespace/name
+	bindings        map[string]rbacv1.RoleBinding // by namespace/name
+	clusterRoles    map[string]rbacv1.ClusterRole
+	clusterBindings []rbacv1.ClusterRoleBinding
+	operatorArgs    []string
+}
+
+// renderRBAC renders the chart with the given --set values (see render) into typed RBAC objects.
+func renderRBAC(t *testing.T, flags ...string) renderedRBAC {
+	t.Helper()
+	out, err := renderErr(t, flags...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", flags, err, out)
+	}
+	r := renderedRBAC{roles: map[string]rbacv1.Role{}, bindings: map[string]rbacv1.RoleBinding{},
+		clusterRoles: map[string]rbacv1.ClusterRole{}}
+	convert := func(raw map[string]any, into any) {
+		if err := runtimeConvert(raw, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, o := range objects(t, out) {
+		switch o.GetKind() {
+		case "Role":
+			var v rbacv1.Role
+			convert(o.Object, &v)
+			r.roles[v.Namespace+"/"+v.Name] = v
+		case "RoleBinding":
+			var v rbacv1.RoleBinding
+			convert(o.Object, &v)
+			r.bindings[v.Namespace+"/"+v.Name] = v
+		case "ClusterRole":
+			var v rbacv1.ClusterRole
+			convert(o.Object, &v)
+			r.clusterRoles[v.Name] = v
+		case "ClusterRoleBinding":
+			var v rbacv1.ClusterRoleBinding
+			convert(o.Object, &v)
+			r.clusterBindings = append(r.clusterBindings, v)
+		case "Deployment":
+			if o.GetName() == "codeport-operator" {
+				var d struct {
+					Spec struct {
+						Template corev1.PodTemplateSpec `json:"template"`
+					} `json:"spec"`
+				}
+				convert(o.Object, &d)
+				r.operatorArgs = d.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+	}
+	return r
+}
+
+// TestOperatorWatchNamespacesRendersRoles: with operator.watchNamespaces the operator is told to
+// watch those namespaces and is granted the generated rules by a Role in each of them, and
+// nothing cluster-wide on codeport's kinds or Secrets; without it, the ClusterRole as before.
+func TestOperatorWatchNamespacesRendersRoles(t *testing.T) {
+	want := operatorRules(t)
+
+	rbac := renderRBAC(t, "operator.watchNamespaces={team-a,team-b}")
+	roles, bindings, clusterRoles := rbac.roles, rbac.bindings, rbac.clusterRoles
+	args := rbac.operatorArgs
+	if !strings.Contains(strings.Join(args, " "), "--watch-namespaces=team-a,team-b") {
+		t.Errorf("operator args %v lack --watch-namespaces=team-a,team-b", args)
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		r, ok := roles[ns+"/codeport-operator"]
+		if !ok {
+			t.Errorf("no Role codeport-operator in %s", ns)
+			continue
+		}
+		if fmt.Sprint(r.Rules) != fmt.Sprint(want) {
+			t.Errorf("Role in %s differs from files/operator-rules.yaml:\n%v\nwant %v", ns, r.Rules, want)
+		}
+		b, ok := bindings[ns+"/codeport-operator"]
+		if !ok {
+			t.Errorf("no RoleBinding codeport-operator in %s", ns)
+			continue
+		}
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != "codeport-operator" || len(b.Subjects) != 1 ||
+			b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != "codeport" ||
+			b.Subjects[0].Namespace != "codeport-system" {
+			t.Errorf("RoleBinding in %s: %+v %+v", ns, b.RoleRef, b.Subjects)
+		}
+	}
+	if _, ok := roles["codeport-system/codeport-leader-election"]; !ok {
+		t.Error("the leader-election Role left the release namespace")
+	}
+	for _, b := range rbac.clusterBindings {
+		for _, r := range clusterRoles[b.RoleRef.Name].Rules {
+			if grantsCodeport(r) {
+				t.Errorf("ClusterRoleBinding %s grants %v cluster-wide", b.Name, r)
+			}
+		}
+	}
+	if _, ok := clusterRoles["codeport-operator"]; ok {
+		t.Error("ClusterRole codeport-operator rendered with watchNamespaces")
+	}
+
+	// Default: every namespace, with the ClusterRole and no flag.
+	def := render(t)
+	if def["ClusterRole/codeport-operator"] == nil || def["ClusterRoleBinding/codeport-operator"] == nil ||
+		def["Role/codeport-operator"] != nil {
+		t.Error("default install does not grant the operator its ClusterRole alone")
+	}
+	if a := fmt.Sprint(def["Deployment/codeport-operator"].Object["spec"]); strings.Contains(a, "--watch-namespaces") {
+		t.Error("default install passes --watch-namespaces")
+	}
+
+	for _, bad := range []string{"operator.watchNamespaces={Team_A}", "operator.watchNamespaces={a,a}",
+		"operator.watchNamespaces=team-a"} {
+		if out, err := renderErr(t, bad); err == nil || !strings.Contains(out, "watchNamespaces") {
+			t.Errorf("%s: accepted or not named: %v\n%s", bad, err, out)
+		}
+	}
+}
+
+// TestOperatorWatchNamespacesGrantsOnlyThere installs the chart with two watched namespaces
+// and asks the API server what the operator's ServiceAccount may do: its kinds and Secrets in
+// those namespaces, nothing in a third or cluster-wide, and its Lease in the release namespace.
+// Every resource the generated rules name must be namespaced, or a Role could not grant it.
+func TestOperatorWatchNamespacesGrantsOnlyThere(t *testing.T) {
+	c, kubeconfig, cfg := startAPIServerConfig(t)
+	ctx := context.Background()
+	for _, ns := range []string{"team-a", "team-b", "team-c"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart, "-n", "codeport-system",
+		"--create-namespace", "--no-hooks", "--set", "operator.watchNamespaces={team-a,team-b}"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	namespaced := map[string]bool{}
+	poll.Until(t, 30*time.Second, "codeport's kinds to be discovered", func() (bool, string) {
+		lists, err := dc.ServerPreferredResources()
+		for _, l := range lists {
+			gv, _ := schema.ParseGroupVersion(l.GroupVersion)
+			for _, r := range l.APIResources {
+				namespaced[gv.Group+"/"+r.Name] = r.Namespaced
+			}
+		}
+		_, ok := namespaced["codeport.dev/wallettopups"]
+		return ok, fmt.Sprint(err)
+	})
+	for _, r := range operatorRules(t) {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				base, _, _ := strings.Cut(res, "/")
+				if ns, known := namespaced[g+"/"+base]; !known || !ns {
+					t.Errorf("operator rule on %s/%s: not a namespaced resource (known %t); a Role cannot grant it",
+						g, res, known)
+				}
+			}
+		}
+	}
+
+	cases := []struct {
+		ns, verb, group, resource string
+		want                      bool
+	}{
+		{"team-a", "update", "codeport.dev", "partners", true},
+		{"team-b", "update", "codeport.dev", "partners", true},
+		{"team-a", "update", "", "secrets", true},
+		{"team-a", "create", "", "secrets", true},
+		{"team-a", "update", "codeport.dev", "wallettopups/status", true},
+		{"team-c", "update", "codeport.dev", "partners", false},
+		{"team-c", "get", "codeport.dev", "partners", false},
+		{"team-c", "update", "", "secrets", false},
+		{"team-c", "get", "", "secrets", false},
+		{"", "list", "codeport.dev", "partners", false},
+		{"", "list", "", "secrets", false},
+		{"codeport-system", "update", "coordination.k8s.io", "leases", true},
+	}
+	for _, tc := range cases {
+		res, sub, _ := strings.Cut(tc.resource, "/")
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   operatorSA,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:codeport-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: tc.ns, Verb: tc.verb, Group: tc.group, Resource: res, Subresource: sub,
+			},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != tc.want {
+			t.Errorf("operator may %s %s in %q: %t, want %t (%s)", tc.verb, tc.resource, tc.ns,
+				sar.Status.Allowed, tc.want, sar.Status.Reason)
+		}
+	}
+
+	var crbs rbacv1.ClusterRoleBindingList
+	if err := c.List(ctx, &crbs); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range crbs.Items {
+		if b.Name == "codeport-operator" {
+			t.Errorf("ClusterRoleBinding %s installed with watchNamespaces", b.Name)
+		}
+	}
+}
