@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -56,6 +57,18 @@ func aggregateClusterRoles(t *testing.T, c client.Client) {
 	}
 }
 
+// impersonate returns a client acting as user, a member of group.
+func impersonate(t *testing.T, c client.Client, cfg *rest.Config, user, group string) client.Client {
+	t.Helper()
+	impersonated := rest.CopyConfig(cfg)
+	impersonated.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{group}}
+	ic, err := client.New(impersonated, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
 func partner(namespace, name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "codeport.dev/v1alpha1", "kind": "Partner",
@@ -92,16 +105,7 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	as := func(user, group string) client.Client {
-		impersonated := rest.CopyConfig(cfg)
-		impersonated.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{group}}
-		ic, err := client.New(impersonated, client.Options{Scheme: c.Scheme()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ic
-	}
-	alice, audrey := as("alice", "team-a"), as("audrey", "auditors")
+	alice, audrey := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "audrey", "auditors")
 
 	if err := alice.Create(ctx, partner("team-a", "acme")); err != nil {
 		t.Fatalf("an editor of team-a creating a Partner there: %v", err)
@@ -127,7 +131,7 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 	}
 
 	var list unstructured.UnstructuredList
-	for _, kind := range []string{"PartnerList", "CatalogList", "ApiKeyList", "WalletList"} {
+	for _, kind := range []string{"PartnerList", "CatalogList", "ApiKeyList", "WalletList", "WalletTopUpList"} {
 		list.SetAPIVersion("codeport.dev/v1alpha1")
 		list.SetKind(kind)
 		if err := audrey.List(ctx, &list, client.InNamespace("team-a")); err != nil {
@@ -142,6 +146,93 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 	}
 	if err := audrey.Delete(ctx, partner("team-a", "acme")); !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer deleting a Partner: %v, want Forbidden", err)
+	}
+}
+
+func wallet(namespace, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "codeport.dev/v1alpha1", "kind": "Wallet",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{"partnerRef": map[string]any{"name": "acme"}, "environment": "sandbox",
+			"lowBalanceThreshold": "50.00"},
+	}}
+}
+
+func walletTopUp(namespace, name, id string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "codeport.dev/v1alpha1", "kind": "WalletTopUp",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{"walletRef": map[string]any{"name": "acme-sandbox"}, "id": id,
+			"currency": "EUR", "amount": "100.00"},
+	}}
+}
+
+// TestWalletTopUpsAreGrantedApartFromEdit: editing a namespace (Kubernetes' edit or admin) lets
+// a team manage Wallets and read WalletTopUps, but not create, change or delete them; a
+// RoleBinding to the wallet-topup role lets finance credit wallets there, and nothing else.
+func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
+	c, kubeconfig, cfg := startAPIServerConfig(t)
+	ctx := context.Background()
+	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart,
+		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	aggregateClusterRoles(t, c)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	for group, role := range map[string]string{"team-a": "edit", "team-a-admins": "admin",
+		"finance": "codeport-wallet-topup", "auditors": "view"} {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: group + "-" + role, Namespace: "team-a"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: group}},
+		}
+		if err := c.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, adam := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "adam", "team-a-admins")
+	fiona, audrey := impersonate(t, c, cfg, "fiona", "finance"), impersonate(t, c, cfg, "audrey", "auditors")
+
+	if err := alice.Create(ctx, wallet("team-a", "acme-sandbox")); err != nil {
+		t.Fatalf("an editor creating a Wallet: %v", err)
+	}
+	for who, cl := range map[string]client.Client{"an editor": alice, "an admin": adam, "a viewer": audrey} {
+		if err := cl.Create(ctx, walletTopUp("team-a", "wire-0", "wire-0")); !apierrors.IsForbidden(err) {
+			t.Errorf("%s creating a WalletTopUp: %v, want Forbidden", who, err)
+		}
+	}
+	top := walletTopUp("team-a", "wire-1", "wire-1")
+	if err := fiona.Create(ctx, top); err != nil {
+		t.Fatalf("finance creating a WalletTopUp: %v", err)
+	}
+	if err := fiona.Create(ctx, walletTopUp("default", "wire-2", "wire-2")); !apierrors.IsForbidden(err) {
+		t.Errorf("finance of team-a creating a WalletTopUp in default: %v, want Forbidden", err)
+	}
+	var list unstructured.UnstructuredList
+	list.SetAPIVersion("codeport.dev/v1alpha1")
+	list.SetKind("WalletTopUpList")
+	for who, cl := range map[string]client.Client{"finance": fiona, "an editor": alice, "a viewer": audrey} {
+		if err := cl.List(ctx, &list, client.InNamespace("team-a")); err != nil || len(list.Items) != 1 {
+			t.Errorf("%s listing WalletTopUps: %v (%d)", who, err, len(list.Items))
+		}
+	}
+	if err := fiona.Get(ctx, client.ObjectKeyFromObject(wallet("team-a", "acme-sandbox")),
+		wallet("team-a", "acme-sandbox")); err != nil {
+		t.Errorf("finance reading the Wallet it credits: %v", err)
+	}
+	if err := fiona.Create(ctx, wallet("team-a", "acme-production")); !apierrors.IsForbidden(err) {
+		t.Errorf("finance creating a Wallet: %v, want Forbidden", err)
+	}
+	for who, cl := range map[string]client.Client{"finance": fiona, "an editor": alice, "an admin": adam} {
+		if err := cl.Delete(ctx, walletTopUp("team-a", "wire-1", "wire-1")); !apierrors.IsForbidden(err) {
+			t.Errorf("%s deleting a WalletTopUp: %v, want Forbidden", who, err)
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))
+		if err := cl.Patch(ctx, walletTopUp("team-a", "wire-1", "wire-1"), patch); !apierrors.IsForbidden(err) {
+			t.Errorf("%s patching a WalletTopUp: %v, want Forbidden", who, err)
+		}
 	}
 }
 
@@ -162,7 +253,9 @@ func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
 		kustomized[o.GetKind()+"/"+o.GetName()] = o
 	}
 	chartObjs := render(t)
-	for _, name := range []string{"ClusterRole/codeport-edit", "ClusterRole/codeport-view"} {
+	for _, name := range []string{
+		"ClusterRole/codeport-edit", "ClusterRole/codeport-view", "ClusterRole/codeport-wallet-topup",
+	} {
 		k, c := kustomized[name], chartObjs[name]
 		if k == nil || c == nil {
 			t.Fatalf("%s: kustomize %v, chart %v", name, k != nil, c != nil)
@@ -175,5 +268,27 @@ func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
 				t.Errorf("%s: kustomize lacks label %s=%s", name, key, v)
 			}
 		}
+	}
+}
+
+// TestWalletTopUpRoleIsNotAggregated: the wallet-topup role reaches nobody through Kubernetes'
+// admin, edit or view roles, and rbac.walletTopUpRole turns it off apart from the team roles.
+func TestWalletTopUpRoleIsNotAggregated(t *testing.T) {
+	role := render(t)["ClusterRole/codeport-wallet-topup"]
+	if role == nil {
+		t.Fatal("ClusterRole codeport-wallet-topup not rendered by default")
+	}
+	for key := range role.GetLabels() {
+		if strings.HasPrefix(key, "rbac.authorization.k8s.io/aggregate-to-") {
+			t.Errorf("codeport-wallet-topup is aggregated: %s", key)
+		}
+	}
+	if objs := render(t, "rbac.walletTopUpRole=false"); objs["ClusterRole/codeport-wallet-topup"] != nil ||
+		objs["ClusterRole/codeport-edit"] == nil {
+		t.Error("rbac.walletTopUpRole=false: the wallet-topup role rendered, or the team roles not")
+	}
+	if objs := render(t, "rbac.aggregatedRoles=false"); objs["ClusterRole/codeport-wallet-topup"] == nil ||
+		objs["ClusterRole/codeport-edit"] != nil {
+		t.Error("rbac.aggregatedRoles=false: the team roles rendered, or the wallet-topup role not")
 	}
 }
