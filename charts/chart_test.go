@@ -208,6 +208,8 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 		"autoscaling w/o redis":  {[]string{"api.sandbox.autoscaling.enabled=true"}, "redis"},
 		"no database secret":     {[]string{"database.existingSecret="}, "existingSecret"},
 		"bad redis url":          {[]string{"redis.url=localhost:6379"}, "url"},
+		"bad topup role flag":    {[]string{"rbac.walletTopUpRole=maybe"}, "walletTopUpRole"},
+		"namespace not a list":   {[]string{"operator.watchNamespaces=team-a"}, "watchNamespaces"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
