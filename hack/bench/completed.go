@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -201,14 +200,7 @@ func topUpStock(ctx context.Context, t *tenants, binary, dir, product string, ne
 
 // medianCompletion is each field's median over rounds (the upper one of an even count).
 func medianCompletion(rounds []completion) completion {
-	pick := func(field func(completion) float64) float64 {
-		values := make([]float64, len(rounds))
-		for i, r := range rounds {
-			values[i] = field(r)
-		}
-		slices.Sort(values)
-		return values[len(values)/2]
-	}
+	pick := func(field func(completion) float64) float64 { return medianOf(rounds, field) }
 	return completion{
 		placed:      pick(func(c completion) float64 { return c.placed }),
 		completed:   pick(func(c completion) float64 { return c.completed }),

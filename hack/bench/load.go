@@ -22,16 +22,19 @@ import (
 
 type result struct{ max, p50, p99 float64 }
 
-// median is each field's median over rounds (the upper one of an even count).
-func median(rounds []result) result {
-	pick := func(field func(result) float64) float64 {
-		values := make([]float64, len(rounds))
-		for i, r := range rounds {
-			values[i] = field(r)
-		}
-		slices.Sort(values)
-		return values[len(values)/2]
+// medianOf is the median of one field over rounds (the upper one of an even count).
+func medianOf[T any](rounds []T, field func(T) float64) float64 {
+	values := make([]float64, len(rounds))
+	for i, r := range rounds {
+		values[i] = field(r)
 	}
+	slices.Sort(values)
+	return values[len(values)/2]
+}
+
+// median is each field's median over rounds.
+func median(rounds []result) result {
+	pick := func(field func(result) float64) float64 { return medianOf(rounds, field) }
 	return result{
 		max: pick(func(r result) float64 { return r.max }),
 		p50: pick(func(r result) float64 { return r.p50 }),
