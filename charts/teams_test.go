@@ -96,14 +96,7 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 	}
 	// As in the docs: kubectl create rolebinding … --clusterrole=edit --group=team-a -n team-a
 	for role, group := range map[string]string{"edit": "team-a", "view": "auditors"} {
-		rb := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: group + "-" + role, Namespace: "team-a"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: group}},
-		}
-		if err := c.Create(ctx, rb); err != nil {
-			t.Fatal(err)
-		}
+		bindGroup(t, c, "team-a", group, role)
 	}
 	alice, audrey := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "audrey", "auditors")
 
@@ -183,14 +176,7 @@ func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
 	}
 	for group, role := range map[string]string{"team-a": "edit", "team-a-admins": "admin",
 		"finance": "codeport-wallet-topup", "auditors": "view"} {
-		rb := &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: group + "-" + role, Namespace: "team-a"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: group}},
-		}
-		if err := c.Create(ctx, rb); err != nil {
-			t.Fatal(err)
-		}
+		bindGroup(t, c, "team-a", group, role)
 	}
 	alice, adam := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "adam", "team-a-admins")
 	fiona, audrey := impersonate(t, c, cfg, "fiona", "finance"), impersonate(t, c, cfg, "audrey", "auditors")
@@ -290,5 +276,19 @@ func TestWalletTopUpRoleIsNotAggregated(t *testing.T) {
 	if objs := render(t, "rbac.aggregatedRoles=false"); objs["ClusterRole/codeport-wallet-topup"] == nil ||
 		objs["ClusterRole/codeport-edit"] != nil {
 		t.Error("rbac.aggregatedRoles=false: the team roles rendered, or the wallet-topup role not")
+	}
+}
+
+// bindGroup binds a ClusterRole to a group in one namespace, as
+// `kubectl create rolebinding --clusterrole=ROLE --group=GROUP -n NAMESPACE` does.
+func bindGroup(t *testing.T, c client.Client, namespace, group, role string) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: group + "-" + role, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: group}},
+	}
+	if err := c.Create(context.Background(), rb); err != nil {
+		t.Fatal(err)
 	}
 }

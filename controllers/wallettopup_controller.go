@@ -79,11 +79,7 @@ func (r *WalletTopUpReconciler) apply(ctx context.Context, t *v1alpha1.WalletTop
 			fmt.Sprintf("Wallet %s is not Ready (%s); the top-up is applied once it is", w.Name, why))
 		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
 	}
-	res, err := r.Provisioner.ApplyTopUp(ctx, provisioning.TopUp{
-		Namespace: t.Namespace, Partner: w.Spec.PartnerRef.Name, Environment: string(w.Spec.Environment),
-		ID: t.Spec.ID, Currency: t.Spec.Currency, Amount: t.Spec.Amount, Note: t.Spec.Note,
-		Source: provisioning.TopUpSource(t.Name),
-	})
+	res, err := r.Provisioner.ApplyTopUp(ctx, provisioning.TopUpOf(t, &w))
 	var invalid *provisioning.InvalidTopUpError
 	switch {
 	case errors.As(err, &invalid):

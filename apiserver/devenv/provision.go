@@ -192,11 +192,7 @@ func provisionTopUps(ctx context.Context, prov *provisioning.Provisioner, m *Man
 				t.Namespace, t.Name, t.Spec.WalletRef.Name))
 			continue
 		}
-		res, err := prov.ApplyTopUp(ctx, provisioning.TopUp{
-			Namespace: t.Namespace, Partner: w.Spec.PartnerRef.Name, Environment: string(w.Spec.Environment),
-			ID: t.Spec.ID, Currency: t.Spec.Currency, Amount: t.Spec.Amount, Note: t.Spec.Note,
-			Source: provisioning.TopUpSource(t.Name),
-		})
+		res, err := prov.ApplyTopUp(ctx, provisioning.TopUpOf(t, w))
 		var invalid *provisioning.InvalidTopUpError
 		switch {
 		case errors.As(err, &invalid):

@@ -223,6 +223,15 @@ type TopUp struct {
 	Source string
 }
 
+// TopUpOf is the top-up a WalletTopUp asks for on the wallet of w's partner environment.
+func TopUpOf(t *v1alpha1.WalletTopUp, w *v1alpha1.Wallet) TopUp {
+	return TopUp{
+		Namespace: t.Namespace, Partner: w.Spec.PartnerRef.Name, Environment: string(w.Spec.Environment),
+		ID: t.Spec.ID, Currency: t.Spec.Currency, Amount: t.Spec.Amount, Note: t.Spec.Note,
+		Source: TopUpSource(t.Name),
+	}
+}
+
 // TopUpResult is what applying a top-up found or did.
 type TopUpResult struct {
 	// Applied: the credit is in the ledger, recorded by this top-up; AppliedAt is when.

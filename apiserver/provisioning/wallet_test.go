@@ -89,11 +89,7 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 // applying it again neither writes nor locks a row.
 func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 12})
 	prov := provisioning.New(db, nil)
 	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
@@ -169,11 +165,7 @@ func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 // reported: only WalletTopUps move money.
 func TestSpecTopUpsTurnedOff(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, storetest.New(t).URL, store.Options{MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := storetest.Open(t, store.Options{MaxConns: 4})
 	prov := provisioning.New(db, nil)
 	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
