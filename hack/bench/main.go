@@ -490,11 +490,42 @@ func printTables(cfg config, rows []row, curve []scalePoint) {
 	fmt.Println()
 	fmt.Println("B6: GET /catalog/products?take=20 by catalog size and partner count (baseline: the B1 Fiber handler).")
 	fmt.Println()
-	fmt.Println("| products | partners | req/s | ratio to baseline | p50 at 50% load (ms) | p99 at 50% load (ms) |")
-	fmt.Println("|---|---|---|---|---|---|")
+	fmt.Println("| products | partners | req/s | ratio to baseline | p50 at 50% load (ms) | p99 at 50% load (ms) " +
+		"| B3 orders/s | B3 p99 (ms) | serve peak RSS (MB) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, p := range curve {
-		fmt.Printf("| %d | %d | %.1f | %.2fx | %.1f | %.1f |\n", p.products, p.partners, p.max, p.ratio, p.p50, p.p99)
+		orders, p99 := "", ""
+		if p.orders.max > 0 {
+			orders, p99 = fmt.Sprintf("%.1f", p.orders.max), fmt.Sprintf("%.1f", p.orders.p99)
+		}
+		fmt.Printf("| %d | %d | %.1f | %.2fx | %.1f | %.1f | %s | %s | %.1f |\n",
+			p.products, p.partners, p.max, p.ratio, p.p50, p.p99, orders, p99, p.rss)
 	}
+	if perThousand, ok := memoryPerThousandPartners(curve); ok {
+		fmt.Printf("\nServe memory per 1,000 partners (1,000 products): %.1f MB\n", perThousand)
+	}
+}
+
+// memoryPerThousandPartners is the growth of serve's peak RSS from the fewest to the most
+// partners of the curve's 1,000-product points, per 1,000 partners.
+func memoryPerThousandPartners(curve []scalePoint) (float64, bool) {
+	var fewest, most *scalePoint
+	for i := range curve {
+		p := &curve[i]
+		if p.products != 1000 {
+			continue
+		}
+		if fewest == nil || p.partners < fewest.partners {
+			fewest = p
+		}
+		if most == nil || p.partners > most.partners {
+			most = p
+		}
+	}
+	if fewest == nil || most == nil || most.partners == fewest.partners {
+		return 0, false
+	}
+	return (most.rss - fewest.rss) / float64(most.partners-fewest.partners) * 1000, true
 }
 
 func numCPU() int {
