@@ -81,13 +81,8 @@ func partner(namespace, name string) *unstructured.Unstructured {
 // Kubernetes' edit role in a team's namespace lets the team create Partners there and nowhere
 // else, without touching their status; one to view lets a team read them only.
 func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
-	c, kubeconfig, cfg := startAPIServerConfig(t)
+	c, cfg := installWithTeamRoles(t)
 	ctx := context.Background()
-	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart,
-		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
-	aggregateClusterRoles(t, c)
 
 	for _, ns := range []string{"team-a", "team-b"} {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -164,13 +159,8 @@ func walletTopUp(namespace, name, id string) *unstructured.Unstructured {
 // a team manage Wallets and read WalletTopUps, but not create, change or delete them; a
 // RoleBinding to the wallet-topup role lets finance credit wallets there, and nothing else.
 func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
-	c, kubeconfig, cfg := startAPIServerConfig(t)
+	c, cfg := installWithTeamRoles(t)
 	ctx := context.Background()
-	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart,
-		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
-	aggregateClusterRoles(t, c)
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,4 +281,18 @@ func bindGroup(t *testing.T, c client.Client, namespace, group, role string) {
 	if err := c.Create(context.Background(), rb); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// installWithTeamRoles installs the chart on a fresh API server and aggregates its team roles
+// into Kubernetes' edit, admin and view, as the controller manager would; it returns an admin
+// client and the server's config, for impersonation.
+func installWithTeamRoles(t *testing.T) (client.Client, *rest.Config) {
+	t.Helper()
+	c, kubeconfig, cfg := startAPIServerConfig(t)
+	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart,
+		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	aggregateClusterRoles(t, c)
+	return c, cfg
 }

@@ -35,14 +35,7 @@ func rowVersions(t *testing.T, db *store.DB, account string) string {
 // a changed threshold or a new top-up does.
 func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t, store.Options{MaxConns: 4})
-	prov := provisioning.New(db, nil)
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
-	res, err := prov.ApplyPartner(ctx, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, prov, res := onboardAcme(t, 4)
 	account := res.Accounts[store.EnvironmentProduction].String()
 	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
@@ -89,14 +82,7 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 // applying it again neither writes nor locks a row.
 func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t, store.Options{MaxConns: 12})
-	prov := provisioning.New(db, nil)
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
-	res, err := prov.ApplyPartner(ctx, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, prov, res := onboardAcme(t, 12)
 	account := res.Accounts[store.EnvironmentProduction].String()
 	top := provisioning.TopUp{Namespace: "ns", Partner: "acme", Environment: "production", ID: "wire-1",
 		Currency: "EUR", Amount: "250.00", Source: provisioning.TopUpSource("wire-1")}
@@ -165,13 +151,7 @@ func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 // reported: only WalletTopUps move money.
 func TestSpecTopUpsTurnedOff(t *testing.T) {
 	ctx := context.Background()
-	db := storetest.Open(t, store.Options{MaxConns: 4})
-	prov := provisioning.New(db, nil)
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
-	if _, err := prov.ApplyPartner(ctx, p, nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, prov, _ := onboardAcme(t, 4)
 	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
 			TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "500.00"}}}}
@@ -188,4 +168,19 @@ func TestSpecTopUpsTurnedOff(t *testing.T) {
 		res.Balances["EUR"] != "500.00" || !res.LowBalance {
 		t.Fatalf("wallet with spec top-ups off: %+v", res)
 	}
+}
+
+// onboardAcme provisions partner ns/acme in a fresh database of a test's own, opened with
+// conns connections, and returns the database, its provisioner and the partner's accounts.
+func onboardAcme(t *testing.T, conns int32) (*store.DB, *provisioning.Provisioner, provisioning.PartnerResult) {
+	t.Helper()
+	db := storetest.Open(t, store.Options{MaxConns: conns})
+	prov := provisioning.New(db, nil)
+	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
+		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	res, err := prov.ApplyPartner(context.Background(), p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, prov, res
 }
