@@ -149,6 +149,10 @@ docker-buildx: ## Build and push the multi-platform image (IMG, PLATFORMS) with 
 	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$(VERSION) \
 		-t $(or $(IMG),ghcr.io/codeport/codeport:$(VERSION)) --push .
 
+.PHONY: pin-images
+pin-images: ## Re-pin the Dockerfile's base images to their current multi-platform digests.
+	hack/pin-images.sh
+
 .PHONY: help
 help:
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

@@ -111,3 +111,50 @@ func TestImageBuildsForEveryPlatform(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseImagesArePinnedByDigest: the syntax frontend and every base image carry a tag (what the
+// image is) and the digest of its index (which bytes are built on), and the Go image's tag is
+// go.mod's Go version, since the official image will not fetch another toolchain.
+func TestBaseImagesArePinnedByDigest(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`^[a-z0-9./-]+:[A-Za-z0-9._-]+@sha256:[0-9a-f]{64}$`)
+	syntax := regexp.MustCompile(`(?m)^# syntax=(\S+)`).FindSubmatch(src)
+	if syntax == nil {
+		t.Fatal("no syntax line")
+	}
+	refs := []string{string(syntax[1])}
+	for _, stage := range dockerfileStages(t) {
+		fields := strings.Fields(stage[0])
+		image := fields[1]
+		if strings.HasPrefix(image, "--platform=") {
+			image = fields[2]
+		}
+		refs = append(refs, image)
+	}
+	goMod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(goMod)
+	if goVersion == nil {
+		t.Fatal("no go directive in go.mod")
+	}
+	sawGo := false
+	for _, ref := range refs {
+		if !pinned.MatchString(ref) {
+			t.Errorf("%s is not pinned as name:tag@sha256:<digest>", ref)
+		}
+		if name, rest, _ := strings.Cut(ref, ":"); name == "golang" {
+			sawGo = true
+			if tag, _, _ := strings.Cut(rest, "@"); tag != string(goVersion[1]) {
+				t.Errorf("build image golang:%s, go.mod needs go %s", tag, goVersion[1])
+			}
+		}
+	}
+	if !sawGo {
+		t.Error("no golang build image")
+	}
+}
