@@ -30,8 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 const chart = "codeport"
@@ -351,16 +349,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 	c, _ := startAPIServer(t)
 	ctx := context.Background()
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
-	if err != nil {
-		t.Fatalf("kustomize: %v", err)
-	}
-	rendered, err := resMap.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := objects(t, string(rendered))
+	objs := kustomize(t, "default")
 	// The namespace must exist for namespaced objects to be validated; everything else is a dry run.
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package charts_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
 // aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation controller
@@ -215,17 +212,8 @@ func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
 // TestKustomizeShipsTheChartsTeamRoles: a kustomize install gets the same aggregated roles as the
 // chart's release named codeport.
 func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", "default"))
-	if err != nil {
-		t.Fatalf("kustomize: %v", err)
-	}
-	out, err := resMap.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
 	kustomized := rendered{}
-	for _, o := range objects(t, string(out)) {
+	for _, o := range kustomize(t, "default") {
 		kustomized[o.GetKind()+"/"+o.GetName()] = o
 	}
 	chartObjs := render(t)

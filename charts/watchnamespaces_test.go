@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/internal/poll"
@@ -217,28 +222,50 @@ func TestOperatorWatchNamespacesGrantsOnlyThere(t *testing.T) {
 		}
 	}
 
-	cases := []struct {
+	checkOperatorAccess(t, c, operatorSA, "codeport-system", []string{"team-a", "team-b"}, "team-c")
+
+	var crbs rbacv1.ClusterRoleBindingList
+	if err := c.List(ctx, &crbs); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range crbs.Items {
+		if b.Name == "codeport-operator" {
+			t.Errorf("ClusterRoleBinding %s installed with watchNamespaces", b.Name)
+		}
+	}
+}
+
+// checkOperatorAccess asks the API server what the operator's ServiceAccount user may do: its
+// kinds and Secrets in each watched namespace, nothing in unwatched or cluster-wide, and its
+// Lease in its own namespace.
+func checkOperatorAccess(t *testing.T, c client.Client, user, home string, watched []string, unwatched string) {
+	t.Helper()
+	type access struct {
 		ns, verb, group, resource string
 		want                      bool
-	}{
-		{"team-a", "update", "codeport.dev", "partners", true},
-		{"team-b", "update", "codeport.dev", "partners", true},
-		{"team-a", "update", "", "secrets", true},
-		{"team-a", "create", "", "secrets", true},
-		{"team-a", "update", "codeport.dev", "wallettopups/status", true},
-		{"team-c", "update", "codeport.dev", "partners", false},
-		{"team-c", "get", "codeport.dev", "partners", false},
-		{"team-c", "update", "", "secrets", false},
-		{"team-c", "get", "", "secrets", false},
-		{"", "list", "codeport.dev", "partners", false},
-		{"", "list", "", "secrets", false},
-		{"codeport-system", "update", "coordination.k8s.io", "leases", true},
 	}
+	var cases []access
+	for _, ns := range watched {
+		cases = append(cases,
+			access{ns, "update", "codeport.dev", "partners", true},
+			access{ns, "update", "", "secrets", true},
+			access{ns, "create", "", "secrets", true},
+			access{ns, "update", "codeport.dev", "wallettopups/status", true})
+	}
+	cases = append(cases,
+		access{unwatched, "update", "codeport.dev", "partners", false},
+		access{unwatched, "get", "codeport.dev", "partners", false},
+		access{unwatched, "update", "", "secrets", false},
+		access{unwatched, "get", "", "secrets", false},
+		access{"", "list", "codeport.dev", "partners", false},
+		access{"", "list", "", "secrets", false},
+		access{home, "update", "coordination.k8s.io", "leases", true})
+	ctx := context.Background()
 	for _, tc := range cases {
 		res, sub, _ := strings.Cut(tc.resource, "/")
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   operatorSA,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:codeport-system", "system:authenticated"},
+			User:   user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + home, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: tc.ns, Verb: tc.verb, Group: tc.group, Resource: res, Subresource: sub,
 			},
@@ -251,14 +278,57 @@ func TestOperatorWatchNamespacesGrantsOnlyThere(t *testing.T) {
 				sar.Status.Allowed, tc.want, sar.Status.Reason)
 		}
 	}
+}
 
-	var crbs rbacv1.ClusterRoleBindingList
-	if err := c.List(ctx, &crbs); err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range crbs.Items {
-		if b.Name == "codeport-operator" {
-			t.Errorf("ClusterRoleBinding %s installed with watchNamespaces", b.Name)
+// TestKustomizeNamespacedOverlay: config/namespaced tells the operator which namespace to watch,
+// binds its generated rules there only, and, applied to a real kube-apiserver, leaves it no access
+// to codeport's kinds or Secrets anywhere else.
+func TestKustomizeNamespacedOverlay(t *testing.T) {
+	objs := kustomize(t, "namespaced")
+	var args []string
+	var applied []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRoleBinding":
+			if o.GetName() == "codeport-operator" {
+				t.Error("the operator's ClusterRoleBinding survives the namespaced overlay")
+			}
+		case "Deployment":
+			if o.GetName() == "codeport-operator" {
+				var d appsv1.Deployment
+				if err := runtimeConvert(o.Object, &d); err != nil {
+					t.Fatal(err)
+				}
+				args = d.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			applied = append(applied, o)
 		}
 	}
+	if !slices.Contains(args, "--watch-namespaces=partners") {
+		t.Fatalf("operator args %v lack --watch-namespaces=partners", args)
+	}
+
+	c, _, _ := startAPIServerConfig(t)
+	ctx := context.Background()
+	for _, ns := range []string{"codeport-system", "elsewhere"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Namespaces first: the namespaced objects need them.
+	for _, first := range []bool{true, false} {
+		for _, o := range applied {
+			if (o.GetKind() == "Namespace") != first {
+				continue
+			}
+			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+		}
+	}
+	checkOperatorAccess(t, c, "system:serviceaccount:codeport-system:codeport-operator", "codeport-system",
+		[]string{"partners"}, "elsewhere")
 }
