@@ -33,7 +33,8 @@ func newDevCommand() *cobra.Command {
 Without --database-url an embedded PostgreSQL (the locally installed binaries) keeps its data in
 the state directory. The Partner, Catalog, ApiKey and Wallet manifests in --manifests are
 admitted as the cluster admits them (the CRDs' schemas, CEL rules and defaults; dev refuses to
-start on a manifest the cluster would refuse) and provisioned the way the operator would; the keys
+start on a manifest the cluster would refuse; a manifest admitted by an earlier run is admitted as an
+update of it, immutable fields included) and provisioned the way the operator would; the keys
 they ask for are written to <state-dir>/credentials.json and stay the same across restarts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,7 +69,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	m, err := devenv.LoadManifests(ctx, opts.manifests)
+	m, err := devenv.LoadManifests(ctx, opts.manifests, stateDir)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,7 +46,10 @@ type Manifests struct {
 // `kubectl apply` (crdvalidation) and kept as it would store them, defaults applied. When the
 // cluster would refuse any, the error reports each, as a *DocumentError, in kubectl's words; a
 // document without a namespace is in "default", as kubectl without --namespace puts it.
-func LoadManifests(ctx context.Context, dir string) (*Manifests, error) {
+//
+// With a stateDir, the admitted objects are kept there (admittedObjects), and a later load admits
+// a manifest of one of them as an update, as a cluster holding it would.
+func LoadManifests(ctx context.Context, dir, stateDir string) (*Manifests, error) {
 	crds, err := crd.Definitions()
 	if err != nil {
 		return nil, err
@@ -65,7 +70,10 @@ func LoadManifests(ctx context.Context, dir string) (*Manifests, error) {
 		}
 	}
 	sort.Strings(files)
-	l := &loader{validator: validator, manifests: &Manifests{}}
+	l := &loader{validator: validator, manifests: &Manifests{}, admitted: map[string]*unstructured.Unstructured{}}
+	if stateDir != "" {
+		l.earlier = admittedObjects{dir: filepath.Join(stateDir, "admitted")}
+	}
 	for _, f := range files {
 		if err := l.loadFile(ctx, f); err != nil {
 			return nil, err
@@ -74,6 +82,9 @@ func LoadManifests(ctx context.Context, dir string) (*Manifests, error) {
 	if len(l.refused) > 0 {
 		return nil, fmt.Errorf("the cluster would refuse %d of the manifests in %s:\n%w",
 			len(l.refused), dir, errors.Join(l.refused...))
+	}
+	if err := l.earlier.replace(slices.Collect(maps.Values(l.admitted))); err != nil {
+		return nil, err
 	}
 	return l.manifests, nil
 }
@@ -84,12 +95,20 @@ type DocumentError struct {
 	File string
 	// Document is the 1-based position of the document among the file's non-empty documents.
 	Document int
-	// Err is the API server's answer (see crdvalidation.Validator.Create).
+	// Err is the API server's answer (see crdvalidation.Validator.Create and Update).
 	Err error
+	// Stored is the file of the earlier admitted object when the document was refused as an
+	// update of it.
+	Stored string
 }
 
 func (e *DocumentError) Error() string {
-	return fmt.Sprintf("%s (document %d): %s", e.File, e.Document, crdvalidation.KubectlMessage(e.Err))
+	msg := fmt.Sprintf("%s (document %d): %s", e.File, e.Document, crdvalidation.KubectlMessage(e.Err))
+	if e.Stored != "" {
+		msg += "\n  (an update of the object admitted earlier; to create it anew, as after kubectl delete, remove " +
+			e.Stored + ")"
+	}
+	return msg
 }
 
 func (e *DocumentError) Unwrap() error { return e.Err }
@@ -99,6 +118,10 @@ type loader struct {
 	validator *crdvalidation.Validator
 	manifests *Manifests
 	refused   []error
+	// earlier holds what earlier loads admitted; admitted is what this one admits, by the path
+	// admittedObjects gives it (a second document of one object updates the first).
+	earlier  admittedObjects
+	admitted map[string]*unstructured.Unstructured
 }
 
 func (l *loader) loadFile(ctx context.Context, path string) error {
@@ -198,7 +221,8 @@ func (m *Manifests) keep(path string, index int, apiVersion, kind string, stored
 }
 
 // admit returns doc, as JSON, the way the cluster would store it: in namespace "default" when it
-// names none and, for the kinds of the CRDs, admitted by the validator, which refuses it with a
+// names none and, for the kinds of the CRDs, admitted by the validator (as an update of the same
+// object admitted before, by an earlier document or load), which refuses it with a
 // *DocumentError.
 func (l *loader) admit(ctx context.Context, doc []byte) ([]byte, error) {
 	// Strict: a key given twice is refused rather than silently overridden by the last.
@@ -214,10 +238,26 @@ func (l *loader) admit(ctx context.Context, doc []byte) ([]byte, error) {
 		obj.SetNamespace(metav1.NamespaceDefault)
 	}
 	if l.validator.ServesGroup(obj.GroupVersionKind().Group) {
-		obj, err = l.validator.Create(ctx, obj)
-		if err != nil {
-			return nil, &DocumentError{Err: err}
+		key := l.earlier.path(obj)
+		old := l.admitted[key]
+		if old == nil {
+			if old, err = l.earlier.stored(obj); err != nil {
+				return nil, err
+			}
 		}
+		if old == nil {
+			obj, err = l.validator.Create(ctx, obj)
+		} else {
+			obj, err = l.validator.Update(ctx, old, obj)
+		}
+		if err != nil {
+			refused := &DocumentError{Err: err}
+			if old != nil {
+				refused.Stored = l.earlier.path(old)
+			}
+			return nil, refused
+		}
+		l.admitted[key] = obj
 	}
 	return obj.MarshalJSON()
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,6 +91,7 @@ func TestManifestsAdmittedAsByTheAPIServer(t *testing.T) {
 	}
 	t.Run("refusals", func(t *testing.T) { testRefusals(t, c) })
 	t.Run("samples", func(t *testing.T) { testSamplesStoredAsByTheServer(t, c) })
+	t.Run("updates", func(t *testing.T) { testUpdatesAcrossLoads(t, c) })
 }
 
 const partnerHeader = `apiVersion: codeport.dev/v1alpha1
@@ -200,7 +202,7 @@ func testRefusals(t *testing.T, c *cluster) {
 			leading := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: products, namespace: partners}\n"
 			writeFile(t, file, "# a header comment is no document\n---\n"+leading+"---\n"+tc.doc)
 
-			_, err := LoadManifests(context.Background(), dir)
+			_, err := LoadManifests(context.Background(), dir, "")
 			var refused *DocumentError
 			if !errors.As(err, &refused) {
 				t.Fatalf("LoadManifests admitted what the server refuses (%v): %v", serverErr, err)
@@ -313,7 +315,7 @@ func assertKubectlSays(t *testing.T, kubectl string, c *cluster, doc string, ref
 // server: LoadManifests refuses none, and holds each as the server stores it, defaults included.
 func testSamplesStoredAsByTheServer(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	m, err := LoadManifests(ctx, filepath.Join("..", "..", "config", "samples"))
+	m, err := LoadManifests(ctx, filepath.Join("..", "..", "config", "samples"), "")
 	if err != nil {
 		t.Fatalf("the samples are refused: %v", err)
 	}
@@ -321,22 +323,10 @@ func testSamplesStoredAsByTheServer(t *testing.T, c *cluster) {
 		t.Fatalf("samples: %d partners, %d catalogs, %d keys, %d wallets",
 			len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets))
 	}
-	var loaded []client.Object
-	for i := range m.Partners {
-		loaded = append(loaded, &m.Partners[i])
-	}
-	for i := range m.Catalogs {
-		loaded = append(loaded, &m.Catalogs[i])
-	}
-	for i := range m.ApiKeys {
-		loaded = append(loaded, &m.ApiKeys[i])
-	}
-	for i := range m.Wallets {
-		loaded = append(loaded, &m.Wallets[i])
-	}
-	for _, obj := range loaded {
+	for _, obj := range customObjects(m) {
 		created := obj.DeepCopyObject().(client.Object)
 		created.SetGeneration(0)
+		created.SetResourceVersion("")
 		if err := c.client.Create(ctx, created); err != nil {
 			t.Fatalf("create %s: %v", client.ObjectKeyFromObject(obj), err)
 		}
@@ -380,7 +370,7 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
 `)
-	_, err := LoadManifests(context.Background(), dir)
+	_, err := LoadManifests(context.Background(), dir, "")
 	var noMatch *meta.NoKindMatchError
 	if !errors.As(err, &noMatch) {
 		t.Fatalf("want a refusal for no matching kind, got %v", err)
@@ -411,7 +401,7 @@ data: {products.json: "[]"}
   displayName: Acme
   contactEmail: ops@acme.example
 `)
-	m, err := LoadManifests(context.Background(), dir)
+	m, err := LoadManifests(context.Background(), dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,4 +415,165 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// updateCases are an object as first applied and as changed later: the cluster refuses the change
+// when refusal is set (a transition rule), and admits it otherwise.
+var updateCases = []struct{ name, first, changed, refusal string }{
+	{"immutable top-up amount", topUpDoc("t1", "10.00"), topUpDoc("t1", "1000.00"), "amount is immutable"},
+	{"rotation decreased", keyDoc("k1", 2), keyDoc("k1", 1), "rotation may only increase"},
+	{"rotation increased", keyDoc("k2", 1), keyDoc("k2", 2), ""},
+	{"settings changed", partnerDoc("p1", "Acme"), partnerDoc("p1", "Acme Games"), ""},
+}
+
+func topUpDoc(name, amount string) string {
+	return `apiVersion: codeport.dev/v1alpha1
+kind: WalletTopUp
+metadata: {name: ` + name + `, namespace: updates}
+spec: {walletRef: {name: acme-production}, id: ` + name + `, currency: EUR, amount: "` + amount + `"}
+`
+}
+
+func keyDoc(name string, rotation int) string {
+	return `apiVersion: codeport.dev/v1alpha1
+kind: ApiKey
+metadata: {name: ` + name + `, namespace: updates}
+spec: {partnerRef: {name: acme}, environment: sandbox, secretName: ` + name + `, rotation: ` +
+		strconv.Itoa(rotation) + `}
+`
+}
+
+func partnerDoc(name, displayName string) string {
+	return `apiVersion: codeport.dev/v1alpha1
+kind: Partner
+metadata: {name: ` + name + `, namespace: updates}
+spec: {displayName: ` + displayName + `, contactEmail: ops@acme.example}
+`
+}
+
+// testUpdatesAcrossLoads applies each case's first document and then its change, to the API
+// server and to LoadManifests with one state directory across two loads: the change is refused
+// with the server's answer, located in the file, or admitted and stored as the server stores it.
+// A third load without the object and a fourth with the change again are a delete and a create.
+func testUpdatesAcrossLoads(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "updates"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range updateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			serverErr := updateOnServer(t, c, tc.first, tc.changed)
+			if (serverErr == nil) != (tc.refusal == "") ||
+				(serverErr != nil && !strings.Contains(serverErr.Error(), tc.refusal)) {
+				t.Fatalf("the API server answered %v; the case expects refusal %q", serverErr, tc.refusal)
+			}
+			dir, state := t.TempDir(), t.TempDir()
+			file := filepath.Join(dir, "manifests.yaml")
+			load := func(doc string) (*Manifests, error) {
+				writeFile(t, file, doc)
+				return LoadManifests(ctx, dir, state)
+			}
+			if _, err := load(tc.first); err != nil {
+				t.Fatalf("first load: %v", err)
+			}
+			if serverErr != nil {
+				checkRefusedChange(t, load, file, tc.changed, serverErr)
+				return
+			}
+			m, err := load(tc.changed)
+			if err != nil {
+				t.Fatalf("LoadManifests refused a change the server admits: %v", err)
+			}
+			obj := loadedObject(t, m)
+			stored := obj.DeepCopyObject().(client.Object)
+			if err := c.client.Get(ctx, client.ObjectKeyFromObject(obj), stored); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := specOf(t, obj), specOf(t, stored); !reflect.DeepEqual(got, want) {
+				t.Errorf("loaded: %v\nstored: %v", got, want)
+			}
+			if obj.GetGeneration() != stored.GetGeneration() || stored.GetGeneration() != 2 {
+				t.Errorf("generation %d, the server's %d (want 2)", obj.GetGeneration(), stored.GetGeneration())
+			}
+		})
+	}
+}
+
+// checkRefusedChange: loading changed is refused with the server's answer, located in file and
+// naming the stored object; it stays refused on the next load; after a load without the object
+// (a delete) it is admitted as a create.
+func checkRefusedChange(
+	t *testing.T, load func(doc string) (*Manifests, error), file, changed string, serverErr error,
+) {
+	t.Helper()
+	_, err := load(changed)
+	var refused *DocumentError
+	if !errors.As(err, &refused) {
+		t.Fatalf("LoadManifests admitted the change the server refuses (%v): %v", serverErr, err)
+	}
+	assertSameStatus(t, refused.Err, serverErr)
+	if refused.File != file || refused.Document != 1 || refused.Stored == "" ||
+		!strings.Contains(err.Error(), refused.Stored) {
+		t.Errorf("refusal at %s document %d, stored %q:\n%v", refused.File, refused.Document, refused.Stored, err)
+	}
+	if _, err := load(changed); !errors.As(err, &refused) {
+		t.Fatalf("second try of the refused change: %v", err)
+	}
+	if _, err := load("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(changed); err != nil {
+		t.Fatalf("the change applied after a delete: %v", err)
+	}
+}
+
+// updateOnServer creates first and replaces it with changed, as kubectl apply of a manifest that
+// is the object's whole content does, returning the server's answer to the change.
+func updateOnServer(t *testing.T, c *cluster, first, changed string) error {
+	t.Helper()
+	if err := createOnServer(t, c, first); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(changed), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	current := &unstructured.Unstructured{}
+	current.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.client.Get(context.Background(), client.ObjectKeyFromObject(obj), current); err != nil {
+		t.Fatal(err)
+	}
+	obj.SetResourceVersion(current.GetResourceVersion())
+	return c.client.Update(context.Background(), obj)
+}
+
+// loadedObject is the one custom object of m.
+func loadedObject(t *testing.T, m *Manifests) client.Object {
+	t.Helper()
+	objs := customObjects(m)
+	if len(objs) != 1 {
+		t.Fatalf("%d objects loaded, want 1", len(objs))
+	}
+	return objs[0]
+}
+
+// customObjects are m's objects of codeport's kinds.
+func customObjects(m *Manifests) []client.Object {
+	var objs []client.Object
+	for i := range m.Partners {
+		objs = append(objs, &m.Partners[i])
+	}
+	for i := range m.Catalogs {
+		objs = append(objs, &m.Catalogs[i])
+	}
+	for i := range m.ApiKeys {
+		objs = append(objs, &m.ApiKeys[i])
+	}
+	for i := range m.Wallets {
+		objs = append(objs, &m.Wallets[i])
+	}
+	for i := range m.TopUps {
+		objs = append(objs, &m.TopUps[i])
+	}
+	return objs
 }

@@ -11,16 +11,19 @@ package crdvalidation
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structurallisttype "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/operation"
@@ -31,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 )
@@ -138,6 +142,31 @@ func (v *Validator) ServesGroup(group string) bool {
 // schema does not declare or metadata it cannot read, Invalid with one cause per refused value),
 // or a *meta.NoKindMatchError for a kind or version no CRD serves.
 func (v *Validator) Create(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return v.admit(ctx, nil, obj)
+}
+
+// Update admits obj as `kubectl apply` of a changed object would, old being the object as the
+// server stores it (as Create or an earlier Update returned it), and returns the object as the
+// server would store it. Besides Create's checks it runs the transition rules (CEL rules reading
+// oldSelf, such as immutable fields) and ratchets as the server does: a value left unchanged is
+// not refused for failing a rule added since it was stored. Status is kept from old where it is a
+// subresource, and the generation grows when anything but metadata changed.
+func (v *Validator) Update(
+	ctx context.Context, old, obj *unstructured.Unstructured,
+) (*unstructured.Unstructured, error) {
+	if old.GroupVersionKind() != obj.GroupVersionKind() || old.GetNamespace() != obj.GetNamespace() ||
+		old.GetName() != obj.GetName() {
+		return nil, fmt.Errorf("update of %s %s/%s from %s %s/%s: not the same object", obj.GetKind(),
+			obj.GetNamespace(), obj.GetName(), old.GetKind(), old.GetNamespace(), old.GetName())
+	}
+	return v.admit(ctx, old, obj)
+}
+
+// admit is the server's create (old nil) or update handling of obj after authorization: decode,
+// default, prepare (customResourceStrategy.PrepareForCreate/PrepareForUpdate), validate.
+func (v *Validator) admit(
+	ctx context.Context, old, obj *unstructured.Unstructured,
+) (*unstructured.Unstructured, error) {
 	gvk := obj.GroupVersionKind()
 	r, ok := v.resources[gvk]
 	if !ok {
@@ -149,15 +178,39 @@ func (v *Validator) Create(ctx context.Context, obj *unstructured.Unstructured) 
 	}
 	// The decoder's defaulter (customresource_handler.go's unstructuredDefaulter).
 	structuraldefaulting.Default(stored.Object, r.structural)
-	// customResourceStrategy.PrepareForCreate.
 	if r.statusSubresource {
 		delete(stored.Object, "status")
 	}
-	stored.SetGeneration(1)
-	if errs := r.validate(ctx, stored); len(errs) > 0 {
+	if old == nil {
+		stored.SetGeneration(1)
+	} else {
+		if status, ok := old.Object["status"]; ok && r.statusSubresource {
+			stored.Object["status"] = status
+		}
+		// kubectl apply patches the stored object, so the change carries its resourceVersion.
+		stored.SetResourceVersion(old.GetResourceVersion())
+		stored.SetGeneration(old.GetGeneration())
+		if !apiequality.Semantic.DeepEqual(withoutMetadata(stored.Object), withoutMetadata(old.Object)) {
+			stored.SetGeneration(old.GetGeneration() + 1)
+		}
+	}
+	if errs := r.validate(ctx, stored, old); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(gvk.GroupKind(), stored.GetName(), errs)
 	}
+	// Storage gives every write a new resourceVersion; its value means nothing to clients.
+	version, _ := strconv.ParseUint(stored.GetResourceVersion(), 10, 64)
+	stored.SetResourceVersion(strconv.FormatUint(version+1, 10))
 	return stored, nil
+}
+
+func withoutMetadata(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // decode does what the server's schema-coercing decoder does to a strictly decoded request body
@@ -204,38 +257,71 @@ func (r *resource) badRequest(err error) error {
 		r.gvk.Kind, r.gvk.Version, r.gvk.Kind, err))
 }
 
-// validate is customResourceStrategy.Validate for a create.
-func (r *resource) validate(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
+// validate is customResourceStrategy.Validate (old nil, a create) and ValidateUpdate, which
+// ratchets (GA since 1.33): a value an update leaves unchanged is not refused for failing a rule.
+func (r *resource) validate(ctx context.Context, u, old *unstructured.Unstructured) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, r.validateObjectMeta(ctx, u)...)
-	errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), r.schemaValidator)...)
+	errs = append(errs, r.validateObjectMeta(ctx, u, old)...)
+	var oldObject any
+	var celOptions []cel.Option
+	if old == nil {
+		errs = append(errs, apiservervalidation.ValidateCustomResource(nil, u.UnstructuredContent(), r.schemaValidator)...)
+	} else {
+		oldObject = old.Object
+		correlated := common.NewCorrelatedObject(u.Object, old.Object, &model.Structural{Structural: r.structural})
+		celOptions = append(celOptions, cel.WithRatcheting(correlated))
+		errs = append(errs, apiservervalidation.ValidateCustomResourceUpdate(nil, u.UnstructuredContent(),
+			old.UnstructuredContent(), r.schemaValidator, apiservervalidation.WithRatcheting(correlated))...)
+	}
 	// Embedded resources (x-kubernetes-embedded-resource) carry metadata of their own.
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, r.structural, false)...)
-	// x-kubernetes-list-type set and map: no duplicate items or keys.
-	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, r.structural, u.Object)...)
+	// x-kubernetes-list-type set and map: no duplicate items or keys (checked on an update only
+	// when the stored object passed).
+	if old == nil || len(structurallisttype.ValidateListSetsAndMaps(nil, r.structural, old.Object)) == 0 {
+		errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, r.structural, u.Object)...)
+	}
 	if r.celValidator != nil {
 		if blocking := blockingError(errs); blocking != nil {
 			errs = append(errs, blocking)
 		} else {
-			celErrs, _ := r.celValidator.Validate(ctx, nil, r.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
+			celErrs, _ := r.celValidator.Validate(ctx, nil, r.structural, u.Object, oldObject,
+				celconfig.RuntimeCELCostBudget, celOptions...)
 			errs = append(errs, celErrs...)
 		}
 	}
 	return errs
 }
 
-// validateObjectMeta is customResourceValidator.validateObjectMetaDeclaratively: names are DNS
-// subdomains, a namespaced object needs its namespace, labels and annotations are well formed.
-func (r *resource) validateObjectMeta(ctx context.Context, u *unstructured.Unstructured) field.ErrorList {
+// validateObjectMeta is customResourceValidator.validateObjectMetaDeclaratively (old nil, a
+// create) and validateObjectMetaUpdateDeclaratively: names are DNS subdomains, a namespaced object
+// needs its namespace, labels and annotations are well formed, and an update keeps what is
+// immutable.
+func (r *resource) validateObjectMeta(ctx context.Context, u, old *unstructured.Unstructured) field.ErrorList {
+	objectMeta, errs := objectMetaOf(u)
+	if len(errs) > 0 {
+		return errs
+	}
+	if old == nil {
+		return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Create, objectMeta, nil, r.namespaced,
+			metavalidation.NameIsDNSSubdomain, field.NewPath("metadata"),
+			utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))
+	}
+	oldMeta, errs := objectMetaOf(old)
+	if len(errs) > 0 {
+		return errs
+	}
+	return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Update, objectMeta, oldMeta, r.namespaced,
+		nil, field.NewPath("metadata"), utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))
+}
+
+func objectMetaOf(u *unstructured.Unstructured) (*metav1.ObjectMeta, field.ErrorList) {
 	objectMeta := &metav1.ObjectMeta{}
 	if raw, ok := u.Object["metadata"].(map[string]any); ok {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, objectMeta); err != nil {
-			return field.ErrorList{field.Invalid(field.NewPath("metadata"), raw, err.Error())}
+			return nil, field.ErrorList{field.Invalid(field.NewPath("metadata"), raw, err.Error())}
 		}
 	}
-	return metavalidation.ValidateObjectMetaDeclaratively(ctx, operation.Create, objectMeta, nil, r.namespaced,
-		metavalidation.NameIsDNSSubdomain, field.NewPath("metadata"),
-		utilfeature.DefaultFeatureGate.Enabled(features.DeclarativeValidationBeta))
+	return objectMeta, nil
 }
 
 // blockingError is registry/customresource's hasBlockingErr: CEL rules are not evaluated when
