@@ -258,6 +258,11 @@ func (l *loader) admit(ctx context.Context, doc []byte) ([]byte, error) {
 			return nil, refused
 		}
 		l.admitted[key] = obj
+	} else if stored, handled, err := crdvalidation.CreateCore(obj); handled {
+		if err != nil {
+			return nil, &DocumentError{Err: err}
+		}
+		obj = stored
 	}
 	return obj.MarshalJSON()
 }

@@ -180,7 +180,33 @@ var refusalCases = []struct{ name, doc string }{
   contactEmail: ops@acme.example
   rateLimit: {requestsPerMinute: lots}
 `},
+	{"ConfigMap key with a slash", configMapHeader + `data: {"feeds/products.json": "[]"}
+`},
+	{"ConfigMap key in data and binaryData", configMapHeader + `data: {products.json: "[]"}
+binaryData: {products.json: W10=}
+`},
+	{"ConfigMap value not a string", configMapHeader + `data: {count: 1}
+`},
+	{"ConfigMap unknown field", configMapHeader + `datas: {products.json: "[]"}
+`},
+	{"ConfigMap over 1 MiB", configMapHeader + `data: {products.json: "` + strings.Repeat("x", 1<<20+1) + `"}
+`},
+	{"Secret key with a space", secretHeader + `stringData: {"signing secret": whsec}
+`},
+	{"TLS Secret without its keys", secretHeader + `type: kubernetes.io/tls
+stringData: {ca.crt: x}
+`},
 }
+
+const configMapHeader = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: feed, namespace: partners}
+`
+
+const secretHeader = `apiVersion: v1
+kind: Secret
+metadata: {name: webhook, namespace: partners}
+`
 
 // testRefusals loads each refusal case as the second document of a manifest file and compares
 // LoadManifests' error with the server's answer to the same object: the same status, and as
