@@ -130,8 +130,9 @@ func New(cfg Config, deps Deps) *Server {
 		ReduceMemoryUsage: true,
 		ErrorHandler:      s.errorHandler,
 	})
-	s.routes(v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second)),
-		v1.NewHandlers(s.catalogs))
+	current := v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second))
+	current.Log = s.log
+	s.routes(current, v1.NewHandlers(s.catalogs))
 	s.routePaths = map[string]string{}
 	for _, r := range s.app.GetRoutes() {
 		s.routePaths[r.Path] = r.Path
@@ -177,6 +178,9 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 	api.Post("/orders", h.PlaceOrder)
 	api.Get("/orders/:reference", h.GetOrder)
 	api.Get("/wallet", h.Wallet)
+	// Additions to the contract: order history and statements, cursor-paged.
+	api.Get("/orders", h.ListOrders)
+	api.Get("/wallet/transactions", h.Statement)
 	api.Get("/sandbox/scenarios", h.SandboxScenarios)
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)

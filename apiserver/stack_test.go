@@ -275,6 +275,12 @@ var client = &http.Client{Timeout: 30 * time.Second}
 // call performs one request; key goes into x-api-key unless it starts with "Bearer ".
 func (s *stack) call(t *testing.T, env, method, path, key string, body any) response {
 	t.Helper()
+	return s.callWith(t, env, method, path, key, body, nil)
+}
+
+// callWith is call with extra request headers.
+func (s *stack) callWith(t *testing.T, env, method, path, key string, body any, header map[string]string) response {
+	t.Helper()
 	var sent []byte
 	switch b := body.(type) {
 	case nil:
@@ -304,6 +310,9 @@ func (s *stack) call(t *testing.T, env, method, path, key string, body any) resp
 		req.Header.Set("Authorization", key)
 	} else if key != "" {
 		req.Header.Set("x-api-key", key)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/listing"
 	"github.com/codeport/codeport/apiserver/orders"
 )
 
@@ -17,6 +19,7 @@ func FromDomain(err error) (e *Error, ok bool) {
 		refusal  *orders.Refusal
 		notFound *orders.NotFoundError
 		paging   *catalog.PagingError
+		query    *listing.QueryError
 	)
 	switch {
 	case errors.As(err, &refusal):
@@ -34,6 +37,8 @@ func FromDomain(err error) (e *Error, ok bool) {
 		return BadRequest("skip must be an integer greater than or equal to 0"), true
 	case errors.As(err, &paging):
 		return BadRequest(fmt.Sprintf("take must be an integer between 1 and %d", catalog.MaxTake)), true
+	case errors.As(err, &query):
+		return BadRequest(listQueryMessages[query.Param]), true
 	}
 	return nil, false
 }
@@ -76,4 +81,17 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 
 func badRequest(message string) func(*orders.Refusal) *Error {
 	return func(*orders.Refusal) *Error { return New(http.StatusBadRequest, message) }
+}
+
+// listQueryMessages word the refused query parameters of the cursor-paged lists.
+var listQueryMessages = map[listing.Param]string{
+	listing.ParamCurrency: "currency must be an ISO 4217 currency code",
+	listing.ParamStatus:   "status must be one of " + strings.Join(listing.Statuses, ", "),
+	listing.ParamFrom:     "from must be an RFC 3339 date-time or a date (YYYY-MM-DD)",
+	listing.ParamTo:       "to must be an RFC 3339 date-time or a date (YYYY-MM-DD)",
+	listing.ParamRange:    "from must be earlier than to",
+	listing.ParamLimit:    fmt.Sprintf("limit must be an integer between 1 and %d", listing.MaxLimit),
+	listing.ParamCursor:   "cursor is not valid for this list; use a nextCursor this list returned",
+	listing.ParamExternalOrderCode: fmt.Sprintf("externalOrderCode must be 1 to %d characters",
+		listing.MaxExternalOrderCodeLength),
 }

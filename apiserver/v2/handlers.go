@@ -3,7 +3,10 @@
 package v2
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/listing"
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
@@ -25,6 +29,8 @@ type Handlers struct {
 	catalogs    *catalog.Cache
 	orders      *orders.Service
 	slowSeconds int
+	// Log, when set, hears of statements cut short while streaming.
+	Log *slog.Logger
 }
 
 // NewHandlers builds the v2 handlers; slowSeconds is how long the sandbox Slow product takes.
@@ -127,4 +133,68 @@ func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
 		return apierror.RouteNotFound(c.Method(), c.Path())
 	}
 	return c.JSON(fiber.Map{"scenarios": catalog.Scenarios(h.slowSeconds)})
+}
+
+// query is the request's query lookup, as listing.Parse reads it.
+func query(c *fiber.Ctx) func(string) string { return func(k string) string { return c.Query(k) } }
+
+// MIMETextCSV is the media type of statements in CSV: RFC 4180 with a header row.
+const MIMETextCSV = "text/csv"
+
+// csvStreamTimeout bounds the streaming of one CSV page after its headers are sent.
+const csvStreamTimeout = 30 * time.Second
+
+// Statement serves GET /wallet/transactions: a page of the account's ledger, as JSON, or as CSV
+// streamed row by row when the client prefers text/csv (Accept).
+func (h *Handlers) Statement(c *fiber.Ctx) error {
+	acct := auth.FromRequest(c).Account
+	q, err := listing.Parse(query(c), listing.Statement, acct.ID, listing.ParamCurrency)
+	if err != nil {
+		return err
+	}
+	if c.Accepts(fiber.MIMEApplicationJSON, MIMETextCSV) != MIMETextCSV {
+		page, err := wallet.Statement(c.UserContext(), h.db.Pool, acct.ID, q)
+		if err != nil {
+			return fmt.Errorf("read statement: %w", err)
+		}
+		return c.JSON(page)
+	}
+	next, write, err := wallet.StatementCSV(c.UserContext(), h.db.Pool, acct.ID, q)
+	if err != nil {
+		return fmt.Errorf("read statement: %w", err)
+	}
+	if next != "" {
+		c.Set("X-Next-Cursor", next)
+	}
+	c.Set(fiber.HeaderContentType, MIMETextCSV+"; charset=utf-8; header=present")
+	// The writer runs after this handler returns, while the response is sent: it must not touch
+	// c, and the request's context must not end its query.
+	ctx, fctx, log := context.WithoutCancel(c.UserContext()), c.Context(), h.Log
+	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithTimeout(ctx, csvStreamTimeout)
+		defer cancel()
+		if err := write(ctx, w); err != nil {
+			// Headers are gone: closing the connection mid-body is how the client learns that
+			// the statement is incomplete, rather than taking a short page for a whole one.
+			if log != nil {
+				log.ErrorContext(ctx, "stream statement", slog.Any("err", err))
+			}
+			_ = fctx.Conn().Close()
+		}
+	})
+	return nil
+}
+
+// ListOrders serves GET /orders: a page of the account's orders, newest first, without codes.
+func (h *Handlers) ListOrders(c *fiber.Ctx) error {
+	acct := auth.FromRequest(c).Account
+	q, err := listing.Parse(query(c), listing.Orders, acct.ID, listing.ParamStatus, listing.ParamExternalOrderCode)
+	if err != nil {
+		return err
+	}
+	page, err := h.orders.History(c.UserContext(), acct, q)
+	if err != nil {
+		return err
+	}
+	return c.JSON(page)
 }
