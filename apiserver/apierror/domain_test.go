@@ -7,6 +7,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/apiserver/listing"
 	"github.com/codeport/codeport/apiserver/orders"
 )
 
@@ -94,6 +95,17 @@ func TestDomainFailuresInTheContractsWords(t *testing.T) {
 			"Order processing is temporarily unavailable. Please try again later."},
 		{&catalog.PagingError{Param: "skip"}, 400, "skip must be an integer greater than or equal to 0"},
 		{&catalog.PagingError{Param: "take"}, 400, "take must be an integer between 1 and 100"},
+		{&listing.QueryError{Param: listing.ParamCurrency}, 400, "currency must be an ISO 4217 currency code"},
+		{&listing.QueryError{Param: listing.ParamStatus}, 400,
+			"status must be one of processing, completed, partially_completed, failed"},
+		{&listing.QueryError{Param: listing.ParamFrom}, 400, "from must be an RFC 3339 date-time or a date (YYYY-MM-DD)"},
+		{&listing.QueryError{Param: listing.ParamTo}, 400, "to must be an RFC 3339 date-time or a date (YYYY-MM-DD)"},
+		{&listing.QueryError{Param: listing.ParamRange}, 400, "from must be earlier than to"},
+		{&listing.QueryError{Param: listing.ParamLimit}, 400, "limit must be an integer between 1 and 1000"},
+		{fmt.Errorf("statement: %w", &listing.QueryError{Param: listing.ParamCursor}), 400,
+			"cursor is not valid for this list; use a nextCursor this list returned"},
+		{&listing.QueryError{Param: listing.ParamExternalOrderCode}, 400,
+			"externalOrderCode must be 1 to 100 characters"},
 	}
 	for _, tc := range cases {
 		e, ok := apierror.As(tc.err)
