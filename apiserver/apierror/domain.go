@@ -50,12 +50,24 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 	orders.ExternalOrderCodeMissing: badRequest("externalOrderCode is required"),
 	orders.ExternalOrderCodeTooLong: badRequest(
 		fmt.Sprintf("externalOrderCode must be at most %d characters", orders.MaxExternalOrderCodeLength)),
-	orders.CurrencyMissing: badRequest("currency is required"),
-	orders.CurrencyNotISO:  badRequest("currency must be an ISO 4217 currency code"),
-	orders.NoLines:         func(*orders.Refusal) *Error { return EmptyOrderProducts() },
-	orders.TooManyLines:    badRequest(fmt.Sprintf("orderProducts must not have more than %d lines", orders.MaxLines)),
-	orders.InvalidLine:     func(*orders.Refusal) *Error { return InvalidLine() },
-	orders.NotValidated:    func(*orders.Refusal) *Error { return OrderInvalid() },
+	orders.CurrencyMissing:   badRequest("currency is required"),
+	orders.CurrencyNotISO:    badRequest("currency must be an ISO 4217 currency code"),
+	orders.NoLines:           func(*orders.Refusal) *Error { return EmptyOrderProducts() },
+	orders.TooManyLines:      badRequest(fmt.Sprintf("orderProducts must not have more than %d lines", orders.MaxLines)),
+	orders.InvalidLine:       func(*orders.Refusal) *Error { return InvalidLine() },
+	orders.NotValidated:      func(*orders.Refusal) *Error { return OrderInvalid() },
+	orders.MetadataNotObject: badRequest("metadata must be an object of string keys and string values"),
+	orders.MetadataTooManyKeys: badRequest(
+		fmt.Sprintf("metadata must not have more than %d keys", orders.MaxMetadataKeys)),
+	orders.MetadataKeyLength: badRequest(
+		fmt.Sprintf("metadata keys must be 1 to %d characters", orders.MaxMetadataKeyLength)),
+	orders.MetadataValueNotString: func(r *orders.Refusal) *Error {
+		return BadRequest(fmt.Sprintf("metadata value of key %q must be a string", r.Key))
+	},
+	orders.MetadataValueTooLong: func(r *orders.Refusal) *Error {
+		return BadRequest(fmt.Sprintf("metadata value of key %q must be at most %d characters", r.Key,
+			orders.MaxMetadataValueLength))
+	},
 
 	orders.ProductNotFound:     func(r *orders.Refusal) *Error { return ProductNotFound(r.Product) },
 	orders.ProductNotAvailable: func(r *orders.Refusal) *Error { return ProductNotCurrentlyAvailable(r.Product) },

@@ -61,6 +61,14 @@ func TestRefusalsInTheContractsWords(t *testing.T) {
 			"Insufficient funds. Please top up your wallet and try again."},
 		orders.ExternalOrderCodeReusedOther: {orders.Refusal{}, 409,
 			"An order with this external order code already exists."},
+		orders.MetadataNotObject: {orders.Refusal{}, 400,
+			"metadata must be an object of string keys and string values"},
+		orders.MetadataTooManyKeys: {orders.Refusal{}, 400, "metadata must not have more than 20 keys"},
+		orders.MetadataKeyLength:   {orders.Refusal{}, 400, "metadata keys must be 1 to 40 characters"},
+		orders.MetadataValueNotString: {orders.Refusal{Key: "invoice"}, 400,
+			`metadata value of key "invoice" must be a string`},
+		orders.MetadataValueTooLong: {orders.Refusal{Key: "invoice"}, 400,
+			`metadata value of key "invoice" must be at most 500 characters`},
 	}
 	for _, reason := range orders.Reasons() {
 		tc, ok := cases[reason]

@@ -47,6 +47,8 @@ type OrderData struct {
 	OrderID           uuid.UUID `json:"orderId"`
 	ExternalOrderCode string    `json:"externalOrderCode"`
 	Status            string    `json:"status"`
+	// Metadata is the order's metadata, when it was placed with some.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // BalanceData is the data of balance.low events; amounts in major units.
@@ -121,7 +123,8 @@ func (n *Notifier) OrderFinished(ctx context.Context, q store.Querier, f fulfilm
 		return nil
 	}
 	return n.raise(ctx, q, f.Order.AccountID, f.Environment, eventType,
-		OrderData{OrderID: f.Order.ID, ExternalOrderCode: f.Order.ExternalOrderCode, Status: f.Status})
+		OrderData{OrderID: f.Order.ID, ExternalOrderCode: f.Order.ExternalOrderCode, Status: f.Status,
+			Metadata: f.Order.Metadata})
 }
 
 // BalanceCrossedBelow raises balance.low and schedules the e-mail, in the transaction of the

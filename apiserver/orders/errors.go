@@ -20,6 +20,11 @@ const (
 	NoLines                  Reason = "no order lines"
 	TooManyLines             Reason = "too many order lines"
 	InvalidLine              Reason = "line without product or quantity"
+	MetadataNotObject        Reason = "metadata not an object"
+	MetadataTooManyKeys      Reason = "metadata has too many keys"
+	MetadataKeyLength        Reason = "metadata key empty or too long"
+	MetadataValueNotString   Reason = "metadata value not a string"
+	MetadataValueTooLong     Reason = "metadata value too long"
 	// NotValidated is the contract's catch-all: a value of the wrong type, an impossible SKU,
 	// a total that overflows.
 	NotValidated Reason = "order not validated"
@@ -48,6 +53,7 @@ const (
 func Reasons() []Reason {
 	return []Reason{BodyNotAnObject, BodyNotSingleObject, ExternalOrderCodeMissing, ExternalOrderCodeTooLong,
 		CurrencyMissing, CurrencyNotISO, NoLines, TooManyLines, InvalidLine, NotValidated,
+		MetadataNotObject, MetadataTooManyKeys, MetadataKeyLength, MetadataValueNotString, MetadataValueTooLong,
 		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
 		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
 		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther}
@@ -66,6 +72,8 @@ type Refusal struct {
 	Step int64
 	// ProductCurrency and Requested are LineCurrencyMismatch's currencies.
 	ProductCurrency, Requested string
+	// Key is the metadata key a metadata value reason concerns.
+	Key string
 }
 
 func (r *Refusal) Error() string {

@@ -15,19 +15,20 @@ import (
 // Summary is an order as the history lists it: what it was and where it stands, without its
 // codes (GET /orders/{reference} has them) or the wallet.
 type Summary struct {
-	OrderID           uuid.UUID     `json:"orderId"`
-	ExternalOrderCode string        `json:"externalOrderCode"`
-	Status            string        `json:"status"`
-	Currency          string        `json:"currency"`
-	Price             int64         `json:"price"`
-	Delivered         int           `json:"delivered"`
-	Total             int           `json:"total"`
-	Refunded          int64         `json:"refunded"`
-	Reason            string        `json:"reason,omitempty"`
-	CreatedAt         apitime.Time  `json:"createdAt"`
-	EstimatedReadyAt  *apitime.Time `json:"estimatedReadyAt,omitempty"`
-	FinishedAt        *apitime.Time `json:"finishedAt,omitempty"`
-	Products          []LineSummary `json:"products"`
+	OrderID           uuid.UUID         `json:"orderId"`
+	ExternalOrderCode string            `json:"externalOrderCode"`
+	Status            string            `json:"status"`
+	Currency          string            `json:"currency"`
+	Price             int64             `json:"price"`
+	Delivered         int               `json:"delivered"`
+	Total             int               `json:"total"`
+	Refunded          int64             `json:"refunded"`
+	Reason            string            `json:"reason,omitempty"`
+	CreatedAt         apitime.Time      `json:"createdAt"`
+	EstimatedReadyAt  *apitime.Time     `json:"estimatedReadyAt,omitempty"`
+	FinishedAt        *apitime.Time     `json:"finishedAt,omitempty"`
+	Products          []LineSummary     `json:"products"`
+	Metadata          map[string]string `json:"metadata,omitempty"`
 }
 
 // LineSummary is an order line without its codes.
@@ -72,7 +73,7 @@ func (s *Service) History(ctx context.Context, acct *auth.Account, q listing.Que
 func summarize(o *store.Order) Summary {
 	v := Summary{OrderID: o.ID, ExternalOrderCode: o.ExternalOrderCode, Status: o.Status, Currency: o.Currency,
 		Price: o.TotalPrice, Delivered: o.Delivered, Total: o.TotalQuantity, Refunded: o.RefundedAmount,
-		CreatedAt: apitime.Of(o.CreatedAt), Products: make([]LineSummary, 0, len(o.Lines))}
+		CreatedAt: apitime.Of(o.CreatedAt), Products: make([]LineSummary, 0, len(o.Lines)), Metadata: metadataOf(o)}
 	if o.Reason != nil {
 		v.Reason = *o.Reason
 	}

@@ -72,6 +72,7 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 		Status:            store.OrderProcessing,
 		EstimatedReadyAt:  s.estimate.readyAt(now, &plan),
 		CreatedAt:         now,
+		Metadata:          req.Metadata,
 	}
 	if acct.WalletEnabled && plan.Total > 0 {
 		// Recorded with the order; the debit below either succeeds or rolls the order back.

@@ -39,6 +39,8 @@ type Request struct {
 	Currency          string
 	Price             *int64
 	Lines             []LineRequest
+	// Metadata is the partner's key/value pairs, nil when none were sent.
+	Metadata map[string]string
 }
 
 type rawLine struct {
@@ -55,6 +57,7 @@ type rawRequest struct {
 	Currency          *string         `json:"currency"`
 	Price             json.RawMessage `json:"price"`
 	OrderProducts     json.RawMessage `json:"orderProducts"`
+	Metadata          json.RawMessage `json:"metadata"`
 }
 
 var errNotInteger = errors.New("not an integer")
@@ -122,6 +125,10 @@ func Decode(body []byte) (Request, error) {
 		return Request{}, refuse(NotValidated)
 	}
 	req.Price = price
+	var refusal *Refusal
+	if req.Metadata, refusal = decodeMetadata(raw.Metadata); refusal != nil {
+		return Request{}, refusal
+	}
 
 	var lines []json.RawMessage
 	trimmed := bytes.TrimSpace(raw.OrderProducts)
@@ -179,7 +186,10 @@ func (r *Request) Hash() []byte {
 		C string `json:"c"`
 		A *int64 `json:"a"`
 		L []line `json:"l"`
-	}{E: r.ExternalOrderCode, C: r.Currency, A: r.Price}
+		// Omitted when empty, so orders without metadata hash as they always have. Map keys
+		// are encoded sorted: the order in which a partner sends them does not matter.
+		M map[string]string `json:"m,omitempty"`
+	}{E: r.ExternalOrderCode, C: r.Currency, A: r.Price, M: r.Metadata}
 	for _, l := range r.Lines {
 		canonical.L = append(canonical.L,
 			line{P: l.ProductCode, Q: l.Quantity, A: l.Price, C: l.Currency, S: strings.ToUpper(l.SKU)})

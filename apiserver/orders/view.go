@@ -13,16 +13,18 @@ const MessageProcessing = "Order is still processing"
 
 // View is an order as the API returns it; which fields are present depends on the status.
 type View struct {
-	OrderID           uuid.UUID       `json:"orderId"`
-	ExternalOrderCode string          `json:"externalOrderCode"`
-	Status            string          `json:"status"`
-	EstimatedReadyAt  *apitime.Time   `json:"estimatedReadyAt,omitempty"`
-	Message           string          `json:"message,omitempty"`
-	Reason            string          `json:"reason,omitempty"`
-	Delivered         *int            `json:"delivered,omitempty"`
-	Total             *int            `json:"total,omitempty"`
-	Products          []ProductView   `json:"products,omitempty"`
-	Wallet            wallet.Snapshot `json:"wallet"`
+	OrderID           uuid.UUID     `json:"orderId"`
+	ExternalOrderCode string        `json:"externalOrderCode"`
+	Status            string        `json:"status"`
+	EstimatedReadyAt  *apitime.Time `json:"estimatedReadyAt,omitempty"`
+	Message           string        `json:"message,omitempty"`
+	Reason            string        `json:"reason,omitempty"`
+	Delivered         *int          `json:"delivered,omitempty"`
+	Total             *int          `json:"total,omitempty"`
+	Products          []ProductView `json:"products,omitempty"`
+	// Metadata is the partner's key/value pairs of the order, when it was placed with some.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Wallet   wallet.Snapshot   `json:"wallet"`
 }
 
 // ProductView is one order line with the codes delivered for it.
@@ -40,7 +42,8 @@ type CodeView struct {
 
 // render builds the representation of o; codes maps line number to its delivered codes.
 func render(o *store.Order, codes map[int][]string, w wallet.Snapshot) View {
-	v := View{OrderID: o.ID, ExternalOrderCode: o.ExternalOrderCode, Status: o.Status, Wallet: w}
+	v := View{OrderID: o.ID, ExternalOrderCode: o.ExternalOrderCode, Status: o.Status, Metadata: metadataOf(o),
+		Wallet: w}
 	switch o.Status {
 	case store.OrderProcessing:
 		eta := apitime.Of(o.EstimatedReadyAt)
@@ -65,4 +68,12 @@ func render(o *store.Order, codes map[int][]string, w wallet.Snapshot) View {
 		}
 	}
 	return v
+}
+
+// metadataOf is o's metadata as responses show it: nil (omitted) when it has none.
+func metadataOf(o *store.Order) map[string]string {
+	if len(o.Metadata) == 0 {
+		return nil
+	}
+	return o.Metadata
 }

@@ -201,7 +201,9 @@ type Order struct {
 	EstimatedReadyAt  time.Time
 	CreatedAt         time.Time
 	FinishedAt        *time.Time
-	Lines             []OrderLine `gorm:"foreignKey:OrderID"`
+	// Metadata is the partner's key/value pairs (jsonb, {} when none).
+	Metadata map[string]string `gorm:"serializer:json"`
+	Lines    []OrderLine       `gorm:"foreignKey:OrderID"`
 }
 
 type OrderLine struct {

@@ -45,7 +45,8 @@ func SpentSince(ctx context.Context, q Querier, accountID uuid.UUID, currency st
 
 // orderColumns are the columns of orders that Order holds.
 const orderColumns = `id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
-	debited_amount, refunded_amount, status, delivered, reason, estimated_ready_at, created_at, finished_at`
+	debited_amount, refunded_amount, status, delivered, reason, estimated_ready_at, created_at, finished_at,
+	metadata`
 
 // FindOrder returns an account's order with its lines, by order id or external order code.
 // Another account's order is not found, whatever the reference.

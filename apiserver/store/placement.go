@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -32,8 +33,8 @@ var ErrNeedsTransaction = errors.New("placement needs the caller's transaction")
 const placeOrderSQL = `
 WITH placed AS (
     INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
-                        debited_amount, status, estimated_ready_at, created_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                        debited_amount, status, estimated_ready_at, created_at, metadata)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $22::jsonb)
     ON CONFLICT (account_id, external_order_code) DO NOTHING
     RETURNING id
 ), lines AS (
@@ -68,7 +69,17 @@ func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 		o.TotalQuantity, o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
 		lineNos, codes, prices, quantities, skus,
 		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
-		debit != nil}
+		debit != nil, metadataJSON(o.Metadata)}
+}
+
+// metadataJSON is an order's metadata as placeOrderSQL's text parameter: {} for none (a JSON
+// null would not be the object the column holds).
+func metadataJSON(m map[string]string) string {
+	if len(m) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(m) // cannot fail: strings only
+	return string(b)
 }
 
 // PlaceOrder records a new order with its lines (o.Lines) and its fulfilment job and, when
