@@ -334,3 +334,57 @@ func TestOrderHistory(t *testing.T) {
 	expectError(t, s.call(t, "sandbox", "GET", "/v2/orders?cursor="+url.QueryEscape(stmt), key, nil), 400,
 		cursorMessage)
 }
+
+// TestListsStableUnderConcurrentPlacement: orders placed while a partner pages through its
+// history and statement neither repeat rows nor hide rows that existed when paging began.
+func TestListsStableUnderConcurrentPlacement(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10000.00"})
+	key := tn.keys["sandbox"]
+	place := func(code string) {
+		r := s.call(t, "sandbox", "POST", "/v2/orders", key,
+			order(code, line{"productCode": catalog.TestSuccessFixed, "quantity": 1}))
+		if r.status != 202 {
+			t.Errorf("place %s: %d %s", code, r.status, r.raw)
+		}
+	}
+	const before, during = 30, 30
+	for i := range before {
+		place(fmt.Sprintf("old-%d", i))
+	}
+	for _, list := range []struct{ path, field, id string }{
+		{"/v2/orders?limit=4", "orders", "externalOrderCode"},
+		{"/v2/wallet/transactions?limit=4", "entries", "id"},
+	} {
+		t.Run(list.field, func(t *testing.T) {
+			existing := map[string]bool{}
+			all, _ := s.pages(t, "sandbox", key, strings.Replace(list.path, "limit=4", "limit=1000", 1), list.field)
+			for _, it := range all {
+				existing[fmt.Sprint(it[list.id])] = true
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := range during {
+					place(fmt.Sprintf("new-%s-%d", list.field, i))
+				}
+			}()
+			paged, _ := s.pages(t, "sandbox", key, list.path, list.field)
+			<-done
+			seen := map[string]bool{}
+			for _, it := range paged {
+				id := fmt.Sprint(it[list.id])
+				if seen[id] {
+					t.Fatalf("%s listed twice", id)
+				}
+				seen[id] = true
+			}
+			for id := range existing {
+				if !seen[id] {
+					t.Fatalf("%s existed before paging and was not listed", id)
+				}
+			}
+		})
+	}
+}
