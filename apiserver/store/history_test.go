@@ -73,3 +73,36 @@ func BenchmarkHistoryDepth(b *testing.B) {
 	b.ReportMetric(float64(byOffset)/float64(top), "offset-deep/top")
 	b.ReportMetric(float64(top.Microseconds())/float64(b.N), "top-µs/op")
 }
+
+// TestOrdersBeforeMetadataReadAsWithout: orders written before migration 00018 read, after it,
+// as orders without metadata, in the order read and in the history.
+func TestOrdersBeforeMetadataReadAsWithout(t *testing.T) {
+	ctx := context.Background()
+	db, m := openEmpty(t)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DownTo(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	var account uuid.UUID
+	err := db.Pool.QueryRow(ctx, `WITH p AS (INSERT INTO partners (namespace, name) VALUES ('ns', 'old') RETURNING id),
+		a AS (INSERT INTO accounts (partner_id, environment) SELECT id, 'production' FROM p RETURNING id),
+		o AS (INSERT INTO orders (account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
+			estimated_ready_at) SELECT id, 'before-18', '\x00', 'EUR', 1000, 1, now() FROM a)
+		SELECT id FROM a`).Scan(&account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o, err := store.FindOrder(ctx, db.Pool, account, "before-18")
+	if err != nil || len(o.Metadata) != 0 {
+		t.Fatalf("order %+v, %v", o, err)
+	}
+	list, err := store.HistoryOrders(ctx, db.Pool, store.OrderFilter{AccountID: account, Limit: 10})
+	if err != nil || len(list) != 1 || len(list[0].Metadata) != 0 {
+		t.Fatalf("history %+v, %v", list, err)
+	}
+}
