@@ -65,6 +65,8 @@ func FuzzPlaceOrder(f *testing.F) {
 			`"orderProducts":[{"productCode":"99000000000001","quantity":1,"sku":"DE-EN-99000000000001"}]}`,
 		`{"externalOrderCode":"e","currency":"JPY","orderProducts":[{"productCode":"1","quantity":-1}]}`,
 		`{"externalOrderCode":"","currency":null,"orderProducts":{}}`,
+		`{"externalOrderCode":"f","currency":"EUR","orderProducts":[{"productCode":"99000000000001","quantity":1}],` +
+			`"metadata":{"invoice":"INV-1","n":1}}`,
 		`[]`, `null`, `{`, `{"orderProducts":[1,"x",null]}`,
 	} {
 		f.Add([]byte(seed))
