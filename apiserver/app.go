@@ -130,9 +130,13 @@ func New(cfg Config, deps Deps) *Server {
 		ReduceMemoryUsage: true,
 		ErrorHandler:      s.errorHandler,
 	})
+	notifier := deps.Notifier
+	if notifier == nil {
+		notifier = notify.NewNotifier(false, notify.DefaultRetry())
+	}
 	current := v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second))
 	current.Log = s.log
-	s.routes(current, v1.NewHandlers(s.catalogs))
+	s.routes(current, v1.NewHandlers(s.catalogs), v2.NewWebhooks(cfg.Environment, deps.DB, notifier))
 	s.routePaths = map[string]string{}
 	for _, r := range s.app.GetRoutes() {
 		s.routePaths[r.Path] = r.Path
@@ -145,7 +149,7 @@ func New(cfg Config, deps Deps) *Server {
 }
 
 // routes is the whole route table of the API.
-func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
+func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhooks) {
 	app := s.app
 	app.Use(s.observe, recover.New())
 
@@ -182,6 +186,8 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers) {
 	api.Get("/orders", h.ListOrders)
 	api.Get("/wallet/transactions", h.Statement)
 	api.Get("/sandbox/scenarios", h.SandboxScenarios)
+	api.Get("/webhooks/events", webhooks.Events)
+	api.Post("/webhooks/replay", webhooks.Replay)
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)
 

@@ -184,6 +184,9 @@ func (d *DataPlane) startWorkers(ctx context.Context, log *slog.Logger, r *runni
 	for _, env := range cfg.Environments {
 		cfg.ExtraQueues = append(cfg.ExtraQueues, notify.QueueName(env))
 	}
+	if len(cfg.Environments) > 0 {
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, notify.PeriodicJobs(cfg.Environments[0])...)
+	}
 	f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, cfg.Logger, hooks...).
 		WithTracing(d.Deps.Tracing)
 	workers, err := fulfilment.StartWorkers(ctx, d.Deps.DB, f, cfg)

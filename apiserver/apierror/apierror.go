@@ -126,6 +126,12 @@ func BadRequest(message string) *Error { return New(http.StatusBadRequest, messa
 func DuplicateExternalOrderCode() *Error {
 	return New(http.StatusConflict, "An order with this external order code already exists.")
 }
+
+// NoWebhookEndpoint is a webhook replay of an account with no endpoint to deliver to.
+func NoWebhookEndpoint() *Error {
+	return New(http.StatusConflict, "No webhook endpoint is configured for this environment. "+
+		"Ask your account manager to set one up, then replay.")
+}
 func BodyTooLarge(limit int) *Error {
 	return New(http.StatusRequestEntityTooLarge, fmt.Sprintf("Request body exceeds the limit of %d bytes", limit))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/listing"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/orders"
 )
 
@@ -20,6 +21,7 @@ func FromDomain(err error) (e *Error, ok bool) {
 		notFound *orders.NotFoundError
 		paging   *catalog.PagingError
 		query    *listing.QueryError
+		param    *notify.ParamError
 	)
 	switch {
 	case errors.As(err, &refusal):
@@ -39,6 +41,10 @@ func FromDomain(err error) (e *Error, ok bool) {
 		return BadRequest(fmt.Sprintf("take must be an integer between 1 and %d", catalog.MaxTake)), true
 	case errors.As(err, &query):
 		return BadRequest(listQueryMessages[query.Param]), true
+	case errors.As(err, &param):
+		return eventParam(param), true
+	case errors.Is(err, notify.ErrNoEndpoint):
+		return NoWebhookEndpoint(), true
 	}
 	return nil, false
 }
@@ -106,4 +112,23 @@ var listQueryMessages = map[listing.Param]string{
 	listing.ParamCursor:   "cursor is not valid for this list; use a nextCursor this list returned",
 	listing.ParamExternalOrderCode: fmt.Sprintf("externalOrderCode must be 1 to %d characters",
 		listing.MaxExternalOrderCodeLength),
+}
+
+// eventParam words a refused query parameter of the webhook event listing or replay.
+func eventParam(e *notify.ParamError) *Error {
+	switch {
+	case e.Problem == notify.ParamMissing:
+		return BadRequest(e.Param + " is required: an RFC 3339 date-time")
+	case e.Problem == notify.ParamEmptyWindow:
+		return BadRequest("until must be later than since")
+	case e.Param == "limit":
+		return BadRequest(fmt.Sprintf("limit must be an integer from 1 to %d", notify.MaxEventPage))
+	case e.Param == "type":
+		return BadRequest("type must be one of " + strings.Join(notify.EventTypes, ", "))
+	case e.Param == "cursor":
+		return BadRequest("cursor is not valid: pass the nextCursor of a previous page")
+	case e.Param == "since":
+		return BadRequest("since must be an RFC 3339 date-time, e.g. 2026-11-25T08:00:00Z")
+	}
+	return BadRequest(e.Param + " must be an RFC 3339 date-time, e.g. 2026-11-25T09:00:00Z")
 }

@@ -50,6 +50,8 @@ type WorkerConfig struct {
 	// ExtraQueues.
 	Register    []func(*river.Workers) error
 	ExtraQueues []string
+	// PeriodicJobs are inserted on their schedules by the elected leader of the River clients.
+	PeriodicJobs []*river.PeriodicJob
 }
 
 // DefaultWorkerConfig works env's queue with production settings.
@@ -115,6 +117,7 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 		// poll bounds placement-to-completed latency (make bench, B4).
 		FetchPollInterval: 25 * time.Millisecond,
 		Logger:            logger,
+		PeriodicJobs:      cfg.PeriodicJobs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fulfilment workers: %w", err)

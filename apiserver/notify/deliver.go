@@ -106,15 +106,36 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	if err != nil {
 		return err
 	}
-	if ev.DeliveredAt != nil {
+	// Only a pending event has a delivery to make: a job run again after its event was
+	// delivered (at least once) sends nothing.
+	if ev.State != store.WebhookPending {
 		return nil
 	}
+	err = w.attempt(ctx, ev)
+	if err == nil {
+		return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Pool, ev.ID)
+	}
+	var cancel *river.JobCancelError
+	if errors.As(err, &cancel) || job.Attempt >= job.MaxAttempts {
+		// The last attempt: the event's delivery has failed (a replay can queue it again).
+		if markErr := store.MarkWebhookFailed(context.WithoutCancel(ctx), w.db.Pool, ev.ID); markErr != nil {
+			return errors.Join(err, markErr)
+		}
+	}
+	return err
+}
+
+// attempt posts the event once, counting the attempt; nil means the receiver took it.
+func (w *deliverWorker) attempt(ctx context.Context, ev store.WebhookEvent) error {
 	target, err := store.WebhookFor(ctx, w.db.Pool, ev.AccountID)
 	if errors.Is(err, store.ErrNotFound) {
 		// The partner removed its webhook (or was deleted) since: nobody to tell.
 		return river.JobCancel(fmt.Errorf("no webhook endpoint for event %s", ev.ID))
 	}
 	if err != nil {
+		return err
+	}
+	if err := store.RecordWebhookAttempt(ctx, w.db.Pool, ev.ID); err != nil {
 		return err
 	}
 	if target.SealedSecret == nil {
@@ -152,5 +173,5 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return fmt.Errorf("deliver %s: receiver answered %d", ev.ID, resp.StatusCode)
 	}
-	return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Pool, ev.ID)
+	return nil
 }

@@ -198,6 +198,9 @@ func Workers(db *store.DB, secrets *codes.Cipher, d Delivery) func(*river.Worker
 		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return fmt.Errorf("register webhook worker: %w", err)
 		}
+		if err := river.AddWorkerSafely(workers, &pruneWorker{db: db}); err != nil {
+			return fmt.Errorf("register webhook event pruning: %w", err)
+		}
 		if d.SMTP != nil {
 			if err := river.AddWorkerSafely(workers, &emailWorker{db: db, smtp: d.SMTP, retry: d.Retry}); err != nil {
 				return fmt.Errorf("register e-mail worker: %w", err)

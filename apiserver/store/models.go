@@ -264,4 +264,8 @@ type WebhookEvent struct {
 	Payload     datatypes.JSON `gorm:"type:jsonb"`
 	CreatedAt   time.Time
 	DeliveredAt *time.Time
+	// State is WebhookPending, WebhookDelivered or WebhookFailed.
+	State         string
+	Attempts      int
+	LastAttemptAt *time.Time
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -53,30 +54,173 @@ func InsertWebhookEvent(ctx context.Context, q Querier, e *WebhookEvent) error {
 	return nil
 }
 
-// WebhookEventByID loads an event.
-func WebhookEventByID(ctx context.Context, q Querier, id string) (WebhookEvent, error) {
+// Delivery states of a webhook event.
+const (
+	WebhookPending   = "pending"
+	WebhookDelivered = "delivered"
+	WebhookFailed    = "failed"
+)
+
+const webhookEventColumns = `id, account_id, type, payload, created_at, delivered_at, state, attempts, last_attempt_at`
+
+func scanWebhookEvent(row pgx.Row) (WebhookEvent, error) {
 	var e WebhookEvent
 	var payload []byte
-	err := q.QueryRow(ctx, `SELECT id, account_id, type, payload, created_at, delivered_at
-		FROM webhook_events WHERE id = $1`, id).
-		Scan(&e.ID, &e.AccountID, &e.Type, &payload, &e.CreatedAt, &e.DeliveredAt)
+	if err := row.Scan(&e.ID, &e.AccountID, &e.Type, &payload, &e.CreatedAt, &e.DeliveredAt, &e.State, &e.Attempts,
+		&e.LastAttemptAt); err != nil {
+		return WebhookEvent{}, err
+	}
+	e.Payload = payload
+	return e, nil
+}
+
+// WebhookEventByID loads an event.
+func WebhookEventByID(ctx context.Context, q Querier, id string) (WebhookEvent, error) {
+	e, err := scanWebhookEvent(q.QueryRow(ctx, `SELECT `+webhookEventColumns+` FROM webhook_events WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return WebhookEvent{}, ErrNotFound
 	}
 	if err != nil {
 		return WebhookEvent{}, fmt.Errorf("load webhook event: %w", err)
 	}
-	e.Payload = payload
 	return e, nil
 }
 
-// MarkWebhookDelivered records the first successful delivery of an event.
+// RecordWebhookAttempt counts one delivery attempt of an event.
+func RecordWebhookAttempt(ctx context.Context, q Querier, id string) error {
+	_, err := q.Exec(ctx, `UPDATE webhook_events SET attempts = attempts + 1, last_attempt_at = now() WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("record webhook attempt: %w", err)
+	}
+	return nil
+}
+
+// MarkWebhookDelivered records a successful delivery of a pending event; delivered_at keeps the
+// first one.
 func MarkWebhookDelivered(ctx context.Context, q Querier, id string) error {
-	_, err := q.Exec(ctx, `UPDATE webhook_events SET delivered_at = now() WHERE id = $1 AND delivered_at IS NULL`, id)
+	_, err := q.Exec(ctx, `UPDATE webhook_events SET state = 'delivered', delivered_at = coalesce(delivered_at, now())
+		WHERE id = $1 AND state = 'pending'`, id)
 	if err != nil {
 		return fmt.Errorf("mark webhook delivered: %w", err)
 	}
 	return nil
+}
+
+// MarkWebhookFailed records that a pending event's delivery gave up.
+func MarkWebhookFailed(ctx context.Context, q Querier, id string) error {
+	_, err := q.Exec(ctx, `UPDATE webhook_events SET state = 'failed' WHERE id = $1 AND state = 'pending'`, id)
+	if err != nil {
+		return fmt.Errorf("mark webhook failed: %w", err)
+	}
+	return nil
+}
+
+// WebhookEventCursor is the position after which a listing continues: the last event of the
+// previous page.
+type WebhookEventCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// WebhookEventQuery selects an account's events, newest first.
+type WebhookEventQuery struct {
+	// Type, when not empty, keeps only events of that type.
+	Type string
+	// After, when set, starts the page below that position.
+	After *WebhookEventCursor
+	Limit int
+}
+
+// ListWebhookEvents returns a page of an account's events, newest first.
+func ListWebhookEvents(
+	ctx context.Context, q Querier, accountID uuid.UUID, wq WebhookEventQuery,
+) ([]WebhookEvent, error) {
+	// With no cursor the keyset bound is above every row: one statement, one plan.
+	after := WebhookEventCursor{CreatedAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if wq.After != nil {
+		after = *wq.After
+	}
+	rows, err := q.Query(ctx, `SELECT `+webhookEventColumns+` FROM webhook_events
+		WHERE account_id = $1 AND ($2 = '' OR type = $2) AND (created_at, id) < ($3, $4)
+		ORDER BY created_at DESC, id DESC LIMIT $5`,
+		pgUUID(accountID), wq.Type, after.CreatedAt, after.ID, wq.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook events: %w", err)
+	}
+	defer rows.Close()
+	var out []WebhookEvent
+	for rows.Next() {
+		e, err := scanWebhookEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list webhook events: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list webhook events: %w", err)
+	}
+	return out, nil
+}
+
+// WebhookReplay selects the events of one account to deliver again.
+type WebhookReplay struct {
+	AccountID    uuid.UUID
+	Since, Until time.Time
+	// Type, when not empty, keeps only events of that type.
+	Type string
+	// Limit bounds the events queued by one replay.
+	Limit int
+	// Job is the delivery job template: its Args are replaced by each event's {"eventId": id}.
+	Job Job
+}
+
+// ReplayedEvents is what a replay queued.
+type ReplayedEvents struct {
+	Queued int
+	// Last is the creation time of the newest event queued (zero when none was).
+	Last time.Time
+}
+
+// QueueWebhookReplay moves the account's delivered and failed events created in [Since, Until)
+// back to pending, oldest first and at most Limit of them, and queues one delivery job for each,
+// in one statement. Events already pending keep their one queued delivery: the row locks make
+// concurrent replays queue each event once.
+func QueueWebhookReplay(ctx context.Context, q Querier, r WebhookReplay) (ReplayedEvents, error) {
+	var res ReplayedEvents
+	var last *time.Time
+	err := q.QueryRow(ctx, `WITH picked AS (
+			SELECT id FROM webhook_events
+			WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR type = $4)
+				AND state <> 'pending'
+			ORDER BY created_at, id LIMIT $5 FOR UPDATE),
+		marked AS (
+			UPDATE webhook_events e SET state = 'pending' FROM picked
+			WHERE e.id = picked.id AND e.state <> 'pending' RETURNING e.id, e.created_at),
+		queued AS (
+			INSERT INTO river_job (kind, queue, args, max_attempts)
+			SELECT $6, $7, jsonb_build_object('eventId', id), $8 FROM marked RETURNING 1)
+		SELECT (SELECT count(*) FROM queued), (SELECT max(created_at) FROM marked)`,
+		pgUUID(r.AccountID), r.Since, r.Until, r.Type, r.Limit, r.Job.Kind, r.Job.Queue, r.Job.MaxAttempts).
+		Scan(&res.Queued, &last)
+	if err != nil {
+		return ReplayedEvents{}, fmt.Errorf("queue webhook replay: %w", err)
+	}
+	if last != nil {
+		res.Last = *last
+	}
+	return res, nil
+}
+
+// PruneWebhookEvents deletes up to batch events created before cutoff whose delivery is not
+// pending, and returns how many it deleted.
+func PruneWebhookEvents(ctx context.Context, q Querier, cutoff time.Time, batch int) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM webhook_events WHERE id IN (
+		SELECT id FROM webhook_events WHERE created_at < $1 AND state <> 'pending' ORDER BY created_at LIMIT $2)`,
+		cutoff, batch)
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook events: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // Contact is who hears about an account by e-mail.
