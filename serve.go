@@ -30,6 +30,7 @@ func newServeCommand() *cobra.Command {
 		concurrency                                               int
 		maxConns, minIdleConns                                    int32
 		rescueAfter                                               time.Duration
+		sandboxTimeout                                            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -51,6 +52,10 @@ requests and running fulfilment jobs finish, then exits.`,
 			processLog := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			log := processLog.With(slog.String("environment", environment))
 			cfg := apiserver.DefaultConfig(environment)
+			if sandboxTimeout <= 0 || sandboxTimeout > apiserver.MaxSandboxTimeoutDelay {
+				return fmt.Errorf("--sandbox-timeout-delay must be above 0 and at most %s", apiserver.MaxSandboxTimeoutDelay)
+			}
+			cfg.SandboxTimeoutDelay = sandboxTimeout
 			proxies, err := auth.ParseTrustedProxies(trustedProxies)
 			if err != nil {
 				return err
@@ -137,6 +142,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.BoolVar(&webhooksToPrivate, "webhook-allow-private-networks", false,
 		"deliver webhooks to loopback, link-local and private (cluster-internal) addresses too; "+
 			"off, a partner's webhook URL cannot reach the service's own network")
+	f.DurationVar(&sandboxTimeout, "sandbox-timeout-delay", 10*time.Second,
+		"sandbox: how long a request with X-Sandbox-Scenario: timeout waits before its 504 (at most 25s)")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,

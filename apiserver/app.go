@@ -41,6 +41,9 @@ type Config struct {
 	IdleTimeout                  time.Duration
 	// Estimate predicts estimatedReadyAt; its Slow is also how long the sandbox Slow product takes.
 	Estimate orders.Estimate
+	// SandboxTimeoutDelay is how long the sandbox's timeout scenario waits before its 504 (at
+	// most MaxSandboxTimeoutDelay).
+	SandboxTimeoutDelay time.Duration
 }
 
 // DefaultConfig returns production-ready defaults for env.
@@ -53,6 +56,7 @@ func DefaultConfig(env string) Config {
 		WriteTimeout:                 30 * time.Second,
 		IdleTimeout:                  120 * time.Second,
 		Estimate:                     orders.DefaultEstimate(),
+		SandboxTimeoutDelay:          10 * time.Second,
 	}
 }
 
@@ -175,7 +179,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 		return c.Send(docsPage)
 	})
 
-	api := app.Group("/v2", s.access(apiKeyCredential))
+	api := app.Group("/v2", s.access(apiKeyCredential), s.sandboxScenario)
 	api.Get("/ping", h.Ping)
 	api.Get("/catalog/products", h.ListProducts)
 	api.Get("/catalog/products/:productCode", h.GetProduct)
@@ -191,7 +195,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)
 
-	old := app.Group("/v1", s.access(bearerCredential))
+	old := app.Group("/v1", s.access(bearerCredential), s.sandboxScenario)
 	old.Get("/catalog", legacy.Catalog)
 	old.Get("/catalog/products", legacy.Products)
 	old.Get("/catalog/product", legacy.Product)

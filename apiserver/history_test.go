@@ -207,7 +207,7 @@ func (s *stack) csvPages(t *testing.T, key string, entries []map[string]any) []s
 // csv requests path as text/csv and parses it strictly as RFC 4180.
 func (s *stack) csv(t *testing.T, env, key, path string) (http.Header, [][]string) {
 	t.Helper()
-	r := s.callWith(t, env, "GET", path, key, nil, map[string]string{"Accept": "text/csv"})
+	r := s.callWith(t, env, "GET", path, key, nil, http.Header{"Accept": {"text/csv"}})
 	if r.status != 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/csv") {
 		t.Fatalf("GET %s as CSV: %d %q %s", path, r.status, r.header.Get("Content-Type"), r.raw)
 	}

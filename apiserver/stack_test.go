@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -70,6 +71,8 @@ type stackOptions struct {
 	tracing trace.TracerProvider
 	// trustedProxies are the proxies whose X-Forwarded-For the APIs believe.
 	trustedProxies []netip.Prefix
+	// sandboxTimeout is the delay of the sandbox's timeout scenario (default 100 ms).
+	sandboxTimeout time.Duration
 }
 
 // sharedCipher is the package's codes key: every stack must read codes sealed by the others'
@@ -122,6 +125,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		cfg := apiserver.DefaultConfig(env)
 		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
 		cfg.TrustedProxies = opts.trustedProxies
+		cfg.SandboxTimeoutDelay = cmp.Or(opts.sandboxTimeout, 100*time.Millisecond)
 		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
 	}
 	if opts.metrics {
@@ -278,8 +282,8 @@ func (s *stack) call(t *testing.T, env, method, path, key string, body any) resp
 	return s.callWith(t, env, method, path, key, body, nil)
 }
 
-// callWith is call with extra request headers.
-func (s *stack) callWith(t *testing.T, env, method, path, key string, body any, header map[string]string) response {
+// callWith performs one request with extra request headers.
+func (s *stack) callWith(t *testing.T, env, method, path, key string, body any, header http.Header) response {
 	t.Helper()
 	var sent []byte
 	switch b := body.(type) {
@@ -306,13 +310,13 @@ func (s *stack) callWith(t *testing.T, env, method, path, key string, body any, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
 	if strings.HasPrefix(key, "Bearer ") {
 		req.Header.Set("Authorization", key)
 	} else if key != "" {
 		req.Header.Set("x-api-key", key)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

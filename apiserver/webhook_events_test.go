@@ -105,6 +105,18 @@ func (s *stack) events(t *testing.T, env, key, query string) eventPage {
 	return page
 }
 
+// newWebhookTenant is a stack with one partner whose endpoint is a switchReceiver and whose
+// sandbox wallet holds 100 EUR.
+func newWebhookTenant(t *testing.T) (*stack, *tenant, *switchReceiver) {
+	t.Helper()
+	s := newStack(t, stackOptions{})
+	tn := s.onboard(t, "acme", nil)
+	rcv := newSwitchReceiver(t)
+	s.setWebhook(t, tn, rcv.server.URL)
+	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	return s, tn, rcv
+}
+
 // finishSandboxOrders places sandbox orders of the given products and waits until each finished.
 func (s *stack) finishSandboxOrders(t *testing.T, tn *tenant, products map[string]line) {
 	t.Helper()
@@ -326,11 +338,7 @@ func TestWebhookReplayBadInput(t *testing.T) {
 // TestWebhookEventRetention: pruning deletes events past the retention period unless their
 // delivery is pending, and keeps younger ones.
 func TestWebhookEventRetention(t *testing.T) {
-	s := newStack(t, stackOptions{})
-	acme := s.onboard(t, "acme", nil)
-	rcv := newSwitchReceiver(t)
-	s.setWebhook(t, acme, rcv.server.URL)
-	s.topUp(t, acme, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	s, acme, rcv := newWebhookTenant(t)
 	s.finishSandboxOrders(t, acme, map[string]line{
 		"old":     {"productCode": "99000000000001", "quantity": 1},
 		"young":   {"productCode": "99000000000001", "quantity": 1},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Error is an API error rendered as the contract's body: {statusCode, error, message}.
@@ -167,6 +168,19 @@ func OrderCreationFailed() *Error {
 // 500: the label is omitted, as on the contract's 500 responses.
 func Internal() *Error {
 	return &Error{Status: http.StatusInternalServerError, Message: "Internal server error"}
+}
+
+// UnknownSandboxScenario is an X-Sandbox-Scenario value the sandbox does not know.
+func UnknownSandboxScenario(value string, valid []string) *Error {
+	return New(http.StatusBadRequest, fmt.Sprintf("Unknown X-Sandbox-Scenario %q. Valid scenarios: %s.",
+		value, strings.Join(valid, ", ")))
+}
+
+// GatewayTimeout is the sandbox's timeout scenario: the answer a gateway gives when the service
+// behind it did not answer in time.
+func GatewayTimeout() *Error {
+	return New(http.StatusGatewayTimeout, "The request timed out. Its outcome is unknown: "+
+		"retry it (orders with the same externalOrderCode) to find out.")
 }
 
 // 503 for the probes outside /v2.
