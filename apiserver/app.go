@@ -181,8 +181,8 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 
 	api := app.Group("/v2", s.access(apiKeyCredential), s.sandboxScenario)
 	api.Get("/ping", h.Ping)
-	api.Get("/catalog/products", h.ListProducts)
-	api.Get("/catalog/products/:productCode", h.GetProduct)
+	api.Get("/catalog/products", withETag(h.ListProducts))
+	api.Get("/catalog/products/:productCode", withETag(h.GetProduct))
 	api.Post("/orders", h.PlaceOrder)
 	api.Get("/orders/:reference", h.GetOrder)
 	api.Get("/wallet", h.Wallet)
@@ -196,9 +196,9 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	api.Use(s.unrouted)
 
 	old := app.Group("/v1", s.access(bearerCredential), s.sandboxScenario)
-	old.Get("/catalog", legacy.Catalog)
-	old.Get("/catalog/products", legacy.Products)
-	old.Get("/catalog/product", legacy.Product)
+	old.Get("/catalog", withETag(legacy.Catalog))
+	old.Get("/catalog/products", withETag(legacy.Products))
+	old.Get("/catalog/product", withETag(legacy.Product))
 	old.Use(s.unrouted)
 }
 
