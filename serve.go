@@ -31,6 +31,7 @@ func newServeCommand() *cobra.Command {
 		maxConns, minIdleConns                                    int32
 		rescueAfter                                               time.Duration
 		sandboxTimeout                                            time.Duration
+		v1Deprecation, v1Sunset, v1Docs                           string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -56,6 +57,11 @@ requests and running fulfilment jobs finish, then exits.`,
 				return fmt.Errorf("--sandbox-timeout-delay must be above 0 and at most %s", apiserver.MaxSandboxTimeoutDelay)
 			}
 			cfg.SandboxTimeoutDelay = sandboxTimeout
+			lifecycle, err := parseLifecycle(v1Deprecation, v1Sunset, v1Docs)
+			if err != nil {
+				return err
+			}
+			cfg.V1Lifecycle = lifecycle
 			proxies, err := auth.ParseTrustedProxies(trustedProxies)
 			if err != nil {
 				return err
@@ -144,6 +150,12 @@ requests and running fulfilment jobs finish, then exits.`,
 			"off, a partner's webhook URL cannot reach the service's own network")
 	f.DurationVar(&sandboxTimeout, "sandbox-timeout-delay", 10*time.Second,
 		"sandbox: how long a request with X-Sandbox-Scenario: timeout waits before its 504 (at most 25s)")
+	f.StringVar(&v1Deprecation, "v1-deprecation", apiserver.DefaultV1Deprecation.Format(time.DateOnly),
+		"date (YYYY-MM-DD or RFC 3339) announced in the Deprecation header of every /v1 answer (\"\": none)")
+	f.StringVar(&v1Sunset, "v1-sunset", "",
+		"date (YYYY-MM-DD or RFC 3339) announced in the Sunset header of every /v1 answer (default: none)")
+	f.StringVar(&v1Docs, "v1-lifecycle-url", apiserver.DefaultLifecycleDocs,
+		"URL of the v1 migration notes, linked from /v1 answers (rel=\"deprecation\" and \"sunset\")")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
@@ -205,4 +217,29 @@ func newLimiter(redisURL string, log *slog.Logger) (ratelimit.Limiter, func(), e
 	}
 	limiter := ratelimit.NewFallback(ratelimit.NewRedis(client), ratelimit.NewMemory(), log)
 	return limiter, func() { _ = client.Close() }, nil
+}
+
+// parseLifecycle reads the v1 lifecycle flags: dates as YYYY-MM-DD (midnight UTC) or RFC 3339,
+// empty meaning not announced.
+func parseLifecycle(deprecation, sunset, docs string) (apiserver.Lifecycle, error) {
+	l := apiserver.Lifecycle{Docs: docs}
+	for _, d := range []struct {
+		flag, value string
+		into        *time.Time
+	}{{"--v1-deprecation", deprecation, &l.Deprecation}, {"--v1-sunset", sunset, &l.Sunset}} {
+		if d.value == "" {
+			continue
+		}
+		t, err := time.Parse(time.DateOnly, d.value)
+		if err != nil {
+			if t, err = time.Parse(time.RFC3339, d.value); err != nil {
+				return l, fmt.Errorf("%s must be a date, YYYY-MM-DD or RFC 3339, not %q", d.flag, d.value)
+			}
+		}
+		*d.into = t
+	}
+	if !l.Sunset.IsZero() && !l.Deprecation.IsZero() && l.Sunset.Before(l.Deprecation) {
+		return l, errors.New("--v1-sunset must not be before --v1-deprecation")
+	}
+	return l, nil
 }

@@ -44,6 +44,8 @@ type Config struct {
 	// SandboxTimeoutDelay is how long the sandbox's timeout scenario waits before its 504 (at
 	// most MaxSandboxTimeoutDelay).
 	SandboxTimeoutDelay time.Duration
+	// V1Lifecycle is announced on every answer of the legacy v1 interface.
+	V1Lifecycle Lifecycle
 }
 
 // DefaultConfig returns production-ready defaults for env.
@@ -57,6 +59,7 @@ func DefaultConfig(env string) Config {
 		IdleTimeout:                  120 * time.Second,
 		Estimate:                     orders.DefaultEstimate(),
 		SandboxTimeoutDelay:          10 * time.Second,
+		V1Lifecycle:                  Lifecycle{Deprecation: DefaultV1Deprecation, Docs: DefaultLifecycleDocs},
 	}
 }
 
@@ -195,7 +198,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)
 
-	old := app.Group("/v1", s.access(bearerCredential), s.sandboxScenario)
+	old := app.Group("/v1", announceLifecycle(s.cfg.V1Lifecycle), s.access(bearerCredential), s.sandboxScenario)
 	old.Get("/catalog", withETag(legacy.Catalog))
 	old.Get("/catalog/products", withETag(legacy.Products))
 	old.Get("/catalog/product", withETag(legacy.Product))

@@ -73,6 +73,8 @@ type stackOptions struct {
 	trustedProxies []netip.Prefix
 	// sandboxTimeout is the delay of the sandbox's timeout scenario (default 100 ms).
 	sandboxTimeout time.Duration
+	// v1Lifecycle, when set, replaces the default announcement of v1's retirement.
+	v1Lifecycle *apiserver.Lifecycle
 }
 
 // sharedCipher is the package's codes key: every stack must read codes sealed by the others'
@@ -126,6 +128,9 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		cfg.Estimate = orders.Estimate{Base: 100 * time.Millisecond, PerUnit: time.Millisecond, Slow: opts.slow}
 		cfg.TrustedProxies = opts.trustedProxies
 		cfg.SandboxTimeoutDelay = cmp.Or(opts.sandboxTimeout, 100*time.Millisecond)
+		if opts.v1Lifecycle != nil {
+			cfg.V1Lifecycle = *opts.v1Lifecycle
+		}
 		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
 	}
 	if opts.metrics {
