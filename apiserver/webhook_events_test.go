@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/internal/poll"
 )
@@ -375,5 +376,40 @@ func TestWebhookEventRetention(t *testing.T) {
 	}
 	if fmt.Sprint(left) != "[pending young]" {
 		t.Fatalf("left after pruning: %v", left)
+	}
+}
+
+// TestWebhookFailedDeliveryReplayed: an event whose delivery gives up (here: the endpoint was
+// removed while it retried) is listed as failed, and once an endpoint is back a replay delivers
+// it, with its id.
+func TestWebhookFailedDeliveryReplayed(t *testing.T) {
+	s, tn, rcv := newWebhookTenant(t)
+	key := tn.keys["sandbox"]
+	since := url.QueryEscape(time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
+	rcv.down.Store(true)
+	s.placeAndFinish(t, tn, map[string]line{"fd-ok": {"productCode": "99000000000001", "quantity": 1}})
+	state := func(want string, minAttempts int) func() bool {
+		return func() bool {
+			page := s.events(t, "sandbox", key, "")
+			return len(page.Events) == 1 && page.Events[0].Delivery.State == want &&
+				page.Events[0].Delivery.Attempts >= minAttempts
+		}
+	}
+	poll.UntilTrue(t, 10*time.Second, "the delivery retrying", state("pending", 2))
+	s.setWebhooks(t, tn, provisioning.Webhooks{})
+	poll.UntilTrue(t, 10*time.Second, "the delivery given up", state("failed", 2))
+	expectError(t, s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+since, key, nil), 409,
+		"No webhook endpoint is configured for this environment. Ask your account manager to set one up, then replay.")
+
+	rcv.down.Store(false)
+	s.setWebhook(t, tn, rcv.server.URL)
+	r := s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+since, key, nil)
+	if r.status != 202 || r.body["queued"] != float64(1) {
+		t.Fatalf("replay: %d %s", r.status, r.raw)
+	}
+	poll.UntilTrue(t, 10*time.Second, "the replay delivered", state("delivered", 3))
+	id := s.events(t, "sandbox", key, "").Events[0].ID
+	if d := rcv.delivered(); len(d) != 1 || d[id] != 1 {
+		t.Fatalf("deliveries %v, want %s once", d, id)
 	}
 }
