@@ -6,9 +6,9 @@ import (
 	"net/url"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/internal/benchratio"
 )
 
 // catalogOf builds n products; every third is German, brands cycle through ten.
@@ -122,17 +122,7 @@ func BenchmarkListPage(b *testing.B) {
 			page := snap.AppendListJSON(nil, q)
 			b.Run(fmt.Sprintf("products=%d/%s", size, query), func(b *testing.B) {
 				buf := make([]byte, 0, len(page))
-				start := time.Now()
-				for range b.N {
-					buf = append(buf[:0], page...)
-				}
-				copied := time.Since(start)
-				b.ResetTimer()
-				for range b.N {
-					buf = snap.AppendListJSON(buf[:0], q)
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.Elapsed())/float64(max(copied, 1)), "x-copy")
+				benchratio.CopyRatio(b, page, func() { buf = snap.AppendListJSON(buf[:0], q) })
 			})
 		}
 	}
