@@ -413,3 +413,33 @@ func TestWebhookFailedDeliveryReplayed(t *testing.T) {
 		t.Fatalf("deliveries %v, want %s once", d, id)
 	}
 }
+
+// TestWebhookReplayIsBounded: one replay queues at most maxEvents, oldest first, and says where
+// to continue; continuing from nextSince queues the rest.
+func TestWebhookReplayIsBounded(t *testing.T) {
+	s, tn, rcv := newWebhookTenant(t)
+	acct := s.account(t, tn, "sandbox")
+	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	const events = notify.MaxReplayEvents + 1
+	if _, err := s.db.Pool.Exec(t.Context(), `INSERT INTO webhook_events (id, account_id, type, payload, created_at,
+			delivered_at, state, attempts)
+		SELECT 'evt_bulk_' || i, $1, 'order.completed', jsonb_build_object('id', 'evt_bulk_' || i),
+			$2::timestamptz + i * interval '1 ms', now(), 'delivered', 1
+		FROM generate_series(1, $3) i`, acct.ID, start, events); err != nil {
+		t.Fatal(err)
+	}
+	since := url.QueryEscape(start.Format(time.RFC3339Nano))
+	r := s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+since, tn.keys["sandbox"], nil)
+	last := start.Add(notify.MaxReplayEvents * time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+	if r.status != 202 || r.body["queued"] != float64(notify.MaxReplayEvents) ||
+		r.body["maxEvents"] != float64(notify.MaxReplayEvents) || r.str("nextSince") != last {
+		t.Fatalf("first replay: %d %s, want %d queued up to %s", r.status, r.raw, notify.MaxReplayEvents, last)
+	}
+	r = s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+url.QueryEscape(r.str("nextSince")),
+		tn.keys["sandbox"], nil)
+	// The newest event of the first replay may have been delivered already and go out again.
+	if n, _ := r.body["queued"].(float64); r.status != 202 || n < 1 || n > 2 || r.body["nextSince"] != nil {
+		t.Fatalf("second replay: %d %s", r.status, r.raw)
+	}
+	poll.UntilTrue(t, 60*time.Second, "every event delivered", func() bool { return len(rcv.delivered()) == events })
+}

@@ -38,7 +38,8 @@ type EventView struct {
 	ID        string       `json:"id"`
 	Type      string       `json:"type"`
 	CreatedAt apitime.Time `json:"createdAt"`
-	// Payload is the body every delivery of the event carries, byte for byte.
+	// Payload is the JSON every delivery of the event carries. The listing re-encodes it
+	// compactly, so its bytes (whitespace) can differ from the signed body of a delivery.
 	Payload  json.RawMessage `json:"payload"`
 	Delivery DeliveryView    `json:"delivery"`
 }
