@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/provisioning"
@@ -387,7 +389,7 @@ func TestWebhookFailedDeliveryReplayed(t *testing.T) {
 	key := tn.keys["sandbox"]
 	since := url.QueryEscape(time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano))
 	rcv.down.Store(true)
-	s.placeAndFinish(t, tn, map[string]line{"fd-ok": {"productCode": "99000000000001", "quantity": 1}})
+	s.finishSandboxOrders(t, tn, map[string]line{"fd-ok": {"productCode": "99000000000001", "quantity": 1}})
 	state := func(want string, minAttempts int) func() bool {
 		return func() bool {
 			page := s.events(t, "sandbox", key, "")
@@ -418,16 +420,9 @@ func TestWebhookFailedDeliveryReplayed(t *testing.T) {
 // to continue; continuing from nextSince queues the rest.
 func TestWebhookReplayIsBounded(t *testing.T) {
 	s, tn, rcv := newWebhookTenant(t)
-	acct := s.account(t, tn, "sandbox")
 	start := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
 	const events = notify.MaxReplayEvents + 1
-	if _, err := s.db.Pool.Exec(t.Context(), `INSERT INTO webhook_events (id, account_id, type, payload, created_at,
-			delivered_at, state, attempts)
-		SELECT 'evt_bulk_' || i, $1, 'order.completed', jsonb_build_object('id', 'evt_bulk_' || i),
-			$2::timestamptz + i * interval '1 ms', now(), 'delivered', 1
-		FROM generate_series(1, $3) i`, acct.ID, start, events); err != nil {
-		t.Fatal(err)
-	}
+	s.storeDeliveredEvents(t, tn, start, events)
 	since := url.QueryEscape(start.Format(time.RFC3339Nano))
 	r := s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+since, tn.keys["sandbox"], nil)
 	last := start.Add(notify.MaxReplayEvents * time.Millisecond).Format("2006-01-02T15:04:05.000Z")
@@ -442,4 +437,53 @@ func TestWebhookReplayIsBounded(t *testing.T) {
 		t.Fatalf("second replay: %d %s", r.status, r.raw)
 	}
 	poll.UntilTrue(t, 60*time.Second, "every event delivered", func() bool { return len(rcv.delivered()) == events })
+}
+
+// storeDeliveredEvents records n delivered events of the tenant's sandbox account, created a
+// millisecond apart after start, as if raised and delivered long ago, and returns the prefix of
+// their ids.
+func (s *stack) storeDeliveredEvents(t *testing.T, tn *tenant, start time.Time, n int) string {
+	t.Helper()
+	prefix := "evt_" + uuid.NewString() + "_"
+	if _, err := s.db.Pool.Exec(t.Context(), `INSERT INTO webhook_events (id, account_id, type, payload, created_at,
+			delivered_at, state, attempts)
+		SELECT $4 || i, $1, 'order.completed', jsonb_build_object('id', $4 || i),
+			$2::timestamptz + i * interval '1 ms', now(), 'delivered', 1
+		FROM generate_series(1, $3) i`, s.account(t, tn, "sandbox").ID, start, n, prefix); err != nil {
+		t.Fatal(err)
+	}
+	return prefix
+}
+
+// TestConcurrentReplaysQueueEachEventOnce: replays racing over the same events queue each of
+// them exactly once between them.
+func TestConcurrentReplaysQueueEachEventOnce(t *testing.T) {
+	s, tn, rcv := newWebhookTenant(t)
+	rcv.down.Store(true)
+	start := time.Now().Add(-time.Hour).UTC()
+	const events, replays = 50, 8
+	prefix := s.storeDeliveredEvents(t, tn, start, events)
+	since := url.QueryEscape(start.Format(time.RFC3339Nano))
+	var queued atomic.Int64
+	var wg sync.WaitGroup
+	for range replays {
+		wg.Go(func() {
+			r := s.call(t, "sandbox", "POST", "/v2/webhooks/replay?since="+since, tn.keys["sandbox"], nil)
+			if r.status != 202 {
+				t.Errorf("replay: %d %s", r.status, r.raw)
+			}
+			n, _ := r.body["queued"].(float64)
+			queued.Add(int64(n))
+		})
+	}
+	wg.Wait()
+	var jobs int
+	if err := s.db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job
+		WHERE kind = 'codeport.deliver_webhook' AND starts_with(args->>'eventId', $1)`, prefix).
+		Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if queued.Load() != events || jobs != events {
+		t.Fatalf("%d replays queued %d events in %d jobs, want each of %d once", replays, queued.Load(), jobs, events)
+	}
 }
