@@ -5,9 +5,9 @@
 -- stores balance_after, written with its entry; nothing needs backfilling.
 CREATE INDEX wallet_entries_statement_idx ON wallet_entries (account_id, created_at, id);
 CREATE INDEX orders_history_idx ON orders (account_id, created_at, id);
--- A status filter on its own index: failed orders are rare, and walking an account's whole
--- history to fill one page of them is what this avoids.
-CREATE INDEX orders_history_status_idx ON orders (account_id, status, created_at, id);
+-- No index holds status: fulfilment rewrites it on every order, and an indexed status would make
+-- that update write every index of orders instead of a heap-only (HOT) tuple. A status filter
+-- walks orders_history_idx and skips what does not match.
 
 -- The partner's metadata of an order: string key/value pairs, bounded by the API. A constant
 -- default adds the column without rewriting the table.
@@ -16,6 +16,5 @@ ALTER TABLE orders ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'
 
 -- +goose Down
 ALTER TABLE orders DROP COLUMN metadata;
-DROP INDEX orders_history_status_idx;
 DROP INDEX orders_history_idx;
 DROP INDEX wallet_entries_statement_idx;
