@@ -28,7 +28,7 @@ func runWorkerProcess(url string) int {
 	}
 	raw, _ := codes.ParseKey(sharedCodesKey)
 	cipher, _ := codes.NewCipher(raw)
-	linger := func(context.Context, store.Querier, fulfilment.Finished) error {
+	linger := func(context.Context, store.Querier, []fulfilment.Finished) error {
 		time.Sleep(40 * time.Millisecond)
 		return nil
 	}

@@ -33,7 +33,7 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 	before := s.call(t, "sandbox", "GET", "/v2/wallet", tn.keys["sandbox"], nil)
 
 	inHook, release := make(chan struct{}), make(chan struct{})
-	hold := func(context.Context, store.Querier, fulfilment.Finished) error {
+	hold := func(context.Context, store.Querier, []fulfilment.Finished) error {
 		close(inHook)
 		<-release
 		return nil

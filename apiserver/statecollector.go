@@ -42,9 +42,11 @@ func (m *OrderMetrics) Placed(environment string) { m.placed.WithLabelValues(env
 
 // Finished is a fulfilment hook counting terminal states. It observes inside the finishing
 // transaction, so a rolled-back finish may count once too often; that is acceptable for a metric.
-func (m *OrderMetrics) Finished(_ context.Context, _ store.Querier, f fulfilment.Finished) error {
-	m.finished.WithLabelValues(f.Environment, f.Status).Inc()
-	m.duration.WithLabelValues(f.Environment, f.Status).Observe(time.Since(f.Order.CreatedAt).Seconds())
+func (m *OrderMetrics) Finished(_ context.Context, _ store.Querier, finished []fulfilment.Finished) error {
+	for _, f := range finished {
+		m.finished.WithLabelValues(f.Environment, f.Status).Inc()
+		m.duration.WithLabelValues(f.Environment, f.Status).Observe(time.Since(f.Order.CreatedAt).Seconds())
+	}
 	return nil
 }
 

@@ -32,8 +32,9 @@ type Finished struct {
 	Status      string
 }
 
-// Hook is called in the finishing transaction q; an error rolls the finish back and retries it.
-type Hook func(ctx context.Context, q store.Querier, f Finished) error
+// Hook is called in the finishing transaction q with every order it finishes; an error rolls
+// the finish back and retries it.
+type Hook func(ctx context.Context, q store.Querier, finished []Finished) error
 
 // Fulfiller finishes orders.
 type Fulfiller struct {
@@ -222,7 +223,7 @@ func (f *Fulfiller) finish(
 	}
 	o.Status, o.Delivered, o.RefundedAmount, o.Reason = status, len(units), refunded, reasonPtr
 	for _, h := range f.hooks {
-		if err := h(ctx, q, Finished{Environment: environment, Order: o, Status: status}); err != nil {
+		if err := h(ctx, q, []Finished{{Environment: environment, Order: o, Status: status}}); err != nil {
 			return err
 		}
 	}

@@ -304,11 +304,11 @@ func TestFulfilHookFailureRollsBackTheFinish(t *testing.T) {
 	hookErr := errors.New("webhook queue unavailable")
 	var heard []fulfilment.Finished
 	fail := true
-	hook := func(_ context.Context, _ store.Querier, finished fulfilment.Finished) error {
+	hook := func(_ context.Context, _ store.Querier, finished []fulfilment.Finished) error {
 		if fail {
 			return hookErr
 		}
-		heard = append(heard, finished)
+		heard = append(heard, finished...)
 		return nil
 	}
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler), hook)

@@ -91,6 +91,14 @@ func (n *Notifier) raise(
 	if err != nil {
 		return err
 	}
+	return n.raiseTo(ctx, q, target, accountID, environment, eventType, data)
+}
+
+// raiseTo records an event for target, the account's webhook, when it wants this type, and
+// schedules its delivery, in the transaction q.
+func (n *Notifier) raiseTo(ctx context.Context, q store.Querier, target store.WebhookTarget, accountID uuid.UUID,
+	environment, eventType string, data any,
+) error {
 	if len(target.EventTypes) > 0 && !slices.Contains(target.EventTypes, eventType) {
 		return nil
 	}
@@ -113,18 +121,45 @@ func (n *Notifier) raise(
 }
 
 // OrderFinished is a fulfilment hook: it raises order.completed, order.partially_completed or
-// order.failed in the finishing transaction.
-func (n *Notifier) OrderFinished(ctx context.Context, q store.Querier, f fulfilment.Finished) error {
-	eventType := map[string]string{
-		store.OrderCompleted: EventOrderCompleted, store.OrderFailed: EventOrderFailed,
-		store.OrderPartiallyCompleted: EventOrderPartiallyCompleted,
-	}[f.Status]
-	if eventType == "" {
-		return nil
+// order.failed for each finished order in the finishing transaction. One statement finds the
+// webhooks of all their accounts; only orders whose account has one write anything more.
+func (n *Notifier) OrderFinished(ctx context.Context, q store.Querier, finished []fulfilment.Finished) error {
+	accounts := make([]uuid.UUID, 0, len(finished))
+	for _, f := range finished {
+		if !slices.Contains(accounts, f.Order.AccountID) {
+			accounts = append(accounts, f.Order.AccountID)
+		}
 	}
-	return n.raise(ctx, q, f.Order.AccountID, f.Environment, eventType,
-		OrderData{OrderID: f.Order.ID, ExternalOrderCode: f.Order.ExternalOrderCode, Status: f.Status,
-			Metadata: f.Order.Metadata})
+	targets, err := store.WebhooksFor(ctx, q, accounts)
+	if err != nil {
+		return err
+	}
+	for _, f := range finished {
+		target, ok := targets[f.Order.AccountID]
+		eventType := orderEvent(f.Status)
+		if !ok || eventType == "" {
+			continue
+		}
+		if err := n.raiseTo(ctx, q, target, f.Order.AccountID, f.Environment, eventType,
+			OrderData{OrderID: f.Order.ID, ExternalOrderCode: f.Order.ExternalOrderCode, Status: f.Status,
+				Metadata: f.Order.Metadata}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// orderEvent is the event of an order's terminal status ("" for any other).
+func orderEvent(status string) string {
+	switch status {
+	case store.OrderCompleted:
+		return EventOrderCompleted
+	case store.OrderPartiallyCompleted:
+		return EventOrderPartiallyCompleted
+	case store.OrderFailed:
+		return EventOrderFailed
+	}
+	return ""
 }
 
 // BalanceCrossedBelow raises balance.low and schedules the e-mail, in the transaction of the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // WebhookTarget is where an account's events go.
@@ -19,29 +20,53 @@ type WebhookTarget struct {
 	EventTypes   []string
 }
 
+// webhooksSQL finds the enabled webhook endpoints of the accounts $1 (one row per account that
+// has one, keyed by the account).
+const webhooksSQL = `SELECT a.id, w.partner_id, w.environment, w.url, w.sealed_secret, w.event_types
+	FROM webhook_endpoints w
+	JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
+	JOIN partners p ON p.id = a.partner_id
+	WHERE a.id = ANY($1) AND w.enabled AND w.url <> '' AND p.deleted_at IS NULL`
+
 // WebhookFor returns the enabled webhook endpoint of an account's partner in the account's
 // environment, or ErrNotFound.
 func WebhookFor(ctx context.Context, q Querier, accountID uuid.UUID) (WebhookTarget, error) {
-	var t WebhookTarget
-	var partnerID uuid.UUID
-	var environment string
-	err := q.QueryRow(ctx, `SELECT w.partner_id, w.environment, w.url, w.sealed_secret, w.event_types
-		FROM webhook_endpoints w
-		JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
-		JOIN partners p ON p.id = a.partner_id
-		WHERE a.id = $1 AND w.enabled AND p.deleted_at IS NULL`, pgUUID(accountID)).
-		Scan(&partnerID, &environment, &t.URL, &t.SealedSecret, &t.EventTypes)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return WebhookTarget{}, ErrNotFound
-	}
+	targets, err := WebhooksFor(ctx, q, []uuid.UUID{accountID})
 	if err != nil {
-		return WebhookTarget{}, fmt.Errorf("find webhook: %w", err)
+		return WebhookTarget{}, err
 	}
-	if t.URL == "" {
+	t, ok := targets[accountID]
+	if !ok {
 		return WebhookTarget{}, ErrNotFound
 	}
-	t.Owner = WebhookSecretOwner(partnerID, environment)
 	return t, nil
+}
+
+// WebhooksFor returns the enabled webhook endpoints of accounts, in one statement, by account;
+// an account without one is absent.
+func WebhooksFor(ctx context.Context, q Querier, accounts []uuid.UUID) (map[uuid.UUID]WebhookTarget, error) {
+	ids := make([]pgtype.UUID, len(accounts))
+	for i, a := range accounts {
+		ids[i] = pgUUID(a)
+	}
+	rows, err := q.Query(ctx, webhooksSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("find webhooks: %w", err)
+	}
+	out := map[uuid.UUID]WebhookTarget{}
+	var account, partnerID uuid.UUID
+	var environment string
+	var t WebhookTarget
+	if _, err := pgx.ForEachRow(rows, []any{&account, &partnerID, &environment, &t.URL, &t.SealedSecret, &t.EventTypes},
+		func() error {
+			t.Owner = WebhookSecretOwner(partnerID, environment)
+			out[account] = t
+			t = WebhookTarget{}
+			return nil
+		}); err != nil {
+		return nil, fmt.Errorf("find webhooks: %w", err)
+	}
+	return out, nil
 }
 
 // InsertWebhookEvent records an event before its delivery is scheduled.
