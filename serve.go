@@ -27,7 +27,7 @@ func newServeCommand() *cobra.Command {
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL string
 		redisURL, trustedProxies, codesKey, smtpURL, smtpFrom     string
 		workers, profiling, webhooksToPrivate                     bool
-		concurrency                                               int
+		concurrency, transactions                                 int
 		maxConns, minIdleConns                                    int32
 		rescueAfter                                               time.Duration
 		sandboxTimeout                                            time.Duration
@@ -111,7 +111,7 @@ requests and running fulfilment jobs finish, then exits.`,
 			}
 			if workers {
 				wcfg := fulfilment.DefaultWorkerConfig(environment)
-				wcfg.Concurrency = concurrency
+				wcfg.Concurrency, wcfg.Transactions = concurrency, transactions
 				wcfg.Logger = log
 				if rescueAfter > 0 {
 					wcfg.RescueAfter = rescueAfter
@@ -157,7 +157,10 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&v1Docs, "v1-lifecycle-url", apiserver.DefaultLifecycleDocs,
 		"URL of the v1 migration notes, linked from /v1 answers (rel=\"deprecation\" and \"sunset\")")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
-	f.IntVar(&concurrency, "fulfilment-concurrency", 20, "orders fulfilled at once by this process")
+	f.IntVar(&concurrency, "fulfilment-concurrency", fulfilment.DefaultConcurrency,
+		"orders fulfilled at once by this process")
+	f.IntVar(&transactions, "fulfilment-transactions", fulfilment.DefaultTransactions,
+		"fulfilment transactions at once, each finishing the orders waiting when it starts")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
 		"how long a fulfilment job held by a crashed process waits before another process runs it again")
 	return cmd

@@ -244,7 +244,7 @@ func TestTracing(t *testing.T) {
 	var server, statements, batches int
 	fulfilled := false
 	for _, span := range recorder.Ended() {
-		if span.Name() == "fulfil order" {
+		if span.Name() == "fulfil orders" {
 			fulfilled = true
 		}
 		if span.SpanContext().TraceID().String() != traceID {

@@ -1,15 +1,20 @@
 // Package fulfilment delivers codes for orders: one River job per order, enqueued in the
-// placement transaction and finished in one transaction that records the codes, refunds the
-// undelivered value and moves the order to its terminal state. Finishing is guarded by
-// status = 'processing', so a job retried or rescued after a crash never delivers twice.
+// placement transaction. Jobs that run at the same time are finished together, in one
+// transaction that records the codes of all their orders, refunds the undelivered value and
+// moves each order to its terminal state, a statement per step for all of them. Finishing is
+// guarded by status = 'processing', so a job retried or rescued after a crash never delivers
+// twice.
 package fulfilment
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,7 +38,8 @@ type Finished struct {
 }
 
 // Hook is called in the finishing transaction q with every order it finishes; an error rolls
-// the finish back and retries it.
+// the finish back, and the orders are then finished one by one, each in a transaction of its
+// own, so that the error fails only the jobs of the orders it is about.
 type Hook func(ctx context.Context, q store.Querier, finished []Finished) error
 
 // Fulfiller finishes orders.
@@ -72,49 +78,80 @@ type SnoozeError struct{ Delay time.Duration }
 
 func (e *SnoozeError) Error() string { return fmt.Sprintf("not ready: retry in %s", e.Delay) }
 
-// unit is one code to deliver.
-type unit struct {
-	line, unit int
-	stockID    *int64
-	ciphertext []byte
-	digest     []byte
-}
-
 // Fulfil delivers what it can for a processing order of environment and finishes it. An order
 // that is no longer processing is left alone.
 func (f *Fulfiller) Fulfil(ctx context.Context, orderID uuid.UUID, environment string) error {
-	ctx, span := f.tracer.Start(ctx, "fulfil order", trace.WithAttributes(
-		attribute.String("codeport.order_id", orderID.String()), attribute.String("codeport.environment", environment)))
+	return f.FulfilMany(ctx, environment, []uuid.UUID{orderID})[0]
+}
+
+// FulfilMany is Fulfil for several orders of environment at once, in one transaction, and
+// returns each one's error (nil, a *SnoozeError or a failure) in the order of ids. When the
+// transaction fails, each order is fulfilled again in a transaction of its own, so that an order
+// whose finish fails (a hook's error, a constraint) fails alone.
+func (f *Fulfiller) FulfilMany(ctx context.Context, environment string, ids []uuid.UUID) []error {
+	errs := make([]error, len(ids))
+	err := f.fulfilTogether(ctx, environment, ids, errs)
+	if err == nil {
+		return errs
+	}
+	if len(ids) == 1 || ctx.Err() != nil {
+		for i, id := range ids {
+			errs[i] = fmt.Errorf("fulfil order %s: %w", id, err)
+		}
+		return errs
+	}
+	f.log.Warn("fulfilling orders together failed; fulfilling each alone", slog.Int("orders", len(ids)),
+		slog.Any("err", err))
+	for i, id := range ids {
+		errs[i] = f.Fulfil(ctx, id, environment)
+	}
+	return errs
+}
+
+// fulfilTogether finishes the orders of ids that are still processing, in one transaction, and
+// sets the errors of those that must wait (the sandbox's Slow product) to a *SnoozeError.
+func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids []uuid.UUID, errs []error) error {
+	ctx, span := f.tracer.Start(ctx, "fulfil orders", trace.WithAttributes(
+		attribute.Int("codeport.orders", len(ids)), attribute.String("codeport.environment", environment)))
 	defer span.End()
+	snoozed := map[uuid.UUID]time.Duration{}
 	err := f.db.InTx(ctx, func(tx pgx.Tx) error {
-		o, err := store.LockProcessingOrder(ctx, tx, orderID)
-		if errors.Is(err, store.ErrNotFound) {
+		clear(snoozed)
+		orders, err := store.LockProcessingOrders(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		ready := make([]*store.Order, 0, len(orders))
+		for _, o := range orders {
+			if environment == store.EnvironmentSandbox {
+				if wait := f.slowWait(o); wait > 0 {
+					snoozed[o.ID] = wait
+					continue
+				}
+			}
+			ready = append(ready, o)
+		}
+		if len(ready) == 0 {
 			return nil
 		}
-		if err != nil {
-			return err
-		}
-		var units []unit
-		var reason string
+		var d deliveries
 		if environment == store.EnvironmentSandbox {
-			if wait := f.slowWait(&o); wait > 0 {
-				return &SnoozeError{Delay: wait}
-			}
-			units, reason, err = f.sandboxUnits(&o)
+			d, err = f.deliverSandbox(ctx, tx, ready)
 		} else {
-			units, reason, err = f.stockUnits(ctx, tx, &o)
+			d, err = deliverStock(ctx, tx, ready)
 		}
 		if err != nil {
 			return err
 		}
-		return f.finish(ctx, tx, environment, &o, units, reason)
+		return f.finish(ctx, tx, environment, ready, d)
 	})
 	if err != nil {
-		var snooze *SnoozeError
-		if errors.As(err, &snooze) {
-			return snooze
+		return err
+	}
+	for i, id := range ids {
+		if wait, ok := snoozed[id]; ok {
+			errs[i] = &SnoozeError{Delay: wait}
 		}
-		return fmt.Errorf("fulfil order %s: %w", orderID, err)
 	}
 	return nil
 }
@@ -128,110 +165,144 @@ func (f *Fulfiller) slowWait(o *store.Order) time.Duration {
 	return 0
 }
 
-// sandboxUnits scripts the test products and mints SANDBOX- codes for everything else.
-func (f *Fulfiller) sandboxUnits(o *store.Order) ([]unit, string, error) {
-	var units []unit
-	var reason string
-	for _, l := range o.Lines {
-		deliver := l.Quantity
-		if outcome, ok := catalog.TestOutcome(l.ProductCode); ok {
-			switch outcome {
-			case catalog.OutcomeFailure:
-				deliver = 0
-				reason = "Sandbox test product " + l.ProductCode + " always fails"
-			case catalog.OutcomePartial:
-				if l.Quantity >= 2 {
-					deliver = l.Quantity / 2
-					reason = "Sandbox test product " + l.ProductCode + " delivers half of the units"
-				}
-			case catalog.OutcomeSuccess, catalog.OutcomeSlow:
-			}
-		}
-		for u := range deliver {
-			code, err := sandboxCode()
-			if err != nil {
-				return nil, "", err
-			}
-			ct, digest, err := f.cipher.Seal(code)
-			if err != nil {
-				return nil, "", err
-			}
-			units = append(units, unit{line: l.LineNo, unit: u, ciphertext: ct, digest: digest})
-		}
-	}
-	return units, reason, nil
+// deliveries are what a fulfilment delivered: codes per order line, and for orders that fell
+// short, why (the last short line's reason).
+type deliveries struct {
+	perLine map[store.LineRef]int
+	reasons map[uuid.UUID]string
 }
 
-// stockUnits takes production codes from the encrypted stock.
-func (f *Fulfiller) stockUnits(ctx context.Context, q store.Querier, o *store.Order) ([]unit, string, error) {
-	var units []unit
-	var reason string
-	for _, l := range o.Lines {
-		stock, err := store.TakeStock(ctx, q, o.ID, l.ProductCode, l.Quantity)
-		if err != nil {
-			return nil, "", err
-		}
-		if len(stock) < l.Quantity {
-			reason = fmt.Sprintf("Insufficient stock for product %s: %d of %d units delivered",
-				l.ProductCode, len(stock), l.Quantity)
-		}
-		for u, s := range stock {
-			id := s.ID
-			units = append(units, unit{line: l.LineNo, unit: u, stockID: &id, ciphertext: s.Ciphertext, digest: s.Digest})
-		}
-	}
-	return units, reason, nil
-}
-
-func (f *Fulfiller) finish(
-	ctx context.Context, q store.Querier, environment string, o *store.Order, units []unit, reason string,
-) error {
+// deliverSandbox scripts the test products, mints SANDBOX- codes for everything else and
+// records them, for all orders in one statement.
+func (f *Fulfiller) deliverSandbox(ctx context.Context, q store.Querier, orders []*store.Order) (deliveries, error) {
+	d := deliveries{perLine: map[store.LineRef]int{}, reasons: map[uuid.UUID]string{}}
+	var codesOut []store.DeliveredCode
 	now := f.now()
-	delivered := make([]store.DeliveredCode, len(units))
-	perLine := map[int]int{}
-	for i, u := range units {
-		delivered[i] = store.DeliveredCode{OrderID: o.ID, LineNo: u.line, UnitNo: u.unit, StockID: u.stockID,
-			Ciphertext: u.ciphertext, Digest: u.digest, DeliveredAt: now}
-		perLine[u.line]++
+	for _, o := range orders {
+		for _, l := range o.Lines {
+			deliver := l.Quantity
+			if outcome, ok := catalog.TestOutcome(l.ProductCode); ok {
+				switch outcome {
+				case catalog.OutcomeFailure:
+					deliver = 0
+					d.reasons[o.ID] = "Sandbox test product " + l.ProductCode + " always fails"
+				case catalog.OutcomePartial:
+					if l.Quantity >= 2 {
+						deliver = l.Quantity / 2
+						d.reasons[o.ID] = "Sandbox test product " + l.ProductCode + " delivers half of the units"
+					}
+				case catalog.OutcomeSuccess, catalog.OutcomeSlow:
+				}
+			}
+			for u := range deliver {
+				code, err := sandboxCode()
+				if err != nil {
+					return deliveries{}, err
+				}
+				ct, digest, err := f.cipher.Seal(code)
+				if err != nil {
+					return deliveries{}, err
+				}
+				codesOut = append(codesOut, store.DeliveredCode{OrderID: o.ID, LineNo: l.LineNo, UnitNo: u,
+					Ciphertext: ct, Digest: digest, DeliveredAt: now})
+			}
+			d.perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}] = deliver
+		}
 	}
-	if err := store.InsertDeliveredCodes(ctx, q, delivered); err != nil {
-		return err
+	return d, store.InsertDeliveredCodes(ctx, q, codesOut)
+}
+
+// deliverStock delivers production codes from the encrypted stock, for all orders in one
+// statement.
+func deliverStock(ctx context.Context, tx store.Pipeliner, orders []*store.Order) (deliveries, error) {
+	var wants []store.StockWant
+	for _, o := range orders {
+		for _, l := range o.Lines {
+			wants = append(wants, store.StockWant{OrderID: o.ID, LineNo: l.LineNo, ProductCode: l.ProductCode,
+				Quantity: l.Quantity})
+		}
 	}
+	perLine, err := store.ClaimStock(ctx, tx, wants)
+	if err != nil {
+		return deliveries{}, err
+	}
+	d := deliveries{perLine: perLine, reasons: map[uuid.UUID]string{}}
+	for _, o := range orders {
+		for _, l := range o.Lines {
+			if got := perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}]; got < l.Quantity {
+				d.reasons[o.ID] = fmt.Sprintf("Insufficient stock for product %s: %d of %d units delivered",
+					l.ProductCode, got, l.Quantity)
+			}
+		}
+	}
+	return d, nil
+}
+
+// Outcome is how an order ends, given the units delivered of each of its lines (by line
+// number) and why it fell short, if it did: its status, the units delivered, the refund of the
+// undelivered value and the reason a failed order shows.
+func Outcome(o *store.Order, delivered map[int]int, shortfall string) (status string, units int, refund int64,
+	reason *string,
+) {
 	var undelivered int64
 	for _, l := range o.Lines {
-		undelivered += int64(l.Quantity-perLine[l.LineNo]) * l.UnitPrice
+		got := min(delivered[l.LineNo], l.Quantity)
+		units += got
+		undelivered += int64(l.Quantity-got) * l.UnitPrice
 	}
-	status := store.OrderCompleted
+	status = store.OrderCompleted
 	switch {
-	case len(units) == 0:
+	case units == 0:
 		status = store.OrderFailed
-	case len(units) < o.TotalQuantity:
+	case units < o.TotalQuantity:
 		status = store.OrderPartiallyCompleted
+	}
+	if status == store.OrderFailed {
+		if shortfall == "" {
+			shortfall = "No codes could be delivered"
+		}
+		reason = &shortfall
 	}
 	// Only what was debited is refunded; undelivered value is exact because validation bounded
 	// every line total.
-	refunded := min(undelivered, o.DebitedAmount)
-	var reasonPtr *string
-	if status == store.OrderFailed {
-		if reason == "" {
-			reason = "No codes could be delivered"
+	return status, units, min(undelivered, o.DebitedAmount), reason
+}
+
+// finish moves the orders to their terminal states in one statement, runs the hooks, and then
+// refunds what was not delivered.
+func (f *Fulfiller) finish(
+	ctx context.Context, q store.Querier, environment string, orders []*store.Order, d deliveries,
+) error {
+	finished := make([]Finished, len(orders))
+	for i, o := range orders {
+		perLine := make(map[int]int, len(o.Lines))
+		for _, l := range o.Lines {
+			perLine[l.LineNo] = d.perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}]
 		}
-		reasonPtr = &reason
+		o.Status, o.Delivered, o.RefundedAmount, o.Reason = Outcome(o, perLine, d.reasons[o.ID])
+		finished[i] = Finished{Environment: environment, Order: o, Status: o.Status}
 	}
-	if err := store.FinishOrder(ctx, q, o.ID, status, len(units), refunded, reasonPtr); err != nil {
+	if err := store.FinishOrders(ctx, q, orders); err != nil {
 		return err
 	}
-	o.Status, o.Delivered, o.RefundedAmount, o.Reason = status, len(units), refunded, reasonPtr
 	for _, h := range f.hooks {
-		if err := h(ctx, q, []Finished{{Environment: environment, Order: o, Status: status}}); err != nil {
+		if err := h(ctx, q, finished); err != nil {
 			return err
 		}
 	}
-	// The refund is the last statement: the wallet's balance row, which every placement of the
-	// account locks, is then held only for the credit and the commit.
-	if refunded > 0 {
-		if _, err := wallet.Credit(ctx, q, o.AccountID, o.Currency, store.EntryRefund, refunded, o.ID.String(),
-			"undelivered units of order "+o.ExternalOrderCode); err != nil {
+	// Refunds are the last statements: the wallet's balance rows, which every placement of the
+	// account locks, are then held only for the credits and the commit. They go in account and
+	// currency order, so that two finishing transactions never wait on each other's wallets.
+	refunds := slices.Clone(orders)
+	slices.SortFunc(refunds, func(a, b *store.Order) int {
+		return cmp.Or(bytes.Compare(a.AccountID[:], b.AccountID[:]), strings.Compare(a.Currency, b.Currency))
+	})
+	for _, o := range refunds {
+		if o.RefundedAmount == 0 {
+			continue
+		}
+		if _, err := wallet.Credit(ctx, q, o.AccountID, o.Currency, store.EntryRefund, o.RefundedAmount,
+			o.ID.String(), "undelivered units of order "+o.ExternalOrderCode); err != nil {
 			return err
 		}
 	}

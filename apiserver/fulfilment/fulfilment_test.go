@@ -333,3 +333,172 @@ func TestFulfilHookFailureRollsBackTheFinish(t *testing.T) {
 		t.Errorf("the hook heard %+v, want the partial finish of %s", heard, id)
 	}
 }
+
+// TestOutcome: an order ends completed when every unit was delivered, partially completed when
+// some were and failed when none were; the undelivered units are refunded at their line's price,
+// never more than the order debited, and only a failed order shows a reason.
+func TestOutcome(t *testing.T) {
+	twoLines := []store.OrderLine{{LineNo: 0, UnitPrice: 500, Quantity: 2}, {LineNo: 1, UnitPrice: 300, Quantity: 1}}
+	tests := []struct {
+		name       string
+		debited    int64
+		delivered  map[int]int
+		shortfall  string
+		wantStatus string
+		wantUnits  int
+		wantRefund int64
+		wantReason string
+	}{
+		{"everything", 1300, map[int]int{0: 2, 1: 1}, "", store.OrderCompleted, 3, 0, ""},
+		{"one line short", 1300, map[int]int{0: 1, 1: 1}, "short", store.OrderPartiallyCompleted, 2, 500, ""},
+		{"a line missing", 1300, map[int]int{0: 2}, "short", store.OrderPartiallyCompleted, 2, 300, ""},
+		{"nothing", 1300, nil, "none left", store.OrderFailed, 0, 1300, "none left"},
+		{"nothing, no reason given", 1300, map[int]int{}, "", store.OrderFailed, 0, 1300,
+			"No codes could be delivered"},
+		{"refund capped by the debit", 400, map[int]int{1: 1}, "short", store.OrderPartiallyCompleted, 1, 400, ""},
+		{"nothing debited, nothing refunded", 0, nil, "none", store.OrderFailed, 0, 0, "none"},
+		{"more than ordered counts as ordered", 1300, map[int]int{0: 3, 1: 1}, "", store.OrderCompleted, 3, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &store.Order{Lines: twoLines, TotalQuantity: 3, DebitedAmount: tt.debited}
+			status, units, refund, reason := fulfilment.Outcome(o, tt.delivered, tt.shortfall)
+			gotReason := ""
+			if reason != nil {
+				gotReason = *reason
+			}
+			if status != tt.wantStatus || units != tt.wantUnits || refund != tt.wantRefund || gotReason != tt.wantReason {
+				t.Errorf("Outcome = %s, %d units, refund %d, reason %q; want %s, %d, %d, %q", status, units, refund,
+					gotReason, tt.wantStatus, tt.wantUnits, tt.wantRefund, tt.wantReason)
+			}
+		})
+	}
+}
+
+// TestFulfilManyConcurrently: fulfilments of overlapping sets of orders run at once, as jobs
+// rescued while their first run goes on do, over a stock that cannot serve every order. Every
+// order ends in exactly one terminal state, no code is delivered twice, exactly the stock is
+// delivered, and each order short of codes is refunded exactly once, its undelivered value.
+func TestFulfilManyConcurrently(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler))
+	const product, stock, price = "30000000000001", 50, 100
+	var codesIn strings.Builder
+	codesIn.WriteString("code\n")
+	for i := range stock {
+		fmt.Fprintf(&codesIn, "CODE-%d\n", i)
+	}
+	res, err := codes.Import(ctx, f.db.Pool, f.cipher, product, "b", strings.NewReader(codesIn.String()), nil)
+	if err != nil || res.Imported != stock {
+		t.Fatalf("import: %+v, %v", res, err)
+	}
+	accounts := []uuid.UUID{f.account(t, "many-0", store.EnvironmentProduction),
+		f.account(t, "many-1", store.EnvironmentProduction), f.account(t, "many-2", store.EnvironmentProduction)}
+	// 40 orders of 1 to 3 units: 80 units wanted of 50 in stock.
+	var ids []uuid.UUID
+	owner := map[uuid.UUID]uuid.UUID{}
+	for i := range 40 {
+		account := accounts[i%len(accounts)]
+		id := f.place(t, account, store.EnvironmentProduction, []line{{product, 1 + i%3, price}}, true, time.Now())
+		ids, owner[id] = append(ids, id), account
+	}
+	// Eight fulfilments of ten orders each: every order is in two of them.
+	errs := make(chan error, 8)
+	for w := range 8 {
+		batch := make([]uuid.UUID, 0, 10)
+		for k := range 10 {
+			batch = append(batch, ids[(w*5+k)%len(ids)])
+		}
+		go func() {
+			errs <- errors.Join(fulfiller.FulfilMany(ctx, store.EnvironmentProduction, batch)...)
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+
+	if delivered := f.checkDeliveries(t, ids, owner); delivered != stock {
+		t.Errorf("%d codes delivered, want the whole stock of %d", delivered, stock)
+	}
+	for _, account := range accounts {
+		sums, err := store.LedgerSum(ctx, f.db.Pool, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		balances, err := store.Balances(ctx, f.db.Pool, account)
+		if err != nil || len(balances) != 1 || balances[0].Balance != sums["EUR"] {
+			t.Errorf("account %s: balances %+v (%v), ledger %v", account, balances, err, sums)
+		}
+	}
+}
+
+// checkDeliveries checks that each order of ids (whose accounts owner gives) is terminal, with
+// at most one refund entry, of its refunded amount, and that no code went to two of them. It
+// returns the number of codes delivered.
+func (f *fixture) checkDeliveries(t *testing.T, ids []uuid.UUID, owner map[uuid.UUID]uuid.UUID) int {
+	t.Helper()
+	seen := map[string]uuid.UUID{}
+	delivered := 0
+	for _, id := range ids {
+		got, opened := f.outcomeOf(t, owner[id], id)
+		if got.status == store.OrderProcessing {
+			t.Errorf("order %s still processing", id)
+		}
+		var entries int64
+		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM wallet_entries
+			WHERE reference = $1 AND kind = 'refund'`, id.String()).Scan(&entries); err != nil {
+			t.Fatal(err)
+		}
+		if got.refund != got.refunded || entries != min(got.refunded, 1) {
+			t.Errorf("order %s: %d refund entries of %d for a refund of %d", id, entries, got.refund, got.refunded)
+		}
+		for _, code := range opened {
+			if other, ok := seen[code]; ok {
+				t.Errorf("code %s delivered to %s and %s", code, other, id)
+			}
+			seen[code] = id
+		}
+		delivered += len(opened)
+	}
+	return delivered
+}
+
+// TestFulfilManyIsolatesAFailingOrder: when one order's finish fails (here its webhook hook),
+// the orders fulfilled together with it are finished all the same; only the failing order's
+// job fails, and its order stays processing for the retry.
+func TestFulfilManyIsolatesAFailingOrder(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	account := f.account(t, "acme", store.EnvironmentSandbox)
+	var ids []uuid.UUID
+	for range 3 {
+		ids = append(ids, f.place(t, account, store.EnvironmentSandbox, []line{{alwaysSucceeds, 1, 1000}}, true, time.Now()))
+	}
+	bad := ids[1]
+	hookErr := errors.New("webhook queue unavailable")
+	hook := func(_ context.Context, _ store.Querier, finished []fulfilment.Finished) error {
+		for _, fin := range finished {
+			if fin.Order.ID == bad {
+				return hookErr
+			}
+		}
+		return nil
+	}
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler), hook)
+	errs := fulfiller.FulfilMany(ctx, store.EnvironmentSandbox, ids)
+	for i, id := range ids {
+		got, _ := f.outcomeOf(t, account, id)
+		if id == bad {
+			if !errors.Is(errs[i], hookErr) || got.status != store.OrderProcessing {
+				t.Errorf("failing order: %v, %+v; want the hook's error and the order processing", errs[i], got)
+			}
+			continue
+		}
+		if errs[i] != nil || got.status != store.OrderCompleted {
+			t.Errorf("order %d: %v, %+v; want completed", i, errs[i], got)
+		}
+	}
+}

@@ -1,4 +1,4 @@
 package store
 
-// TakeStockSQL is takeStockSQL, for the tests that read its plan.
-const TakeStockSQL = takeStockSQL
+// ClaimStockSQL is claimStockSQL, for the tests that read its plan.
+const ClaimStockSQL = claimStockSQL

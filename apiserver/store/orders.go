@@ -119,41 +119,142 @@ func DeliveredCodesOf(ctx context.Context, q Querier, orderID uuid.UUID) ([]Deli
 	return out, nil
 }
 
-// LockProcessingOrder locks an order that is still processing, with its lines, for the
-// fulfilment transaction q. A finished order is ErrNotFound: finishing happens once.
-func LockProcessingOrder(ctx context.Context, q Querier, orderID uuid.UUID) (Order, error) {
-	o, err := oneOrder(ctx, q, `SELECT `+orderColumns+` FROM orders WHERE id = $1 AND status = $2 FOR UPDATE`,
-		pgUUID(orderID), OrderProcessing)
-	if err != nil {
-		return Order{}, err
-	}
-	if o.Lines, err = linesOf(ctx, q, orderID); err != nil {
-		return Order{}, err
-	}
-	return o, nil
-}
+// lockProcessingSQL locks the orders of $1 that are still processing, with their lines, a row
+// per line. Rows are locked in id order, so two transactions locking overlapping sets (a job
+// rescued while its first run is still going) wait on each other instead of deadlocking.
+const lockProcessingSQL = `SELECT o.id, o.account_id, o.external_order_code, o.payload_hash, o.currency,
+		o.total_price, o.total_quantity, o.debited_amount, o.refunded_amount, o.status, o.delivered, o.reason,
+		o.estimated_ready_at, o.created_at, o.finished_at,
+		l.line_no, l.product_code, l.unit_price, l.quantity, l.sku
+	FROM orders o JOIN order_lines l ON l.order_id = o.id
+	WHERE o.id = ANY($1) AND o.status = $2
+	ORDER BY o.id, l.line_no
+	FOR UPDATE OF o`
 
-// takeStockSQL claims codes oldest import first, through the index of available codes: its
-// ORDER BY is one the primary key cannot give, so no statistics can make the planner walk the
-// key past every code already delivered.
-const takeStockSQL = `UPDATE code_stock SET order_id = $1, delivered_at = now()
-	WHERE id IN (SELECT id FROM code_stock WHERE product_code = $2 AND order_id IS NULL
-	             ORDER BY imported_at, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-	RETURNING id, product_code, ciphertext, digest`
-
-// TakeStock assigns up to n unassigned codes of a product to an order, oldest import first, and
-// returns them. Rows locked by concurrent fulfilments are skipped, so orders never wait on each
-// other or share a code.
-func TakeStock(ctx context.Context, q Querier, orderID uuid.UUID, productCode string, n int) ([]CodeStock, error) {
-	rows, err := q.Query(ctx, takeStockSQL, pgUUID(orderID), productCode, n)
-	if err != nil {
-		return nil, fmt.Errorf("take stock of %s: %w", productCode, err)
+// LockProcessingOrders locks the orders of ids that are still processing, with their lines, for
+// the fulfilment transaction q, in one statement, and returns them in id order. Finished orders
+// are left out: finishing happens once.
+func LockProcessingOrders(ctx context.Context, q Querier, ids []uuid.UUID) ([]*Order, error) {
+	pgIDs := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		pgIDs[i] = pgUUID(id)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByNameLax[CodeStock])
+	rows, err := q.Query(ctx, lockProcessingSQL, pgIDs, OrderProcessing)
 	if err != nil {
-		return nil, fmt.Errorf("take stock of %s: %w", productCode, err)
+		return nil, fmt.Errorf("lock processing orders: %w", err)
+	}
+	var out []*Order
+	var o Order
+	var l OrderLine
+	_, err = pgx.ForEachRow(rows, []any{&o.ID, &o.AccountID, &o.ExternalOrderCode, &o.PayloadHash, &o.Currency,
+		&o.TotalPrice, &o.TotalQuantity, &o.DebitedAmount, &o.RefundedAmount, &o.Status, &o.Delivered, &o.Reason,
+		&o.EstimatedReadyAt, &o.CreatedAt, &o.FinishedAt,
+		&l.LineNo, &l.ProductCode, &l.UnitPrice, &l.Quantity, &l.SKU}, func() error {
+		if len(out) == 0 || out[len(out)-1].ID != o.ID {
+			next := o
+			next.Lines = nil
+			out = append(out, &next)
+		}
+		last := out[len(out)-1]
+		l.OrderID, l.Currency = o.ID, o.Currency
+		last.Lines = append(last.Lines, l)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock processing orders: %w", err)
 	}
 	return out, nil
+}
+
+// StockWant is an order line to deliver from the stock.
+type StockWant struct {
+	OrderID     uuid.UUID
+	LineNo      int
+	ProductCode string
+	Quantity    int
+}
+
+// LineRef names an order line.
+type LineRef struct {
+	OrderID uuid.UUID
+	LineNo  int
+}
+
+// claimStockSQL locks up to $2 available codes of product $1, oldest import first, through the
+// index of available codes: its ORDER BY is one the primary key cannot give, so no statistics
+// can make the planner walk the key past every code already delivered. Codes locked by
+// concurrent fulfilments are skipped.
+const claimStockSQL = `SELECT id FROM code_stock WHERE product_code = $1 AND order_id IS NULL
+	ORDER BY imported_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`
+
+// deliverStockSQL assigns locked codes to order units ($1-$4: code, order, line, unit) and
+// records them as delivered, in one statement. Its input is arrays, which the planner takes for
+// a few rows whatever their length: each code is found by its key.
+const deliverStockSQL = `
+WITH taken AS (
+    UPDATE code_stock s SET order_id = a.order_id, delivered_at = now()
+    FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS a (id, order_id, line_no, unit_no)
+    WHERE s.id = a.id
+    RETURNING a.order_id, a.line_no, a.unit_no, s.id, s.ciphertext, s.digest, s.delivered_at
+)
+INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, ciphertext, digest, delivered_at)
+SELECT * FROM taken`
+
+// Pipeliner is a Querier that also sends several statements in one round trip: a pgx.Tx.
+type Pipeliner interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ClaimStock delivers codes from the stock to the units of wants and returns how many each line
+// got, in two round trips whatever the number of lines: one locks codes of every product wanted
+// (a statement per product, pipelined), the other assigns them and records the deliveries. Codes
+// go oldest import first, to lines in the order of wants; when a product runs short, the lines
+// last in wants go without, and a line's delivered units are numbered from 0 without gaps. Locked
+// codes are skipped, so concurrent fulfilments never wait on each other or share a code. tx must
+// be a transaction: the codes stay locked between the two round trips.
+func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineRef]int, error) {
+	wanted := map[string]int{}
+	var products []string
+	for _, w := range wants {
+		if _, ok := wanted[w.ProductCode]; !ok {
+			products = append(products, w.ProductCode)
+		}
+		wanted[w.ProductCode] += w.Quantity
+	}
+	claimed := make(map[string][]int64, len(products))
+	batch := &pgx.Batch{}
+	for _, p := range products {
+		batch.Queue(claimStockSQL, p, wanted[p]).Query(func(rows pgx.Rows) error {
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			claimed[p] = ids
+			return err
+		})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("claim stock: %w", err)
+	}
+	got := map[LineRef]int{}
+	var ids []int64
+	var orders []pgtype.UUID
+	var lines, units []int64
+	for _, w := range wants {
+		available := claimed[w.ProductCode]
+		n := min(w.Quantity, len(available))
+		for u := range n {
+			ids, orders = append(ids, available[u]), append(orders, pgUUID(w.OrderID))
+			lines, units = append(lines, int64(w.LineNo)), append(units, int64(u))
+		}
+		claimed[w.ProductCode] = available[n:]
+		got[LineRef{OrderID: w.OrderID, LineNo: w.LineNo}] += n
+	}
+	if len(ids) == 0 {
+		return got, nil
+	}
+	if _, err := tx.Exec(ctx, deliverStockSQL, ids, orders, lines, units); err != nil {
+		return nil, fmt.Errorf("deliver stock: %w", err)
+	}
+	return got, nil
 }
 
 // InsertDeliveredCodes records delivered units in one statement.
@@ -179,18 +280,27 @@ func InsertDeliveredCodes(ctx context.Context, q Querier, codes []DeliveredCode)
 	return nil
 }
 
-// FinishOrder moves a processing order to its terminal state.
-func FinishOrder(
-	ctx context.Context, q Querier, orderID uuid.UUID, status string, delivered int, refunded int64, reason *string,
-) error {
-	tag, err := q.Exec(ctx, `UPDATE orders SET status = $1, delivered = $2, refunded_amount = $3, reason = $4,
-			finished_at = now()
-		WHERE id = $5 AND status = $6`, status, delivered, refunded, reason, pgUUID(orderID), OrderProcessing)
-	if err != nil {
-		return fmt.Errorf("finish order %s: %w", orderID, err)
+// FinishOrders moves processing orders to their terminal state (each order's Status, Delivered,
+// RefundedAmount and Reason), in one statement. Each must have been locked processing in q's
+// transaction; one that is not makes the whole statement fail with ErrNotFound.
+func FinishOrders(ctx context.Context, q Querier, orders []*Order) error {
+	n := len(orders)
+	ids, statuses, delivered := make([]pgtype.UUID, n), make([]string, n), make([]int64, n)
+	refunded, reasons := make([]int64, n), make([]*string, n)
+	for i, o := range orders {
+		ids[i], statuses[i], delivered[i] = pgUUID(o.ID), o.Status, int64(o.Delivered)
+		refunded[i], reasons[i] = o.RefundedAmount, o.Reason
 	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("finish order %s: %w", orderID, ErrNotFound)
+	tag, err := q.Exec(ctx, `UPDATE orders o SET status = f.status, delivered = f.delivered,
+			refunded_amount = f.refunded, reason = f.reason, finished_at = now()
+		FROM unnest($1::uuid[], $2::text[], $3::int[], $4::bigint[], $5::text[])
+			AS f (id, status, delivered, refunded, reason)
+		WHERE o.id = f.id AND o.status = $6`, ids, statuses, delivered, refunded, reasons, OrderProcessing)
+	if err != nil {
+		return fmt.Errorf("finish orders: %w", err)
+	}
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("finish orders: %d of %d processing: %w", tag.RowsAffected(), n, ErrNotFound)
 	}
 	return nil
 }

@@ -12,11 +12,11 @@ import (
 	"github.com/codeport/codeport/apiserver/store"
 )
 
-// TestTakeStockReadsOnlyAvailableCodes: a claim reads a handful of pages however many codes were
+// TestClaimStockReadsOnlyAvailableCodes: a claim reads a handful of pages however many codes were
 // delivered before it, whatever the statistics say. Right after an import they say every code is
 // available; ordering the claim by id alone then walked the primary key from the first code
 // ever imported, past every delivered one, two pages each.
-func TestTakeStockReadsOnlyAvailableCodes(t *testing.T) {
+func TestClaimStockReadsOnlyAvailableCodes(t *testing.T) {
 	ctx := context.Background()
 	w := newWallet(t, "0", nil)
 	var orderID uuid.UUID
@@ -38,37 +38,51 @@ func TestTakeStockReadsOnlyAvailableCodes(t *testing.T) {
 	if _, err := w.db.Pool.Exec(ctx, `ANALYZE code_stock`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO order_lines (order_id, line_no, product_code, unit_price,
+			quantity, currency) SELECT $1, g, $2, 0, 100, 'EUR' FROM generate_series(0, $3) g`,
+		orderID, product, delivered/100); err != nil {
+		t.Fatal(err)
+	}
 	var last int64
-	for range delivered / 100 {
-		codes, err := store.TakeStock(ctx, w.db.Pool, orderID, product, 100)
-		if err != nil || len(codes) != 100 {
-			t.Fatalf("took %d codes (%v), want 100", len(codes), err)
+	for line := range delivered / 100 {
+		var n int
+		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+			got, err := store.ClaimStock(ctx, tx,
+				[]store.StockWant{{OrderID: orderID, LineNo: line, ProductCode: product, Quantity: 100}})
+			n = got[store.LineRef{OrderID: orderID, LineNo: line}]
+			return err
+		})
+		if err != nil || n != 100 {
+			t.Fatalf("took %d codes (%v), want 100", n, err)
 		}
-		for _, c := range codes {
-			if c.ID <= last {
-				t.Fatalf("code %d handed out after %d: not oldest import first", c.ID, last)
-			}
-			last = c.ID
+		var first, newest int64
+		if err := w.db.Pool.QueryRow(ctx, `SELECT min(stock_id), max(stock_id) FROM delivered_codes
+			WHERE order_id = $1 AND line_no = $2`, orderID, line).Scan(&first, &newest); err != nil {
+			t.Fatal(err)
 		}
+		if first <= last {
+			t.Fatalf("code %d handed out after %d: not oldest import first", first, last)
+		}
+		last = newest
 	}
 
 	// The index of available codes holds the delivered ones' entries until a vacuum, a couple of
 	// hundred to a page: a claim steps over those pages. Walking the delivered codes themselves
 	// reads two pages for each.
-	if pages := claimPages(t, w.db, orderID, product); pages > delivered/25 {
+	if pages := claimPages(t, w.db, product); pages > delivered/25 {
 		t.Fatalf("a claim of one code after %d delivered read %d pages: it walks the delivered codes", delivered, pages)
 	}
 }
 
 // claimPages is how many buffer pages one claim of a code of product reads, in a transaction
 // rolled back.
-func claimPages(t *testing.T, db *store.DB, orderID uuid.UUID, product string) int {
+func claimPages(t *testing.T, db *store.DB, product string) int {
 	t.Helper()
 	var pages int
 	rollback := errors.New("rollback")
 	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
 		var out string
-		row := tx.QueryRow(t.Context(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.TakeStockSQL, orderID, product, 1)
+		row := tx.QueryRow(t.Context(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.ClaimStockSQL, product, 1)
 		if err := row.Scan(&out); err != nil {
 			return err
 		}

@@ -48,8 +48,8 @@ COMMIT;
 // fulfilmentScript is the write shape of one order's fulfilment, as plain SQL, in the
 // transaction after its placement (placementScript's, same format arguments): the oldest
 // available job of the queue claimed with FOR UPDATE SKIP LOCKED as River fetches, one code of
-// the product claimed from the stock as store.TakeStock claims it (oldest import first, FOR
-// UPDATE SKIP LOCKED) and recorded as delivered, the order completed as store.FinishOrder does,
+// the product claimed from the stock as store.ClaimStock claims it (oldest import first, FOR
+// UPDATE SKIP LOCKED) and recorded as delivered, the order completed as store.FinishOrders does,
 // and the job marked completed. A client that finds no job unclaimed writes nothing.
 const fulfilmentScript = `BEGIN;
 WITH job AS (SELECT id, args->>'orderId' AS order_id FROM river_job
