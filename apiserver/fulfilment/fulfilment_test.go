@@ -17,6 +17,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/fulfilment"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
@@ -56,9 +57,17 @@ func newFixture(t *testing.T) *fixture {
 // account's id.
 func (f *fixture) account(t *testing.T, partner, environment string) uuid.UUID {
 	t.Helper()
+	return f.accountWithWebhooks(t, partner, environment, nil)
+}
+
+// accountWithWebhooks is account for a partner with the webhooks given.
+func (f *fixture) accountWithWebhooks(
+	t *testing.T, partner, environment string, webhooks provisioning.Webhooks,
+) uuid.UUID {
+	t.Helper()
 	ctx := context.Background()
 	res, err := f.prov.ApplyPartner(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: partner},
-		Spec: v1alpha1.PartnerSpec{DisplayName: partner, ContactEmail: partner + "@example.com"}}, nil, nil)
+		Spec: v1alpha1.PartnerSpec{DisplayName: partner, ContactEmail: partner + "@example.com"}}, nil, webhooks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,6 +508,59 @@ func TestFulfilManyIsolatesAFailingOrder(t *testing.T) {
 		}
 		if errs[i] != nil || got.status != store.OrderCompleted {
 			t.Errorf("order %d: %v, %+v; want completed", i, errs[i], got)
+		}
+	}
+}
+
+// TestFulfilManyRaisesEachOrdersEvent: orders of several accounts finished together each raise
+// their own event for their own account's webhook, when it has one that wants the event, and
+// none otherwise.
+func TestFulfilManyRaisesEachOrdersEvent(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	hook := func(url string, events ...string) provisioning.Webhooks {
+		return provisioning.Webhooks{store.EnvironmentSandbox: {URL: url, Secret: []byte("whsec_test"), Events: events}}
+	}
+	everything := f.accountWithWebhooks(t, "everything", store.EnvironmentSandbox, hook("https://a.example/hook"))
+	failures := f.accountWithWebhooks(t, "failures", store.EnvironmentSandbox,
+		hook("https://b.example/hook", notify.EventOrderFailed))
+	none := f.account(t, "none", store.EnvironmentSandbox)
+	type placed struct {
+		account uuid.UUID
+		product string
+		want    string
+	}
+	orders := []placed{
+		{everything, alwaysSucceeds, notify.EventOrderCompleted},
+		{everything, alwaysFails, notify.EventOrderFailed},
+		{failures, alwaysSucceeds, ""},
+		{failures, alwaysFails, notify.EventOrderFailed},
+		{none, alwaysSucceeds, ""},
+		{none, alwaysFails, ""},
+	}
+	var ids []uuid.UUID
+	for _, o := range orders {
+		ids = append(ids, f.place(t, o.account, store.EnvironmentSandbox, []line{{o.product, 1, 1000}}, true, time.Now()))
+	}
+	notifier := notify.NewNotifier(false, notify.DefaultRetry())
+	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler),
+		notifier.OrderFinished)
+	if err := errors.Join(fulfiller.FulfilMany(ctx, store.EnvironmentSandbox, ids)...); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range orders {
+		var types []string
+		err := f.db.Pool.QueryRow(ctx, `SELECT COALESCE(array_agg(type), '{}') FROM webhook_events
+			WHERE account_id = $1 AND payload->'data'->>'orderId' = $2`, o.account, ids[i].String()).Scan(&types)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{}
+		if o.want != "" {
+			want = []string{o.want}
+		}
+		if !slices.Equal(types, want) {
+			t.Errorf("order %d (%s): events %v, want %v", i, o.product, types, want)
 		}
 	}
 }
