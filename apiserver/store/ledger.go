@@ -12,8 +12,11 @@ import (
 // Lock order of money rows. Every transaction that touches a wallet takes its row locks in this
 // order, so placements, fulfilment refunds, top-ups and threshold changes never deadlock:
 //
-//  1. the order row (a placement inserts it; fulfilment locks it to finish the order);
-//  2. the account's wallet_balances rows, all of them, in currency order (FOR UPDATE);
+//  1. the order rows (a placement inserts its one; fulfilment locks those it finishes, in id
+//     order);
+//  2. the account's wallet_balances rows, all of them, in currency order (FOR UPDATE); a
+//     fulfilment that refunds several accounts takes them account after account, in account id
+//     order;
 //  3. the accounts row: placements only take KEY SHARE on it through their foreign-key checks,
 //     at the end of the statement that locked the balances; writers of the account row (the
 //     threshold, provisioning) UPDATE it without changing its key, i.e. FOR NO KEY UPDATE,
