@@ -124,7 +124,7 @@ func DeliveredCodesOf(ctx context.Context, q Querier, orderID uuid.UUID) ([]Deli
 // rescued while its first run is still going) wait on each other instead of deadlocking.
 const lockProcessingSQL = `SELECT o.id, o.account_id, o.external_order_code, o.payload_hash, o.currency,
 		o.total_price, o.total_quantity, o.debited_amount, o.refunded_amount, o.status, o.delivered, o.reason,
-		o.estimated_ready_at, o.created_at, o.finished_at,
+		o.estimated_ready_at, o.created_at, o.finished_at, o.metadata,
 		l.line_no, l.product_code, l.unit_price, l.quantity, l.sku
 	FROM orders o JOIN order_lines l ON l.order_id = o.id
 	WHERE o.id = ANY($1) AND o.status = $2
@@ -148,7 +148,7 @@ func LockProcessingOrders(ctx context.Context, q Querier, ids []uuid.UUID) ([]*O
 	var l OrderLine
 	_, err = pgx.ForEachRow(rows, []any{&o.ID, &o.AccountID, &o.ExternalOrderCode, &o.PayloadHash, &o.Currency,
 		&o.TotalPrice, &o.TotalQuantity, &o.DebitedAmount, &o.RefundedAmount, &o.Status, &o.Delivered, &o.Reason,
-		&o.EstimatedReadyAt, &o.CreatedAt, &o.FinishedAt,
+		&o.EstimatedReadyAt, &o.CreatedAt, &o.FinishedAt, &o.Metadata,
 		&l.LineNo, &l.ProductCode, &l.UnitPrice, &l.Quantity, &l.SKU}, func() error {
 		if len(out) == 0 || out[len(out)-1].ID != o.ID {
 			next := o
@@ -158,6 +158,8 @@ func LockProcessingOrders(ctx context.Context, q Querier, ids []uuid.UUID) ([]*O
 		last := out[len(out)-1]
 		l.OrderID, l.Currency = o.ID, o.Currency
 		last.Lines = append(last.Lines, l)
+		// The next row decodes into a map of its own, not into the one this order kept.
+		o.Metadata = nil
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,7 @@ func TestWebhookDeliveryStateBackfill(t *testing.T) {
 	if _, err := m.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
 	}
-	if _, err := m.Down(ctx); err != nil {
+	if _, err := m.DownTo(ctx, 18); err != nil {
 		t.Fatalf("down 00019: %v", err)
 	}
 	var accountID string
