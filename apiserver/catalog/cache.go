@@ -143,26 +143,10 @@ func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (
 			}
 		}
 	}
-	if c.environment == store.EnvironmentSandbox {
-		for _, t := range TestProducts() {
-			if !containsCode(products, t.ProductCode) {
-				products = append(products, t)
-			}
-		}
-	}
-	snap, err := NewSnapshot(products, now.UTC().Format(time.DateOnly))
+	snap, err := newCatalogSnapshot(products, now.UTC().Format(time.DateOnly), c.environment == store.EnvironmentSandbox)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	snap.Catalog, snap.Active = meta, active
 	return snap, expires, nil
-}
-
-func containsCode(products []Product, code string) bool {
-	for i := range products {
-		if products[i].ProductCode == code {
-			return true
-		}
-	}
-	return false
 }

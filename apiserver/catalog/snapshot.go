@@ -1,6 +1,8 @@
 package catalog
 
 import (
+	"cmp"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -170,13 +172,19 @@ func (e *entry) matches(q *Query) bool {
 }
 
 // Snapshot is an immutable view of one catalog (plus the test products in sandbox), safe to
-// share between requests.
+// share between requests. A change of some products makes a new snapshot (Patch) that shares
+// the unchanged products' encodings with this one.
 type Snapshot struct {
 	// Catalog is the partner's catalog record (nil when none is bound); Active says whether it
 	// is within its validity window.
 	Catalog *store.Catalog
 	Active  bool
-	entries []entry
+	// today decides which promotions apply; testProducts says whether the sandbox's test
+	// products follow the catalog's own (those whose code the catalog does not use).
+	today        string
+	testProducts bool
+	// entries are the catalog's products by position, then code, then the test products.
+	entries []*entry
 	byCode  map[string]*entry
 	// selections remembers which products each filter selects: partners page through the same
 	// filtered lists again and again, and a filter costs a pass over the whole catalog.
@@ -202,8 +210,8 @@ func (s *Snapshot) selection(q *Query) []int32 {
 		return selected
 	}
 	selected = []int32{}
-	for i := range s.entries {
-		if s.entries[i].matches(q) {
+	for i, e := range s.entries {
+		if e.matches(q) {
 			selected = append(selected, int32(i)) //nolint:gosec // a catalog holds far fewer than 2^31 products
 		}
 	}
@@ -215,35 +223,136 @@ func (s *Snapshot) selection(q *Query) []int32 {
 	return selected
 }
 
-// NewSnapshot indexes and pre-encodes products; today (YYYY-MM-DD) decides which promotions apply.
+// newEntry pre-encodes p and its match keys.
+func newEntry(p *Product, today string) (*entry, error) {
+	list, detail, err := p.encode(today)
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{
+		product: p, list: list, detail: detail,
+		country:  strings.ToLower(p.CountryCode),
+		brand:    strings.ToLower(p.Brand),
+		category: strings.ToLower(p.MainCategory),
+		name:     strings.ToLower(p.Name),
+	}
+	for _, l := range p.Languages {
+		e.languages = append(e.languages, strings.ToLower(l.LanguageCode))
+	}
+	for _, t := range p.Tags {
+		e.tags = append(e.tags, strings.ToLower(t))
+	}
+	return e, nil
+}
+
+// NewSnapshot indexes and pre-encodes products, in the order given; today (YYYY-MM-DD) decides
+// which promotions apply.
 func NewSnapshot(products []Product, today string) (*Snapshot, error) {
-	s := &Snapshot{entries: make([]entry, 0, len(products)), byCode: make(map[string]*entry, len(products)),
-		selections: selectionCache{byFilter: map[string][]int32{}}}
+	s := &Snapshot{today: today, entries: make([]*entry, 0, len(products)),
+		byCode: make(map[string]*entry, len(products))}
 	for i := range products {
-		p := &products[i]
-		list, detail, err := p.encode(today)
+		e, err := newEntry(&products[i], today)
 		if err != nil {
 			return nil, err
 		}
-		e := entry{
-			product: p, list: list, detail: detail,
-			country:  strings.ToLower(p.CountryCode),
-			brand:    strings.ToLower(p.Brand),
-			category: strings.ToLower(p.MainCategory),
-			name:     strings.ToLower(p.Name),
-		}
-		for _, l := range p.Languages {
-			e.languages = append(e.languages, strings.ToLower(l.LanguageCode))
-		}
-		for _, t := range p.Tags {
-			e.tags = append(e.tags, strings.ToLower(t))
-		}
 		s.entries = append(s.entries, e)
+		s.byCode[e.product.ProductCode] = e
 	}
-	for i := range s.entries {
-		s.byCode[s.entries[i].product.ProductCode] = &s.entries[i]
-	}
+	s.selections.byFilter = map[string][]int32{}
 	return s, nil
+}
+
+// newCatalogSnapshot is the snapshot of a catalog's products (in catalog order), followed in
+// sandbox by the test products whose codes the catalog does not use.
+func newCatalogSnapshot(products []Product, today string, testProducts bool) (*Snapshot, error) {
+	if testProducts {
+		codes := make(map[string]struct{}, len(products))
+		for i := range products {
+			codes[products[i].ProductCode] = struct{}{}
+		}
+		for _, t := range TestProducts() {
+			if _, taken := codes[t.ProductCode]; !taken {
+				products = append(products, t)
+			}
+		}
+	}
+	s, err := NewSnapshot(products, today)
+	if err != nil {
+		return nil, err
+	}
+	s.testProducts = testProducts
+	return s, nil
+}
+
+// catalogOrder orders a catalog's products as the database lists them: by position, then code.
+func catalogOrder(a, b *entry) int {
+	if c := cmp.Compare(a.product.Position, b.product.Position); c != 0 {
+		return c
+	}
+	return strings.Compare(a.product.ProductCode, b.product.ProductCode)
+}
+
+// Patch returns the snapshot with the products named by codes replaced by rows, their current
+// state: a named code without a row was deleted, a row whose code is new was added. The result
+// equals the snapshot NewSnapshot would build from the whole catalog as it now stands; s is left
+// as it is, and both share the encodings of the products that did not change. Patch costs a
+// pass over the product pointers, not a re-encoding of the catalog.
+func (s *Snapshot) Patch(codes []string, rows []store.CatalogProduct) (*Snapshot, error) {
+	changed := make(map[string]struct{}, len(codes)+len(rows))
+	for _, c := range codes {
+		changed[c] = struct{}{}
+	}
+	fresh := make([]*entry, 0, len(rows))
+	for i := range rows {
+		changed[rows[i].ProductCode] = struct{}{}
+		e, err := newEntry(&Product{CatalogProduct: rows[i]}, s.today)
+		if err != nil {
+			return nil, err
+		}
+		fresh = append(fresh, e)
+	}
+	slices.SortFunc(fresh, catalogOrder)
+	n := &Snapshot{Catalog: s.Catalog, Active: s.Active, today: s.today, testProducts: s.testProducts,
+		entries: make([]*entry, 0, len(s.entries)+len(fresh)), byCode: maps.Clone(s.byCode),
+		selections: selectionCache{byFilter: map[string][]int32{}}}
+	for c := range changed {
+		delete(n.byCode, c)
+	}
+	next := 0
+	for _, e := range s.entries {
+		if e.product.IsSandboxProduct {
+			// The test products follow the catalog's; which of them do depends on its codes.
+			if n.byCode[e.product.ProductCode] == e {
+				delete(n.byCode, e.product.ProductCode)
+			}
+			continue
+		}
+		if _, ok := changed[e.product.ProductCode]; ok {
+			continue
+		}
+		for ; next < len(fresh) && catalogOrder(fresh[next], e) < 0; next++ {
+			n.entries = append(n.entries, fresh[next])
+		}
+		n.entries = append(n.entries, e)
+	}
+	n.entries = append(n.entries, fresh[next:]...)
+	for _, e := range fresh {
+		n.byCode[e.product.ProductCode] = e
+	}
+	if s.testProducts {
+		for _, t := range TestProducts() {
+			if _, taken := n.byCode[t.ProductCode]; taken {
+				continue
+			}
+			e, err := newEntry(&t, s.today)
+			if err != nil {
+				return nil, err
+			}
+			n.entries = append(n.entries, e)
+			n.byCode[t.ProductCode] = e
+		}
+	}
+	return n, nil
 }
 
 // Len is the number of products.
@@ -282,9 +391,9 @@ func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
 	to := min(from+q.Take, count)
 	at := func(i int) *entry {
 		if filtered {
-			return &s.entries[selected[i]]
+			return s.entries[selected[i]]
 		}
-		return &s.entries[i]
+		return s.entries[i]
 	}
 	// One allocation at most: the page's pre-encoded products plus the envelope.
 	size := 64
@@ -311,8 +420,8 @@ func (s *Snapshot) AppendListJSON(buf []byte, q Query) []byte {
 // Products returns the products in catalog order, for callers that render other shapes (v1).
 func (s *Snapshot) Products() []*Product {
 	out := make([]*Product, len(s.entries))
-	for i := range s.entries {
-		out[i] = s.entries[i].product
+	for i, e := range s.entries {
+		out[i] = e.product
 	}
 	return out
 }

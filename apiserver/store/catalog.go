@@ -40,14 +40,32 @@ func LoadCatalog(ctx context.Context, q Querier, id uuid.UUID) (Catalog, []Catal
 	if err != nil {
 		return Catalog{}, nil, fmt.Errorf("load catalog %s: %w", id, err)
 	}
-	rows, err = q.Query(ctx, `SELECT `+productColumns+` FROM catalog_products WHERE catalog_id = $1
-		ORDER BY position, product_code`, pgUUID(id))
+	products, err := queryProducts(ctx, q, id, "")
 	if err != nil {
-		return Catalog{}, nil, fmt.Errorf("load products of catalog %s: %w", id, err)
+		return Catalog{}, nil, err
+	}
+	return c, products, nil
+}
+
+// LoadProducts returns the products of a catalog among codes, in catalog order; a code with no
+// row (a deleted product) is absent.
+func LoadProducts(ctx context.Context, q Querier, catalogID uuid.UUID, codes []string) ([]CatalogProduct, error) {
+	return queryProducts(ctx, q, catalogID, "AND product_code = ANY($2)", codes)
+}
+
+// queryProducts returns the products of a catalog that the condition (on parameters $2...)
+// selects, in catalog order.
+func queryProducts(
+	ctx context.Context, q Querier, catalogID uuid.UUID, condition string, args ...any,
+) ([]CatalogProduct, error) {
+	rows, err := q.Query(ctx, `SELECT `+productColumns+` FROM catalog_products WHERE catalog_id = $1 `+condition+`
+		ORDER BY position, product_code`, append([]any{pgUUID(catalogID)}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("load products of catalog %s: %w", catalogID, err)
 	}
 	products, err := pgx.CollectRows(rows, pgx.RowToStructByName[CatalogProduct])
 	if err != nil {
-		return Catalog{}, nil, fmt.Errorf("load products of catalog %s: %w", id, err)
+		return nil, fmt.Errorf("load products of catalog %s: %w", catalogID, err)
 	}
-	return c, products, nil
+	return products, nil
 }
