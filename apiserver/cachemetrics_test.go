@@ -66,3 +66,52 @@ func TestCacheInvalidationMetrics(t *testing.T) {
 		t.Errorf("globex's cached lookup was dropped with acme's: %s = %v", entries, after[entries])
 	}
 }
+
+// TestPriceChangePatchesEveryReplica: two replicas (data planes on one database) serve a catalog;
+// a price change reaches GET /v2/catalog/products/{code} on both, and their metrics show the
+// snapshot patched with the product's row, not rebuilt.
+func TestPriceChangePatchesEveryReplica(t *testing.T) {
+	replicas := []*stack{newStack(t, stackOptions{metrics: true, noWorker: true}),
+		newStack(t, stackOptions{metrics: true, noWorker: true})}
+	acme := replicas[0].onboard(t, "acme", nil)
+	const (
+		code    = "10000000000001"
+		patch   = `codeport_catalog_snapshot_builds_total{environment=production,kind=patch}`
+		rebuild = `codeport_catalog_snapshot_builds_total{environment=production,kind=rebuild}`
+	)
+	price := func(s *stack) float64 {
+		r := s.call(t, "production", "GET", "/v2/catalog/products/"+code, acme.keys["production"], nil)
+		if r.status != 200 {
+			t.Fatalf("product: %d %s", r.status, r.raw)
+		}
+		p, _ := r.body["price"].(float64)
+		return p
+	}
+	before := make([]map[string]float64, len(replicas))
+	for i, s := range replicas {
+		if p := price(s); p != 2000 {
+			t.Fatalf("replica %d: price %v before the change", i, p)
+		}
+		before[i] = scrape(t, s.metricsURL)
+	}
+
+	// The same catalog, but for one price.
+	ctx := context.Background()
+	c, products := testCatalog(acme.namespace)
+	if err := replicas[0].db.Pool.QueryRow(ctx, `SELECT valid_from FROM catalogs WHERE namespace = $1`,
+		acme.namespace).Scan(&c.Spec.ValidFrom.Time); err != nil {
+		t.Fatal(err)
+	}
+	products[0].Price = ptr(int64(2100))
+	if _, err := replicas[0].prov.ApplyCatalog(ctx, c, products); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range replicas {
+		poll.UntilTrue(t, 10*time.Second, "new price served", func() bool { return price(s) == 2100 })
+		after := scrape(t, s.metricsURL)
+		if after[patch] != before[i][patch]+1 || after[rebuild] != before[i][rebuild] {
+			t.Errorf("replica %d: patches %v -> %v, rebuilds %v -> %v, want one patch and no rebuild", i,
+				before[i][patch], after[patch], before[i][rebuild], after[rebuild])
+		}
+	}
+}

@@ -99,7 +99,8 @@ func (n *configNotifications) until(t *testing.T, db *store.DB) []string {
 // (catalogs, partners with webhooks on some, two keys each, funded wallets) and applies the same
 // resources again, as a resync does: no row is written or locked, no notification is sent, and a
 // running key directory and catalog cache drop nothing. A change of one partner and of one
-// product then writes one row each and drops only what they name.
+// product then writes one row each: the partner's key entry is dropped, and the product's
+// catalog snapshot is patched with that product, not rebuilt.
 func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	ctx := context.Background()
 	database := storetest.New(t)
@@ -179,6 +180,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	catTargeted, catFlushes := catalogs.Invalidations()
+	patches, rebuilds := catalogs.Builds()
 	c := all[0].catalog
 	products := append([]v1alpha1.CatalogProduct(nil), all[0].products...)
 	products[0].Price = ptr(int64(2100))
@@ -188,14 +190,22 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	}
 	payloads = notes.until(t, db)
 	touched = rowsTouchedSince(t, db, before)
+	want := fmt.Sprintf("catalog:%s:%s", catalogID, products[0].ProductCode)
 	if touched["catalog_products"] != fmt.Sprintf("1 touched of %d", 5*partners/perCatalog) ||
-		touched["catalogs"] != fmt.Sprintf("0 touched of %d", partners/perCatalog) || len(payloads) != 1 {
-		t.Fatalf("price change: %v, notifications %q", touched, payloads)
+		touched["catalogs"] != fmt.Sprintf("0 touched of %d", partners/perCatalog) || len(payloads) != 1 ||
+		payloads[0] != want {
+		t.Fatalf("price change: %v, notifications %q, want [%q]", touched, payloads, want)
 	}
-	poll.UntilTrue(t, 10*time.Second, "one catalog snapshot dropped", func() bool {
-		tg, fl := catalogs.Invalidations()
-		return tg == catTargeted+1 && fl == catFlushes
+	poll.UntilTrue(t, 10*time.Second, "one catalog snapshot patched", func() bool {
+		p, _ := catalogs.Builds()
+		return p == patches+1
 	})
+	if tg, fl := catalogs.Invalidations(); tg != catTargeted || fl != catFlushes {
+		t.Errorf("a price change invalidated catalogs: %d targeted, %d flushes", tg-catTargeted, fl-catFlushes)
+	}
+	if _, r := catalogs.Builds(); r != rebuilds {
+		t.Errorf("a price change rebuilt %d catalogs", r-rebuilds)
+	}
 }
 
 // partnerResources are the resources of one partner, as its reconcilers provision them.

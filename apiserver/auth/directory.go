@@ -195,6 +195,8 @@ type Dependent interface {
 	Invalidate()
 	// InvalidateCatalog forgets what was built from one catalog.
 	InvalidateCatalog(id uuid.UUID)
+	// ProductsChanged forgets what was built from some products of one catalog, by code.
+	ProductsChanged(catalogID uuid.UUID, productCodes []string)
 }
 
 // Run keeps the directory, and the dependents, fresh until ctx ends.
@@ -209,9 +211,14 @@ func (d *Directory) Run(ctx context.Context, dependents ...Dependent) error {
 		func(_, payload string) { d.apply(payload, dependents, flush) }, flush)
 }
 
-// apply drops what a notification's payload ("<kind>:<id>", see the change triggers) names.
+// apply drops what a notification's payload ("<kind>:<id>", or "catalog:<id>:<code>,<code>..."
+// for products, see the change triggers) names.
 func (d *Directory) apply(payload string, dependents []Dependent, flush func()) {
 	kind, id, _ := strings.Cut(payload, ":")
+	var codes string
+	if kind == "catalog" {
+		id, codes, _ = strings.Cut(id, ":")
+	}
 	switch kind {
 	case "key":
 		raw, err := hex.DecodeString(id)
@@ -226,11 +233,16 @@ func (d *Directory) apply(payload string, dependents []Dependent, flush func()) 
 		if err != nil {
 			break
 		}
-		switch kind {
-		case "account":
+		switch {
+		case kind == "account":
 			d.forget(func(_ [32]byte, p *Principal) bool { return p != nil && p.Account.ID == uid })
-		case "partner":
+		case kind == "partner":
 			d.forget(func(_ [32]byte, p *Principal) bool { return p != nil && p.Account.PartnerID == uid })
+		case codes != "":
+			productCodes := strings.Split(codes, ",")
+			for _, dep := range dependents {
+				dep.ProductsChanged(uid, productCodes)
+			}
 		default:
 			for _, dep := range dependents {
 				dep.InvalidateCatalog(uid)

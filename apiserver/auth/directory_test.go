@@ -158,6 +158,8 @@ type dependent func()
 func (f dependent) Invalidate()                 { f() }
 func (f dependent) InvalidateCatalog(uuid.UUID) { f() }
 
+func (f dependent) ProductsChanged(uuid.UUID, []string) { f() }
+
 func TestConcurrentLookups(t *testing.T) {
 	f := newFixture(t, "concurrent")
 	dir := auth.NewDirectory(f.db, "sandbox")
