@@ -36,6 +36,9 @@ func sameSnapshot(got, want *Snapshot) string {
 	if g, w := codes(got), codes(want); !reflect.DeepEqual(g, w) {
 		return fmt.Sprintf("products %v, want %v", g, w)
 	}
+	if !reflect.DeepEqual(got.index, want.index) {
+		return fmt.Sprintf("posting lists %v, want %v", got.index, want.index)
+	}
 	if len(got.byCode) != len(want.byCode) {
 		return fmt.Sprintf("%d products by code, want %d", len(got.byCode), len(want.byCode))
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -142,18 +143,50 @@ func intersects(filter, values []string) bool {
 	return false
 }
 
-// filterKey identifies q's filters, whatever its paging.
-func (q *Query) filterKey() string {
-	var b strings.Builder
-	for _, list := range [][]string{q.Countries, q.Languages, q.Brands, q.Categories, q.Tags} {
+// appendFilterKey appends what identifies q's filters, whatever its paging, to b.
+func (q *Query) appendFilterKey(b []byte) []byte {
+	for _, list := range q.lists() {
 		for _, v := range list {
-			b.WriteString(v)
-			b.WriteByte(',')
+			b = append(b, v...)
+			b = append(b, ',')
 		}
-		b.WriteByte('|')
+		b = append(b, '|')
 	}
-	b.WriteString(q.Search)
-	return b.String()
+	return append(b, q.Search...)
+}
+
+// dimension is one of the list filters.
+type dimension int
+
+const (
+	byCountry dimension = iota
+	byLanguage
+	byBrand
+	byCategory
+	byTag
+	dimensions
+)
+
+// lists are q's list filters by dimension.
+func (q *Query) lists() [dimensions][]string {
+	return [dimensions][]string{q.Countries, q.Languages, q.Brands, q.Categories, q.Tags}
+}
+
+// values are the entry's match keys in dimension d; one is room for a single one.
+func (e *entry) values(d dimension, one *[1]string) []string {
+	switch d {
+	case byLanguage:
+		return e.languages
+	case byTag:
+		return e.tags
+	case byCountry:
+		one[0] = e.country
+	case byBrand:
+		one[0] = e.brand
+	default:
+		one[0] = e.category
+	}
+	return one[:]
 }
 
 // unfiltered reports whether q selects every product.
@@ -168,7 +201,168 @@ func (e *entry) matches(q *Query) bool {
 		anyOf(q.Categories, e.category) &&
 		intersects(q.Languages, e.languages) &&
 		intersects(q.Tags, e.tags) &&
-		(q.Search == "" || strings.Contains(e.name, q.Search) || strings.Contains(e.product.ProductCode, q.Search))
+		e.searched(q.Search)
+}
+
+// searched reports whether the product's name or code contains search ("" matches all).
+func (e *entry) searched(search string) bool {
+	return search == "" || strings.Contains(e.name, search) || strings.Contains(e.product.ProductCode, search)
+}
+
+// postings maps each lower-cased value of one filter to the indices of the entries that have it,
+// ascending.
+type postings map[string][]int32
+
+// add records that entry i has value; an entry's values arrive together, so a value it repeats
+// is recorded once.
+func (p postings) add(value string, i int32) {
+	list := p[value]
+	if n := len(list); n == 0 || list[n-1] != i {
+		p[value] = append(list, i)
+	}
+}
+
+// union is the ascending indices of the entries with any of values.
+func (p postings) union(values []string) []int32 {
+	if len(values) == 1 {
+		return p[values[0]]
+	}
+	var out []int32
+	for _, v := range values {
+		out = mergeSorted(out, p[v])
+	}
+	return out
+}
+
+// mergeSorted is the ascending union of two ascending lists.
+func mergeSorted(a, b []int32) []int32 {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]int32, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	out = append(out, a...)
+	return append(out, b...)
+}
+
+// intersect is the ascending indices in every one of lists (each ascending, the shortest first):
+// each index of the shortest is looked up in the others, each search starting where the last
+// one ended.
+func intersect(lists [][]int32) []int32 {
+	out := make([]int32, 0, len(lists[0]))
+	rest := make([][]int32, len(lists)-1)
+	copy(rest, lists[1:])
+next:
+	for _, i := range lists[0] {
+		for j, list := range rest {
+			at, found := slices.BinarySearch(list, i)
+			rest[j] = list[at:]
+			if !found {
+				continue next
+			}
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// index is a snapshot's posting lists, one per list filter. A list is never empty: a value no
+// product has is absent.
+type index [dimensions]postings
+
+func newIndex(entries []*entry) index {
+	var x index
+	var one [1]string
+	for d := range dimensions {
+		x[d] = postings{}
+		for n, e := range entries {
+			for _, v := range e.values(d, &one) {
+				x[d].add(v, int32(n)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+			}
+		}
+	}
+	return x
+}
+
+// patched is the index of entries made from the one of the entries before a patch: oldToNew maps
+// the old entries' indices to the new ones (-1: gone), keeping their order; added are the new
+// entries' indices, ascending. It costs a copy of the lists, not a lookup per product.
+func (x *index) patched(oldToNew []int32, added []int32, entries []*entry) index {
+	var n index
+	var one [1]string
+	for d := range dimensions {
+		additions := postings{}
+		for _, j := range added {
+			for _, v := range entries[j].values(d, &one) {
+				additions.add(v, j)
+			}
+		}
+		n[d] = make(postings, len(x[d])+len(additions))
+		for v, list := range x[d] {
+			kept := make([]int32, 0, len(list))
+			for _, i := range list {
+				if j := oldToNew[i]; j >= 0 {
+					kept = append(kept, j)
+				}
+			}
+			kept = mergeSorted(kept, additions[v])
+			delete(additions, v)
+			if len(kept) > 0 {
+				n[d][v] = kept
+			}
+		}
+		maps.Copy(n[d], additions)
+	}
+	return n
+}
+
+// selectAll is the ascending indices of the entries q's filters select: the posting lists of its
+// list filters intersected, shortest first, then the search tested on what remains.
+func (s *Snapshot) selectAll(q *Query) []int32 {
+	var lists [][]int32
+	for d, values := range q.lists() {
+		if len(values) == 0 {
+			continue
+		}
+		list := s.index[d].union(values)
+		if len(list) == 0 {
+			return []int32{}
+		}
+		lists = append(lists, list)
+	}
+	var selected []int32
+	switch {
+	case len(lists) == 0:
+		selected = make([]int32, 0, len(s.entries))
+		for i := range s.entries {
+			selected = append(selected, int32(i)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+		}
+	default:
+		slices.SortFunc(lists, func(a, b []int32) int { return cmp.Compare(len(a), len(b)) })
+		selected = intersect(lists)
+	}
+	if q.Search == "" {
+		return selected
+	}
+	kept := selected[:0]
+	for _, i := range selected {
+		if s.entries[i].searched(q.Search) {
+			kept = append(kept, i)
+		}
+	}
+	return kept
 }
 
 // Snapshot is an immutable view of one catalog (plus the test products in sandbox), safe to
@@ -186,8 +380,9 @@ type Snapshot struct {
 	// entries are the catalog's products by position, then code, then the test products.
 	entries []*entry
 	byCode  map[string]*entry
+	index   index
 	// selections remembers which products each filter selects: partners page through the same
-	// filtered lists again and again, and a filter costs a pass over the whole catalog.
+	// filtered lists again and again, and then a page costs a lookup.
 	selections selectionCache
 }
 
@@ -195,31 +390,36 @@ type Snapshot struct {
 // product each); filters beyond it are evaluated per request.
 const maxCachedSelections = 256
 
+// selectionCache is read by every filtered request and written by few: readers load an immutable
+// map (no lock, no write to shared memory), writers replace it with a copy.
 type selectionCache struct {
-	mu       sync.RWMutex
-	byFilter map[string][]int32
+	byFilter atomic.Pointer[map[string][]int32]
+	mu       sync.Mutex
 }
 
 // selection returns the indices of the entries q's filters select, in catalog order.
 func (s *Snapshot) selection(q *Query) []int32 {
-	key := q.filterKey()
-	s.selections.mu.RLock()
-	selected, ok := s.selections.byFilter[key]
-	s.selections.mu.RUnlock()
-	if ok {
-		return selected
-	}
-	selected = []int32{}
-	for i, e := range s.entries {
-		if e.matches(q) {
-			selected = append(selected, int32(i)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+	var buf [256]byte
+	key := q.appendFilterKey(buf[:0])
+	if m := s.selections.byFilter.Load(); m != nil {
+		if selected, ok := (*m)[string(key)]; ok {
+			return selected
 		}
 	}
+	selected := s.selectAll(q)
 	s.selections.mu.Lock()
-	if len(s.selections.byFilter) < maxCachedSelections {
-		s.selections.byFilter[key] = selected
+	defer s.selections.mu.Unlock()
+	var next map[string][]int32
+	if m := s.selections.byFilter.Load(); m != nil {
+		if len(*m) >= maxCachedSelections {
+			return selected
+		}
+		next = maps.Clone(*m)
+	} else {
+		next = map[string][]int32{}
 	}
-	s.selections.mu.Unlock()
+	next[string(key)] = selected
+	s.selections.byFilter.Store(&next)
 	return selected
 }
 
@@ -258,7 +458,7 @@ func NewSnapshot(products []Product, today string) (*Snapshot, error) {
 		s.entries = append(s.entries, e)
 		s.byCode[e.product.ProductCode] = e
 	}
-	s.selections.byFilter = map[string][]int32{}
+	s.index = newIndex(s.entries)
 	return s, nil
 }
 
@@ -313,13 +513,20 @@ func (s *Snapshot) Patch(codes []string, rows []store.CatalogProduct) (*Snapshot
 	}
 	slices.SortFunc(fresh, catalogOrder)
 	n := &Snapshot{Catalog: s.Catalog, Active: s.Active, today: s.today, testProducts: s.testProducts,
-		entries: make([]*entry, 0, len(s.entries)+len(fresh)), byCode: maps.Clone(s.byCode),
-		selections: selectionCache{byFilter: map[string][]int32{}}}
+		entries: make([]*entry, 0, len(s.entries)+len(fresh)), byCode: maps.Clone(s.byCode)}
 	for c := range changed {
 		delete(n.byCode, c)
 	}
+	// oldToNew and added let the index follow the entries without visiting every product.
+	oldToNew := make([]int32, len(s.entries))
+	var added []int32
+	appendNew := func(e *entry) {
+		added = append(added, int32(len(n.entries))) //nolint:gosec // a catalog holds far fewer than 2^31 products
+		n.entries = append(n.entries, e)
+	}
 	next := 0
-	for _, e := range s.entries {
+	for i, e := range s.entries {
+		oldToNew[i] = -1
 		if e.product.IsSandboxProduct {
 			// The test products follow the catalog's; which of them do depends on its codes.
 			if n.byCode[e.product.ProductCode] == e {
@@ -331,11 +538,14 @@ func (s *Snapshot) Patch(codes []string, rows []store.CatalogProduct) (*Snapshot
 			continue
 		}
 		for ; next < len(fresh) && catalogOrder(fresh[next], e) < 0; next++ {
-			n.entries = append(n.entries, fresh[next])
+			appendNew(fresh[next])
 		}
+		oldToNew[i] = int32(len(n.entries)) //nolint:gosec // a catalog holds far fewer than 2^31 products
 		n.entries = append(n.entries, e)
 	}
-	n.entries = append(n.entries, fresh[next:]...)
+	for _, e := range fresh[next:] {
+		appendNew(e)
+	}
 	for _, e := range fresh {
 		n.byCode[e.product.ProductCode] = e
 	}
@@ -348,10 +558,11 @@ func (s *Snapshot) Patch(codes []string, rows []store.CatalogProduct) (*Snapshot
 			if err != nil {
 				return nil, err
 			}
-			n.entries = append(n.entries, e)
+			appendNew(e)
 			n.byCode[t.ProductCode] = e
 		}
 	}
+	n.index = s.index.patched(oldToNew, added, n.entries)
 	return n, nil
 }
 
