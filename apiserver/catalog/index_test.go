@@ -80,3 +80,26 @@ func TestSelectionFollowsTheFilterRules(t *testing.T) {
 		}
 	}
 }
+
+// TestFilteredPageAllocatesNothing: a warm server parses a filtered list request with a pooled
+// parser and writes a page of a remembered selection without allocating.
+func TestFilteredPageAllocatesNothing(t *testing.T) {
+	snap := variedCatalog(t, rand.New(rand.NewPCG(1, 2)), 1000)
+	var parser QueryParser
+	var buf []byte
+	page := func() {
+		parser.Reset()
+		for _, kv := range [][2]string{{"take", "20"}, {"country", "de"}, {"brand", "acme,nebula"}, {"tag", "gaming"}} {
+			parser.Add(kv[0], kv[1])
+		}
+		q, err := parser.Query()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf = snap.AppendListJSON(buf[:0], q)
+	}
+	page()
+	if allocs := testing.AllocsPerRun(100, page); allocs > 0 {
+		t.Fatalf("%.0f allocations per filtered page", allocs)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -54,30 +55,60 @@ func (e *PagingError) Error() string { return "malformed paging parameter " + e.
 // malformed paging is an error rather than a silent default. A list filter takes both ?brand=a,b
 // and ?brand=a&brand=b; search takes its first value, skip and take their last. The strings
 // given to Add need only stay valid until Query returns (a request's buffers do): what the
-// Query keeps is copied. The zero value is ready to use.
+// Query keeps is copied into the parser, and stays valid until the parser is Reset. A parser
+// that is Reset and used again (one per request, pooled) reuses its memory: parsing allocates
+// nothing once it has parsed queries as long. The zero value is ready to use.
 type QueryParser struct {
 	q                    Query
 	searched             bool
 	skip, take           string
 	skipGiven, takeGiven bool
+	// arena holds the copies of the values the Query keeps; when full, the next copies go to a
+	// new arena, and the old one lives on as long as the strings that point into it.
+	arena []byte
+}
+
+// Reset readies the parser for another query, reusing its memory: Queries it returned before
+// are no longer valid.
+func (p *QueryParser) Reset() {
+	*p = QueryParser{
+		q: Query{Countries: p.q.Countries[:0], Languages: p.q.Languages[:0], Brands: p.q.Brands[:0],
+			Categories: p.q.Categories[:0], Tags: p.q.Tags[:0]},
+		arena: p.arena[:0],
+	}
+}
+
+// keep copies s into the parser's arena.
+func (p *QueryParser) keep(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(p.arena)+len(s) > cap(p.arena) {
+		p.arena = make([]byte, 0, max(256, len(s)))
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, s...)
+	// Bytes of the arena that a string points to are not written again before Reset.
+	return unsafe.String(&p.arena[start], len(s)) //nolint:gosec // see above
+
 }
 
 // Add reads one parameter.
 func (p *QueryParser) Add(key, value string) {
 	switch key {
 	case "country":
-		p.q.Countries = appendList(p.q.Countries, value)
+		p.q.Countries = p.appendList(p.q.Countries, value)
 	case "language":
-		p.q.Languages = appendList(p.q.Languages, value)
+		p.q.Languages = p.appendList(p.q.Languages, value)
 	case "brand":
-		p.q.Brands = appendList(p.q.Brands, value)
+		p.q.Brands = p.appendList(p.q.Brands, value)
 	case "category":
-		p.q.Categories = appendList(p.q.Categories, value)
+		p.q.Categories = p.appendList(p.q.Categories, value)
 	case "tag":
-		p.q.Tags = appendList(p.q.Tags, value)
+		p.q.Tags = p.appendList(p.q.Tags, value)
 	case "search":
 		if !p.searched {
-			p.q.Search, p.searched = strings.Clone(strings.ToLower(strings.TrimSpace(value))), true
+			p.q.Search, p.searched = p.keep(strings.ToLower(strings.TrimSpace(value))), true
 		}
 	case "skip":
 		p.skip, p.skipGiven = value, true
@@ -107,11 +138,11 @@ func (p *QueryParser) Query() (Query, error) {
 }
 
 // appendList adds the lower-cased comma-separated parts of value to list, each once. The parts
-// are copied: a Query outlives the request whose buffers value may point into.
-func appendList(list []string, value string) []string {
+// are copied into the parser: a Query outlives the request whose buffers value may point into.
+func (p *QueryParser) appendList(list []string, value string) []string {
 	for part := range strings.SplitSeq(value, ",") {
 		if part = strings.ToLower(strings.TrimSpace(part)); part != "" && !slices.Contains(list, part) {
-			list = append(list, strings.Clone(part))
+			list = append(list, p.keep(part))
 		}
 	}
 	return list

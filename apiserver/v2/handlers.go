@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -31,6 +32,8 @@ type Handlers struct {
 	slowSeconds int
 	// Log, when set, hears of statements cut short while streaming.
 	Log *slog.Logger
+	// parsers are ListProducts' query parsers, reused so that parsing allocates nothing.
+	parsers sync.Pool
 }
 
 // NewHandlers builds the v2 handlers; slowSeconds is how long the sandbox Slow product takes.
@@ -55,7 +58,13 @@ func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
 
 // ListProducts serves GET /catalog/products with the spec's filters and paging.
 func (h *Handlers) ListProducts(c *fiber.Ctx) error {
-	var parser catalog.QueryParser
+	parser, _ := h.parsers.Get().(*catalog.QueryParser)
+	if parser == nil {
+		parser = new(catalog.QueryParser)
+	}
+	// The query's strings live in the parser: it goes back to the pool once the page is written.
+	defer h.parsers.Put(parser)
+	parser.Reset()
 	c.Context().QueryArgs().VisitAll(func(k, v []byte) { parser.Add(utils.UnsafeString(k), utils.UnsafeString(v)) })
 	q, apiErr := parser.Query()
 	if apiErr != nil {
