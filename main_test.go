@@ -58,8 +58,8 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	if !strings.Contains(banner, sandbox.APIKey) || !strings.Contains(banner, sandbox.BaseURL+"/catalog/products") {
 		t.Fatalf("banner lacks a working curl line:\n%s", banner)
 	}
-	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(15) {
-		t.Fatalf("sandbox catalog: 10 sample products and 5 test products expected, got %v", list["count"])
+	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(17) {
+		t.Fatalf("sandbox catalog: 10 sample products, 2 from a shard and 5 test products expected, got %v", list["count"])
 	}
 	body := `{"externalOrderCode":"dev-1","currency":"EUR",` +
 		`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`

@@ -287,7 +287,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		"-n", "codeport-system", "--create-namespace", "--no-hooks", "--timeout", "2m"); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
-	for _, crd := range []string{"partners", "catalogs", "apikeys", "wallets", "wallettopups"} {
+	for _, crd := range []string{"partners", "catalogs", "catalogshards", "apikeys", "wallets", "wallettopups"} {
 		var o apiextensionsv1.CustomResourceDefinition
 		if err := c.Get(ctx, client.ObjectKey{Name: crd + ".codeport.dev"}, &o); err != nil {
 			t.Errorf("CRD %s: %v", crd, err)
@@ -367,7 +367,7 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 			t.Errorf("%s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	if kinds["CustomResourceDefinition"] != 5 || kinds["Deployment"] != 3 || kinds["Service"] != 2 ||
+	if kinds["CustomResourceDefinition"] != 6 || kinds["Deployment"] != 3 || kinds["Service"] != 2 ||
 		kinds["ClusterRole"] < 1 {
 		t.Fatalf("rendered kinds: %v", kinds)
 	}

@@ -12,9 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -22,7 +24,8 @@ import (
 	"github.com/codeport/codeport/apiserver/provisioning"
 )
 
-// CatalogReconciler provisions a Catalog's products (inline and from ConfigMaps). A catalog with
+// CatalogReconciler provisions a Catalog's products (inline, from ConfigMaps and from the
+// CatalogShards naming it). A catalog with
 // invalid products is not applied: the last good version stays in service and the status names
 // the offending productCodes.
 type CatalogReconciler struct {
@@ -39,6 +42,8 @@ type CatalogReconciler struct {
 // +kubebuilder:rbac:groups=codeport.dev,resources=catalogs,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=codeport.dev,resources=catalogs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=codeport.dev,resources=catalogs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=codeport.dev,resources=catalogshards,verbs=get;list;watch
+// +kubebuilder:rbac:groups=codeport.dev,resources=catalogshards/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 
 // Reconcile is the whole flow of a Catalog: fetch → deletion → products → status.
@@ -62,7 +67,7 @@ func (r *CatalogReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 }
 
 func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctrl.Result, error) {
-	products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
+	sources := []provisioning.ProductSource{{Name: "Catalog " + c.Name, Products: c.Spec.Products}}
 	for _, src := range c.Spec.ProductsFrom {
 		var cm corev1.ConfigMap
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: src.ConfigMapRef.Name}, &cm)
@@ -87,7 +92,20 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 				fmt.Sprintf("ConfigMap %s key %s: %v", src.ConfigMapRef.Name, src.ConfigMapRef.Key, err))
 			return ctrl.Result{}, nil
 		}
-		products = append(products, feed...)
+		sources = append(sources, provisioning.ProductSource{
+			Name: "ConfigMap " + src.ConfigMapRef.Name + " key " + src.ConfigMapRef.Key, Products: feed})
+	}
+	shards, err := r.shardsOf(ctx, c)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sources = append(sources, shards...)
+	c.Status.ShardCount = int32(min(len(shards), 1<<30)) //nolint:gosec // bounded just above
+	products, dups := provisioning.MergeProducts(sources)
+	if len(dups) > 0 {
+		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonDuplicateProducts,
+			provisioning.DuplicatesMessage(dups))
+		return ctrl.Result{}, nil
 	}
 	res, err := r.Provisioner.ApplyCatalog(ctx, c, products)
 	if err != nil {
@@ -113,7 +131,35 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
 }
 
-// SetupWithManager watches Catalogs and the ConfigMaps they read products from.
+// shardsOf returns the products of the CatalogShards naming c, in shard name order (the
+// catalog's list order), from the cache, and brings each shard's status.productCount up to date.
+func (r *CatalogReconciler) shardsOf(ctx context.Context, c *v1alpha1.Catalog) ([]provisioning.ProductSource, error) {
+	var list v1alpha1.CatalogShardList
+	err := r.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{indexCatalogRef: c.Name})
+	if err != nil {
+		return nil, fmt.Errorf("list shards: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b v1alpha1.CatalogShard) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]provisioning.ProductSource, 0, len(list.Items))
+	for i := range list.Items {
+		s := &list.Items[i]
+		out = append(out, provisioning.ProductSource{Name: "CatalogShard " + s.Name, Products: s.Spec.Products})
+		n := int32(len(s.Spec.Products)) //nolint:gosec // at most MaxShardProducts, enforced by the API server
+		if s.Status.ProductCount == n && s.Status.ObservedGeneration == s.Generation {
+			continue
+		}
+		patch := client.MergeFrom(s.DeepCopy())
+		s.Status.ProductCount, s.Status.ObservedGeneration = n, s.Generation
+		if err := r.Status().Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("status of shard %s: %w", s.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// SetupWithManager watches Catalogs, their CatalogShards and the ConfigMaps they read products
+// from. Shards are the operator's own kind and live in its cache; a shard's change (of spec:
+// status writes do not count) reconciles the catalog it names, and both catalogs when it moves.
 func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Catalog{}, indexProductsFromCM,
 		func(o client.Object) []string {
@@ -128,8 +174,18 @@ func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCac
 	if err != nil {
 		return fmt.Errorf("index Catalogs by productsFrom ConfigMap: %w", err)
 	}
+	err = mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.CatalogShard{}, indexCatalogRef,
+		func(o client.Object) []string { return []string{o.(*v1alpha1.CatalogShard).Spec.CatalogRef.Name} })
+	if err != nil {
+		return fmt.Errorf("index CatalogShards by catalogRef: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Catalog{}).
+		Watches(&v1alpha1.CatalogShard{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{
+					Namespace: o.GetNamespace(), Name: o.(*v1alpha1.CatalogShard).Spec.CatalogRef.Name}}}
+			}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Kind(refs, metadataOf("ConfigMap"), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, cm *metav1.PartialObjectMetadata) []reconcile.Request {
 				return referrers(ctx, r.Client, &v1alpha1.CatalogList{}, indexProductsFromCM, cm)

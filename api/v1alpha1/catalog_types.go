@@ -51,7 +51,6 @@ type ProductStatus string
 
 // CatalogSpec is a product catalog that Partners reference.
 // +kubebuilder:validation:XValidation:rule="!has(self.validTo) || self.validTo > self.validFrom",message="validTo must be after validFrom"
-// +kubebuilder:validation:XValidation:rule="(has(self.products) && size(self.products) > 0) || (has(self.productsFrom) && size(self.productsFrom) > 0)",message="a catalog needs products or productsFrom"
 type CatalogSpec struct {
 	// Description is shown in the legacy v1 catalog resource.
 	// +optional
@@ -76,7 +75,10 @@ type CatalogSpec struct {
 	// +optional
 	DefaultDiscountPercentage Percentage `json:"defaultDiscountPercentage,omitempty"`
 
-	// Products listed inline. Use productsFrom for large feeds.
+	// Products listed inline, for small catalogs. Large catalogs put their products in
+	// CatalogShards that name this catalog (spec.catalogRef); the catalog serves the union of
+	// its inline products, its productsFrom ConfigMaps and its shards. A catalog with none of
+	// them is in service with no products (e.g. until its shards are applied).
 	// +optional
 	// +listType=map
 	// +listMapKey=productCode
@@ -84,7 +86,8 @@ type CatalogSpec struct {
 	Products []CatalogProduct `json:"products,omitempty"`
 
 	// ProductsFrom loads more products from ConfigMaps (a JSON list of the same objects as
-	// products), watched for changes.
+	// products), watched for changes. The API server does not validate their content; prefer
+	// CatalogShards, which it does.
 	// +optional
 	// +kubebuilder:validation:MaxItems=50
 	ProductsFrom []ProductsSource `json:"productsFrom,omitempty"`
@@ -317,8 +320,10 @@ type InvalidProduct struct {
 
 // CatalogStatus is the observed state of a Catalog.
 type CatalogStatus struct {
-	// Conditions: Ready is False with reason InvalidProducts while any product is invalid; the
-	// last valid version of the catalog stays in service meanwhile.
+	// Conditions: Ready is False with reason InvalidProducts while any product is invalid, and
+	// with reason DuplicateProducts while a productCode appears in more than one source (the
+	// catalog itself, a ConfigMap, a shard); the last valid version of the catalog stays in
+	// service meanwhile.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -329,6 +334,9 @@ type CatalogStatus struct {
 	// ProductCount is the number of products in service.
 	// +optional
 	ProductCount int32 `json:"productCount,omitempty"`
+	// ShardCount is the number of CatalogShards naming this catalog that the last reconcile read.
+	// +optional
+	ShardCount int32 `json:"shardCount,omitempty"`
 	// InvalidProducts lists the products rejected by the last reconcile.
 	// +optional
 	InvalidProducts []InvalidProduct `json:"invalidProducts,omitempty"`
@@ -339,6 +347,7 @@ type CatalogStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cpcat,categories=codeport
 // +kubebuilder:printcolumn:name="Products",type=integer,JSONPath=`.status.productCount`
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.shardCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Catalog struct {

@@ -39,12 +39,15 @@ const (
 
 // Condition reasons.
 const (
-	ReasonReconciled        = "Reconciled"
-	ReasonReconcileError    = "ReconcileError"
-	ReasonCatalogNotFound   = "CatalogNotFound"
-	ReasonCatalogNotReady   = "CatalogNotReady"
-	ReasonNoCatalog         = "NoCatalog"
-	ReasonInvalidProducts   = "InvalidProducts"
+	ReasonReconciled      = "Reconciled"
+	ReasonReconcileError  = "ReconcileError"
+	ReasonCatalogNotFound = "CatalogNotFound"
+	ReasonCatalogNotReady = "CatalogNotReady"
+	ReasonNoCatalog       = "NoCatalog"
+	ReasonInvalidProducts = "InvalidProducts"
+	// ReasonDuplicateProducts: a productCode appears in more than one of a Catalog's sources
+	// (the catalog itself, its ConfigMaps, its shards); the last good catalog stays in service.
+	ReasonDuplicateProducts = "DuplicateProducts"
 	ReasonConfigMapNotFound = "ConfigMapNotFound"
 	ReasonPartnerNotFound   = "PartnerNotFound"
 	ReasonPartnerNotReady   = "PartnerNotReady"

@@ -1,5 +1,5 @@
-// Package v1alpha1 contains the codeport.dev/v1alpha1 API: Partner, Catalog, ApiKey, Wallet and
-// WalletTopUp, the resources platform engineers use to onboard partners onto the codeport partner API.
+// Package v1alpha1 contains the codeport.dev/v1alpha1 API: Partner, Catalog, CatalogShard, ApiKey,
+// Wallet and WalletTopUp, the resources platform engineers use to onboard partners onto the codeport partner API.
 // +kubebuilder:object:generate=true
 // +groupName=codeport.dev
 package v1alpha1
@@ -18,6 +18,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&Partner{}, &PartnerList{},
 		&Catalog{}, &CatalogList{},
+		&CatalogShard{}, &CatalogShardList{},
 		&ApiKey{}, &ApiKeyList{},
 		&Wallet{}, &WalletList{},
 		&WalletTopUp{}, &WalletTopUpList{},

@@ -29,6 +29,7 @@ import (
 type Manifests struct {
 	Partners   []v1alpha1.Partner
 	Catalogs   []v1alpha1.Catalog
+	Shards     []v1alpha1.CatalogShard
 	ApiKeys    []v1alpha1.ApiKey //nolint:revive // the kind is named ApiKey
 	Wallets    []v1alpha1.Wallet
 	TopUps     []v1alpha1.WalletTopUp
@@ -194,6 +195,8 @@ func (m *Manifests) keep(path string, index int, apiVersion, kind string, stored
 		return decodeInto(strict, &m.Partners)
 	case group == v1alpha1.GroupVersion.Group && kind == "Catalog":
 		return decodeInto(strict, &m.Catalogs)
+	case group == v1alpha1.GroupVersion.Group && kind == "CatalogShard":
+		return decodeInto(strict, &m.Shards)
 	case group == v1alpha1.GroupVersion.Group && kind == "ApiKey":
 		return decodeInto(strict, &m.ApiKeys)
 	case group == v1alpha1.GroupVersion.Group && kind == "Wallet":

@@ -345,9 +345,9 @@ func testSamplesStoredAsByTheServer(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatalf("the samples are refused: %v", err)
 	}
-	if len(m.Partners) == 0 || len(m.Catalogs) == 0 || len(m.ApiKeys) == 0 || len(m.Wallets) == 0 {
-		t.Fatalf("samples: %d partners, %d catalogs, %d keys, %d wallets",
-			len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets))
+	if len(m.Partners) == 0 || len(m.Catalogs) == 0 || len(m.Shards) == 0 || len(m.ApiKeys) == 0 || len(m.Wallets) == 0 {
+		t.Fatalf("samples: %d partners, %d catalogs, %d shards, %d keys, %d wallets",
+			len(m.Partners), len(m.Catalogs), len(m.Shards), len(m.ApiKeys), len(m.Wallets))
 	}
 	for _, obj := range customObjects(m) {
 		created := obj.DeepCopyObject().(client.Object)
@@ -591,6 +591,9 @@ func customObjects(m *Manifests) []client.Object {
 	}
 	for i := range m.Catalogs {
 		objs = append(objs, &m.Catalogs[i])
+	}
+	for i := range m.Shards {
+		objs = append(objs, &m.Shards[i])
 	}
 	for i := range m.ApiKeys {
 		objs = append(objs, &m.ApiKeys[i])

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,9 +90,10 @@ func provisionCatalogs(
 	return catalogIDs, nil
 }
 
-// catalogProducts is a catalog's inline products followed by those of the ConfigMaps it names.
+// catalogProducts is a catalog's inline products followed by those of the ConfigMaps it names
+// and of the CatalogShards naming it (in name order), as the operator merges them.
 func (m *Manifests) catalogProducts(c *v1alpha1.Catalog) ([]v1alpha1.CatalogProduct, error) {
-	products := append([]v1alpha1.CatalogProduct{}, c.Spec.Products...)
+	sources := []provisioning.ProductSource{{Name: "Catalog " + c.Name, Products: c.Spec.Products}}
 	for _, src := range c.Spec.ProductsFrom {
 		data, ok := m.configMapData(c.Namespace, src.ConfigMapRef.Name, src.ConfigMapRef.Key)
 		if !ok {
@@ -102,7 +104,22 @@ func (m *Manifests) catalogProducts(c *v1alpha1.Catalog) ([]v1alpha1.CatalogProd
 		if err != nil {
 			return nil, fmt.Errorf("catalog %s/%s: ConfigMap %s: %w", c.Namespace, c.Name, src.ConfigMapRef.Name, err)
 		}
-		products = append(products, feed...)
+		sources = append(sources, provisioning.ProductSource{
+			Name: "ConfigMap " + src.ConfigMapRef.Name + " key " + src.ConfigMapRef.Key, Products: feed})
+	}
+	var shards []*v1alpha1.CatalogShard
+	for i := range m.Shards {
+		if s := &m.Shards[i]; s.Namespace == c.Namespace && s.Spec.CatalogRef.Name == c.Name {
+			shards = append(shards, s)
+		}
+	}
+	slices.SortFunc(shards, func(a, b *v1alpha1.CatalogShard) int { return strings.Compare(a.Name, b.Name) })
+	for _, s := range shards {
+		sources = append(sources, provisioning.ProductSource{Name: "CatalogShard " + s.Name, Products: s.Spec.Products})
+	}
+	products, dups := provisioning.MergeProducts(sources)
+	if len(dups) > 0 {
+		return nil, fmt.Errorf("catalog %s/%s: %s", c.Namespace, c.Name, provisioning.DuplicatesMessage(dups))
 	}
 	return products, nil
 }
