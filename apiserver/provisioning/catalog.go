@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/datatypes"
-	"gorm.io/gorm"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -41,6 +41,9 @@ func New(db *store.DB, secrets *codes.Cipher) *Provisioner {
 type CatalogResult struct {
 	ID       uuid.UUID
 	Products int
+	// Change is what was written: the rows added, updated and removed, with their old and new
+	// content.
+	Change store.CatalogChange
 	// Invalid lists products that failed validation; when any did, nothing was applied and the
 	// catalog previously in service stays.
 	Invalid []v1alpha1.InvalidProduct
@@ -96,16 +99,16 @@ func (p *Provisioner) ApplyCatalog(
 		t := c.Spec.ValidTo.Time
 		model.ValidTo = &t
 	}
-	var id uuid.UUID
-	err := p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	var change store.CatalogChange
+	err := p.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		id, err = store.UpsertCatalog(tx, &model, rows)
+		change, err = store.UpsertCatalog(ctx, tx, &model, rows)
 		return err
 	})
 	if err != nil {
 		return CatalogResult{}, err
 	}
-	return CatalogResult{ID: id, Products: len(rows)}, nil
+	return CatalogResult{ID: change.ID, Products: len(rows), Change: change}, nil
 }
 
 func isTestProduct(code string) bool {

@@ -4,57 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
-
-// UpsertCatalog creates or updates the catalog (namespace, name) and brings its products to
-// products, in tx, returning its id. Only what differs is written: an unchanged catalog writes no
-// row, a changed price one.
-func UpsertCatalog(tx *gorm.DB, c *Catalog, products []CatalogProduct) (uuid.UUID, error) {
-	same, err := unchangedRow(tx, &c.ID, `SELECT id FROM catalogs WHERE namespace = ? AND name = ?
-		AND (description, valid_from, valid_to, catalog_type_id, default_discount_percentage, deleted_at)
-		    IS NOT DISTINCT FROM (?, ?::timestamptz, ?::timestamptz, ?, ?::numeric, NULL::timestamptz)`,
-		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage)
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("read catalog %s/%s: %w", c.Namespace, c.Name, err)
-	}
-	if !same {
-		if err := upsertCatalogRow(tx, c); err != nil {
-			return uuid.Nil, err
-		}
-	}
-	if err := syncProducts(tx, c.ID, products); err != nil {
-		return uuid.Nil, fmt.Errorf("products of %s/%s: %w", c.Namespace, c.Name, err)
-	}
-	return c.ID, nil
-}
-
-func upsertCatalogRow(tx *gorm.DB, c *Catalog) error {
-	err := tx.Raw(`WITH up AS (
-		INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id,
-			default_discount_percentage)
-		VALUES (?, ?, ?, ?, ?, ?, ?::numeric)
-		ON CONFLICT (namespace, name) DO UPDATE SET description = EXCLUDED.description, valid_from = EXCLUDED.valid_from,
-			valid_to = EXCLUDED.valid_to, catalog_type_id = EXCLUDED.catalog_type_id,
-			default_discount_percentage = EXCLUDED.default_discount_percentage, updated_at = now(), deleted_at = NULL
-		WHERE (catalogs.description, catalogs.valid_from, catalogs.valid_to, catalogs.catalog_type_id,
-		       catalogs.default_discount_percentage, catalogs.deleted_at)
-		      IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.valid_from, EXCLUDED.valid_to, EXCLUDED.catalog_type_id,
-		       EXCLUDED.default_discount_percentage, NULL::timestamptz)
-		RETURNING id)
-		SELECT id FROM up UNION ALL SELECT id FROM catalogs WHERE namespace = ? AND name = ? LIMIT 1`,
-		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage,
-		c.Namespace, c.Name).Row().Scan(&c.ID)
-	if err != nil {
-		return fmt.Errorf("upsert catalog %s/%s: %w", c.Namespace, c.Name, err)
-	}
-	return nil
-}
 
 // unchangedRow runs query, which selects the id of a row only when it already holds the values
 // to be written, into id. Upserts ask first, because even an INSERT … ON CONFLICT DO UPDATE
@@ -69,70 +24,6 @@ func unchangedRow(tx *gorm.DB, id *uuid.UUID, query string, args ...any) (bool, 
 	}
 	*id = ids[0]
 	return true, nil
-}
-
-// syncProducts makes a catalog's products equal to products through a staging table: removed
-// products are deleted, changed ones updated, new ones inserted, and identical ones untouched.
-func syncProducts(tx *gorm.DB, catalogID uuid.UUID, products []CatalogProduct) error {
-	for i := range products {
-		products[i].CatalogID = catalogID
-	}
-	err := tx.Exec(`CREATE TEMP TABLE staged_products (LIKE catalog_products INCLUDING DEFAULTS) ON COMMIT DROP`).Error
-	if err != nil {
-		return fmt.Errorf("stage products: %w", err)
-	}
-	if len(products) > 0 {
-		if err := tx.Table("staged_products").CreateInBatches(&products, 500).Error; err != nil {
-			return fmt.Errorf("stage products: %w", err)
-		}
-	}
-	cols, err := productDataColumns(tx)
-	if err != nil {
-		return err
-	}
-	list := strings.Join(cols, ", ")
-	staged := "s." + strings.Join(cols, ", s.")
-	current := "c." + strings.Join(cols, ", c.")
-	statements := []string{
-		`DELETE FROM catalog_products c WHERE c.catalog_id = ? AND NOT EXISTS
-			(SELECT 1 FROM staged_products s WHERE s.product_code = c.product_code)`,
-		`UPDATE catalog_products c SET (` + list + `, updated_at) = (` + staged + `, now())
-			FROM staged_products s WHERE c.catalog_id = ? AND s.product_code = c.product_code
-			AND (` + current + `) IS DISTINCT FROM (` + staged + `)`,
-		`INSERT INTO catalog_products (catalog_id, product_code, ` + list + `)
-			SELECT s.catalog_id, s.product_code, ` + staged + ` FROM staged_products s
-			WHERE s.catalog_id = ? AND NOT EXISTS
-			(SELECT 1 FROM catalog_products c WHERE c.catalog_id = s.catalog_id AND c.product_code = s.product_code)`,
-		`DROP TABLE staged_products`,
-	}
-	for _, q := range statements {
-		var args []any
-		if strings.Contains(q, "?") {
-			args = []any{catalogID}
-		}
-		if err := tx.Exec(q, args...).Error; err != nil {
-			return fmt.Errorf("sync products: %w", err)
-		}
-	}
-	return nil
-}
-
-// productDataColumns are the columns of catalog_products that describe a product: all but its
-// key and timestamps.
-func productDataColumns(tx *gorm.DB) ([]string, error) {
-	stmt := &gorm.Statement{DB: tx}
-	if err := stmt.Parse(&CatalogProduct{}); err != nil {
-		return nil, fmt.Errorf("product columns: %w", err)
-	}
-	var cols []string
-	for _, f := range stmt.Schema.Fields {
-		switch f.DBName {
-		case "", "catalog_id", "product_code", "created_at", "updated_at":
-		default:
-			cols = append(cols, f.DBName)
-		}
-	}
-	return cols, nil
 }
 
 // DeleteCatalog retires a catalog; partners bound to it then see an empty catalog.
