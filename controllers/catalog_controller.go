@@ -125,6 +125,11 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 			"Invalid products, the last good catalog stays in service: "+strings.Join(codes, "; "))
 		return ctrl.Result{}, nil
 	}
+	if ch := res.Change; r.Recorder != nil && len(ch.Added)+len(ch.Updated)+len(ch.Removed) > 0 {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, eventProductsChanged, "Reconcile",
+			"%d products added, %d changed, %d removed; %d in service",
+			len(ch.Added), len(ch.Updated), len(ch.Removed), res.Products)
+	}
 	c.Status.ProductCount = int32(min(res.Products, 1<<30)) //nolint:gosec // bounded just above
 	setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d products in service", res.Products))

@@ -121,6 +121,7 @@ func TestCatalogShards(t *testing.T) {
 		if len(after) != 602 || len(written) != 1 || written[0] != code {
 			t.Fatalf("%d rows, written %v; want only %s", len(after), written, code)
 		}
+		waitEvent(t, ns, "Catalog", "eu", "Normal ProductsChanged: 0 products added, 1 changed, 0 removed")
 	})
 
 	t.Run("duplicates keep the last good catalog", func(t *testing.T) {
@@ -133,6 +134,7 @@ func TestCatalogShards(t *testing.T) {
 				strings.Contains(cond.Message, "20000000000010 (in CatalogShard eu-001, CatalogShard eu-009)") &&
 				strings.Contains(cond.Message, "and 3 more"), fmt.Sprint(cond)
 		})
+		waitEvent(t, ns, "Catalog", "eu", "Warning DuplicateProducts: Products listed more than once")
 		if got := getJSON(t, "sandbox", "/catalog/products/50000000000000", sandboxKey)["productCode"]; got != nil {
 			t.Fatal("a catalog with duplicates was applied")
 		}

@@ -18,6 +18,10 @@ const (
 	eventApplied = "Applied"
 	// eventTopUpApplied: a top-up was credited to a wallet.
 	eventTopUpApplied = "TopUpApplied"
+	// eventProductsChanged: a catalog's products in the data plane changed, whether through the
+	// Catalog, a ConfigMap or a CatalogShard (the latter two leave the Catalog's generation as
+	// it was, so Applied does not tell).
+	eventProductsChanged = "ProductsChanged"
 )
 
 // outcome is what a reconcile's events are judged against: the resource's Ready condition and
