@@ -170,7 +170,8 @@ func TestCatalogShardValidation(t *testing.T) {
 		products []v1alpha1.CatalogProduct
 		want     string
 	}{
-		{"too many", codeRange(60000000000000, v1alpha1.MaxShardProducts+1), "must have at most 1000 items"},
+		{"too many", codeRange(60000000000000, v1alpha1.MaxShardProducts+1),
+			fmt.Sprintf("must have at most %d items", v1alpha1.MaxShardProducts)},
 		{"duplicate", append(codeRange(60000000000000, 2), product("60000000000000", 5)), "Duplicate value"},
 		{"bad product", []v1alpha1.CatalogProduct{{ProductCode: "1", Name: "x", CountryCode: "DE", CurrencyCode: "EUR",
 			Price: ptr(int64(1))}}, "spec.products[0].productCode"},

@@ -5,10 +5,12 @@ import (
 )
 
 // MaxShardProducts is the most products one CatalogShard holds. A shard of that many realistic
-// products (localised descriptions, terms, redemption instructions) stays well under etcd's
-// 1.5 MiB object limit with server-side apply's managedFields included; see docs/catalogs.md for
-// the measured sizes and the smaller shard that client-side `kubectl apply` needs.
-const MaxShardProducts = 1000
+// products (two localisations with a description and redemption instructions, about 930 bytes
+// of JSON each) takes about half of etcd's 1.5 MiB request limit once server-side apply has
+// added its managedFields, which roughly double it; twice as many would not fit. See
+// docs/catalogs.md for the measured sizes and the smaller shards client-side `kubectl apply`
+// needs.
+const MaxShardProducts = 500
 
 // CatalogShardSpec is one slice of a large Catalog's products.
 //
@@ -30,13 +32,15 @@ type CatalogShardSpec struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=productCode
-	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:MaxItems=500
 	Products []CatalogProduct `json:"products,omitempty"`
 }
 
 // CatalogShard holds part of a Catalog's products, so that catalogs of tens of thousands of
 // products stay within the API server's object size limit: split them into shards of at most
-// 1000 products, each naming the Catalog. The Catalog serves the union of its inline products,
+// 500 products, each naming the Catalog, and apply them with `kubectl apply --server-side`
+// (client-side apply's last-applied-configuration annotation holds only about 250 realistic
+// products). The Catalog serves the union of its inline products,
 // its productsFrom ConfigMaps and all its shards.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=cpshard,categories=codeport
