@@ -45,12 +45,14 @@ type config struct {
 	rounds int
 	// operatorPartners, noiseSecrets and noiseBytes size the operator figures' cluster.
 	operatorPartners, noiseSecrets, noiseBytes int
+	// catalogProducts sizes the catalog-scale figures' catalog.
+	catalogProducts int
 }
 
 // figureGroups are the parts of a run that -figures selects, in the order they run;
 // defaultFigures are those a run without -figures measures.
 const (
-	figureGroups   = "reads,redis,orders,completed,completion,scale,operator"
+	figureGroups   = "reads,redis,orders,completed,completion,scale,operator,catalog-scale"
 	defaultFigures = "reads,redis,orders,completed,completion,scale"
 )
 
@@ -80,7 +82,11 @@ func main() {
 		"figure groups to measure: reads (B1, B2), redis (B1 with the Redis limiter), orders (B3), "+
 			"completed (B7, orders completed per second with the workers on), completion (B4), "+
 			"scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. "+
-			"operator (O1-O3: the operator's cold start, memory and failover against envtest) runs only when named")
+			"operator (O1-O3: the operator's cold start, memory and failover against envtest) and "+
+			"catalog-scale (C1-C4: a catalog of CatalogShards through envtest, the operator and two serve replicas) "+
+			"run only when named")
+	flag.IntVar(&cfg.catalogProducts, "catalog-products", 100_000,
+		"catalog-scale figures: realistic products of the catalog, in shards of MaxShardProducts (500)")
 	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000,
 		"operator figures: partners, each with a catalog ref, two ApiKeys and a Wallet")
 	flag.IntVar(&cfg.noiseSecrets, "operator-unrelated-secrets", 10000,
@@ -228,15 +234,32 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
+	clusterRows, err := clusterFigures(ctx, cfg, binary)
+	if err != nil {
+		return err
+	}
+	printTables(cfg, append(rows, clusterRows...), curve)
+	return nil
+}
+
+// clusterFigures measures the figure groups that run against envtest's kube-apiserver.
+func clusterFigures(ctx context.Context, cfg config, binary string) ([]row, error) {
+	var rows []row
 	if cfg.wants("operator") {
 		operatorRows, err := operatorFigures(ctx, cfg, binary)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rows = append(rows, operatorRows...)
 	}
-	printTables(cfg, rows, curve)
-	return nil
+	if cfg.wants("catalog-scale") {
+		catalogRows, err := catalogScaleFigures(ctx, cfg, binary)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, catalogRows...)
+	}
+	return rows, nil
 }
 
 // readPhase starts the production serve process and measures B1 and B2 against it; it returns

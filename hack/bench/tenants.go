@@ -57,21 +57,9 @@ func newTenants(ctx context.Context, partners, products, funded int) (*tenants, 
 }
 
 func (t *tenants) provision(ctx context.Context, partners, products, funded int) error {
-	price := int64(2000)
 	items := make([]v1alpha1.CatalogProduct, products)
 	for i := range items {
-		items[i] = v1alpha1.CatalogProduct{
-			ProductCode:  fmt.Sprintf("1%013d", i),
-			Name:         fmt.Sprintf("Product %d", i),
-			Brand:        fmt.Sprintf("brand-%d", i%20),
-			CountryCode:  []string{"DE", "GB", "FR"}[i%3],
-			CurrencyCode: "EUR",
-			Price:        &price,
-			MainCategory: "Gaming",
-			Tags:         []string{"gaming", fmt.Sprintf("t%d", i%7)},
-			Status:       "active",
-			Languages:    []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}},
-		}
+		items[i] = benchProduct(i)
 	}
 	cat := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "main"},
 		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5"}}
@@ -112,6 +100,48 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 		}
 	}
 	return nil
+}
+
+// benchProduct is the i-th product of the bench catalogs: productCode 1 followed by i in 13
+// digits, 20.00 EUR, one of 20 brands, 3 countries and 7 tags (what B1's filters select).
+func benchProduct(i int) v1alpha1.CatalogProduct {
+	price := int64(2000)
+	return v1alpha1.CatalogProduct{
+		ProductCode:  fmt.Sprintf("1%013d", i),
+		Name:         fmt.Sprintf("Product %d", i),
+		Brand:        fmt.Sprintf("brand-%d", i%20),
+		CountryCode:  []string{"DE", "GB", "FR"}[i%3],
+		CurrencyCode: "EUR",
+		Price:        &price,
+		Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed},
+		MainCategory: "Gaming",
+		Tags:         []string{"gaming", fmt.Sprintf("t%d", i%7)},
+		Status:       "active",
+		Languages:    []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}},
+	}
+}
+
+// realisticProduct is benchProduct with what a distributor's feed carries besides: barcode,
+// short name, image, publisher, RRP, the category path, platform, two localisations with a
+// description and redemption instructions, and an expiry policy, as config/samples' products.
+func realisticProduct(i int) v1alpha1.CatalogProduct {
+	p := benchProduct(i)
+	rrp := *p.Price + 100
+	p.EAN = fmt.Sprintf("59%011d", i)
+	p.Name = fmt.Sprintf("Acme Game Credit %d EUR (edition %d)", 5+i%20*5, i)
+	p.ShortName = fmt.Sprintf("Credit %d", 5+i%20*5)
+	p.Image = fmt.Sprintf("https://img.acme.example/products/%d/credit-%d.png", i, 5+i%20*5)
+	p.Publisher = "Acme Interactive"
+	p.RRP = &rrp
+	p.SubCategory, p.ProductCategory, p.ProductType, p.Platform = "Wallet", "Credit", "Digital Code", "PC"
+	p.Languages = []v1alpha1.ProductLanguage{
+		{LanguageCode: "de", Name: "Deutsch", Description: "Guthaben für den Acme Store, für Spiele, Erweiterungen " +
+			"und In-Game-Inhalte.", RedemptionInstructions: "Code unter acme.example/redeem einlösen."},
+		{LanguageCode: "en", Name: "English", Description: "Credit for the Acme store, for games, expansions and " +
+			"in-game content.", RedemptionInstructions: "Redeem at acme.example/redeem."},
+	}
+	p.ExpiryPolicy = "Does not expire"
+	return p
 }
 
 func partnerName(i int) string { return fmt.Sprintf("p%05d", i) }
