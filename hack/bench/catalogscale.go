@@ -118,7 +118,7 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 	}
 
 	progress("C4 changing one price")
-	applyTook, latency, written, err := c.onePriceChange(ctx, replicas, key, &shards[len(shards)/2])
+	change, err := c.onePriceChange(ctx, replicas, key, &shards[len(shards)/2])
 	if err != nil {
 		return nil, err
 	}
@@ -132,10 +132,13 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 		{"C2 cold load, " + set + ": Catalog Ready with every product (s)", ready.Seconds(), 0, "", true},
 		{"C2 cold load, " + set + ": every product served by both replicas (s)", served.Seconds(), 0, "", true},
 	}, append(lists,
-		row{"C4 one price changed in one shard: the server-side apply returned (s)", applyTook.Seconds(), 0, "", true},
-		row{"C4 one price changed in one shard: new price on every replica (s)", latency.Seconds(), 0, "< 2 s",
-			latency < 2*time.Second},
-		row{"C4 one price changed in one shard: catalog_products rows written", float64(written), 0, "1", written == 1},
+		row{"C4 one price changed in one shard: the server-side apply returned (s)", change.applied.Seconds(), 0, "", true},
+		row{"C4 one price changed in one shard: the operator's transaction began (s)", change.written.Seconds(), 0, "",
+			true},
+		row{"C4 one price changed in one shard: new price on every replica (s)", change.served.Seconds(), 0, "< 2 s",
+			change.served < 2*time.Second},
+		row{"C4 one price changed in one shard: catalog_products rows written", float64(change.rows), 0, "1",
+			change.rows == 1},
 	)...), nil
 }
 
@@ -344,41 +347,55 @@ func catalogListFigures(cfg config, replica *server, keys []string) ([]row, erro
 	return rows, nil
 }
 
-// onePriceChange raises the price of one product of shard by one cent and applies the shard;
-// it returns how long the apply took, how long until every replica served the new price (from
-// the start of the apply), and how many catalog_products rows the change wrote.
+// priceChange is what C4 measured, the times from the start of the apply.
+type priceChange struct {
+	// applied: the apply returned; written: the operator's transaction writing the new price
+	// began (the row's updated_at); served: every replica answered the new price.
+	applied, written, served time.Duration
+	// rows is the number of catalog_products rows the change wrote.
+	rows int64
+}
+
+// onePriceChange raises the price of one product of shard by one cent, applies the shard and
+// waits for every replica to serve the new price.
 func (c *cluster) onePriceChange(
 	ctx context.Context, replicas []*server, key string, shard *v1alpha1.CatalogShard,
-) (applyTook, latency time.Duration, written int64, err error) {
+) (priceChange, error) {
+	var change priceChange
 	db, err := pgx.Connect(ctx, c.database.URL)
 	if err != nil {
-		return 0, 0, 0, err
+		return change, err
 	}
 	defer db.Close(ctx)
 	var xid int64
 	if err := db.QueryRow(ctx, `SELECT (pg_current_xact_id()::text::bigint) % 4294967296`).Scan(&xid); err != nil {
-		return 0, 0, 0, fmt.Errorf("current transaction id: %w", err)
+		return change, fmt.Errorf("current transaction id: %w", err)
 	}
 	p := &shard.Spec.Products[len(shard.Spec.Products)/2]
 	price := *p.Price + 1
 	p.Price = &price
 	started := time.Now()
 	if err := c.apply(ctx, shard); err != nil {
-		return 0, 0, 0, err
+		return change, err
 	}
-	applyTook = time.Since(started)
+	change.applied = time.Since(started)
 	err = waitFor(ctx, time.Minute, "new price on every replica", func() (bool, string) {
 		return allServe(replicas, key, "/catalog/products/"+p.ProductCode, func(body map[string]any) bool {
 			return body["price"] == float64(price)
 		})
 	})
 	if err != nil {
-		return 0, 0, 0, err
+		return change, err
 	}
-	latency = time.Since(started)
-	err = db.QueryRow(ctx, `SELECT count(*) FROM catalog_products WHERE xmin::text::bigint > $1`, xid).Scan(&written)
+	change.served = time.Since(started)
+	var updated *time.Time
+	err = db.QueryRow(ctx, `SELECT count(*), max(updated_at) FROM catalog_products WHERE xmin::text::bigint > $1`,
+		xid).Scan(&change.rows, &updated)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("count written rows: %w", err)
+		return change, fmt.Errorf("count written rows: %w", err)
 	}
-	return applyTook, latency, written, nil
+	if updated != nil {
+		change.written = updated.Sub(started)
+	}
+	return change, nil
 }
