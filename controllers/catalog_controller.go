@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,9 +139,13 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 
 // shardsOf returns the products of the CatalogShards naming c, in shard name order (the
 // catalog's list order), from the cache, and brings each shard's status.productCount up to date.
+// The shards are read without the cache's deep copy (a catalog's shards hold all its products,
+// which a copy per reconcile would duplicate): nothing here or in provisioning writes to them,
+// and their status is patched from a fresh object.
 func (r *CatalogReconciler) shardsOf(ctx context.Context, c *v1alpha1.Catalog) ([]provisioning.ProductSource, error) {
 	var list v1alpha1.CatalogShardList
-	err := r.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{indexCatalogRef: c.Name})
+	err := r.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{indexCatalogRef: c.Name},
+		client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return nil, fmt.Errorf("list shards: %w", err)
 	}
@@ -153,9 +158,14 @@ func (r *CatalogReconciler) shardsOf(ctx context.Context, c *v1alpha1.Catalog) (
 		if s.Status.ProductCount == n && s.Status.ObservedGeneration == s.Generation {
 			continue
 		}
-		patch := client.MergeFrom(s.DeepCopy())
-		s.Status.ProductCount, s.Status.ObservedGeneration = n, s.Generation
-		if err := r.Status().Patch(ctx, s, patch); client.IgnoreNotFound(err) != nil {
+		status, err := json.Marshal(map[string]v1alpha1.CatalogShardStatus{
+			"status": {ProductCount: n, ObservedGeneration: s.Generation}})
+		if err != nil {
+			return nil, fmt.Errorf("status of shard %s: %w", s.Name, err)
+		}
+		shard := &v1alpha1.CatalogShard{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+		err = r.Status().Patch(ctx, shard, client.RawPatch(types.MergePatchType, status))
+		if client.IgnoreNotFound(err) != nil {
 			return nil, fmt.Errorf("status of shard %s: %w", s.Name, err)
 		}
 	}
