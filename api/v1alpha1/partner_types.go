@@ -125,14 +125,16 @@ type WebhookSpec struct {
 	// base64 form, or any string of at least 24 bytes).
 	SecretRef SecretKeySelector `json:"secretRef"`
 
-	// Events limits delivery to these event types; empty delivers all.
+	// Events limits delivery to these event types; empty delivers the order and balance events.
+	// The catalog events (product.updated, product.removed, catalog.updated) are delivered only
+	// when listed here.
 	// +optional
 	// +listType=set
 	Events []WebhookEventType `json:"events,omitempty"`
 }
 
 // WebhookEventType is an event a partner can subscribe to.
-// +kubebuilder:validation:Enum=order.completed;order.failed;order.partially_completed;balance.low
+// +kubebuilder:validation:Enum=order.completed;order.failed;order.partially_completed;balance.low;product.updated;product.removed;catalog.updated
 type WebhookEventType string
 
 // PartnerAccounts are the data-plane account ids of a partner.

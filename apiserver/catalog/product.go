@@ -144,6 +144,14 @@ func promotionApplies(p *store.ProductPromotion, today string) bool {
 	return true
 }
 
+// DetailJSON renders a catalog row as GET /catalog/products/{productCode} shows it on day today
+// (YYYY-MM-DD, which decides whether its promotion applies).
+func DetailJSON(row store.CatalogProduct, today string) (json.RawMessage, error) {
+	p := Product{CatalogProduct: row}
+	_, detail, err := p.encode(today)
+	return detail, err
+}
+
 // encode renders the product's list item and single-product bodies once, when the snapshot is
 // built; requests then copy bytes.
 func (p *Product) encode(today string) (list, detail []byte, err error) {

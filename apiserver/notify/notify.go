@@ -102,6 +102,14 @@ func (n *Notifier) raiseTo(ctx context.Context, q store.Querier, target store.We
 	if len(target.EventTypes) > 0 && !slices.Contains(target.EventTypes, eventType) {
 		return nil
 	}
+	return n.record(ctx, q, accountID, environment, eventType, data)
+}
+
+// record stores an event for the account and schedules its delivery, in the transaction q; the
+// caller has checked that the account's endpoint wants it.
+func (n *Notifier) record(
+	ctx context.Context, q store.Querier, accountID uuid.UUID, environment, eventType string, data any,
+) error {
 	ev := Event{
 		ID:          "evt_" + uuid.Must(uuid.NewV7()).String(),
 		Type:        eventType,

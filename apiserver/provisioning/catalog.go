@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/codes"
 	"github.com/codeport/codeport/apiserver/money"
+	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
@@ -30,11 +31,14 @@ type Provisioner struct {
 	db *store.DB
 	// secrets seals webhook signing secrets; without it, partners cannot have webhooks.
 	secrets *codes.Cipher
+	// events raises the product events of catalog changes; the API processes deliver them.
+	events *notify.Notifier
+	now    func() time.Time
 }
 
 // New returns a provisioner on db that seals webhook secrets with secrets (the codes key).
 func New(db *store.DB, secrets *codes.Cipher) *Provisioner {
-	return &Provisioner{db: db, secrets: secrets}
+	return &Provisioner{db: db, secrets: secrets, events: notify.NewNotifier(false, notify.DefaultRetry()), now: time.Now}
 }
 
 // CatalogResult is what applying a catalog did.
@@ -102,8 +106,10 @@ func (p *Provisioner) ApplyCatalog(
 	var change store.CatalogChange
 	err := p.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		change, err = store.UpsertCatalog(ctx, tx, &model, rows)
-		return err
+		if change, err = store.UpsertCatalog(ctx, tx, &model, rows); err != nil {
+			return err
+		}
+		return p.events.CatalogChanged(ctx, tx, change, p.now())
 	})
 	if err != nil {
 		return CatalogResult{}, err

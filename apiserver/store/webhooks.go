@@ -270,3 +270,39 @@ func ContactOf(ctx context.Context, q Querier, accountID uuid.UUID) (Contact, er
 	}
 	return c, nil
 }
+
+// ProductSubscriber is an account that asked for product events of its catalog.
+type ProductSubscriber struct {
+	AccountID   uuid.UUID
+	Environment string
+	// EventTypes are the product event types its endpoint lists.
+	EventTypes []string
+}
+
+// ProductSubscribers returns the accounts of live partners bound to the catalog whose enabled
+// endpoint lists any of eventTypes.
+func ProductSubscribers(
+	ctx context.Context, q Querier, catalogID uuid.UUID, eventTypes []string,
+) ([]ProductSubscriber, error) {
+	rows, err := q.Query(ctx, `SELECT a.id, a.environment, w.event_types
+		FROM partners p
+		JOIN accounts a ON a.partner_id = p.id
+		JOIN webhook_endpoints w ON w.partner_id = a.partner_id AND w.environment = a.environment
+		WHERE p.catalog_id = $1 AND p.deleted_at IS NULL AND w.enabled AND w.url <> ''
+		  AND w.event_types && $2::text[]
+		ORDER BY a.id`, pgUUID(catalogID), eventTypes)
+	if err != nil {
+		return nil, fmt.Errorf("find product event subscribers: %w", err)
+	}
+	subs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ProductSubscriber, error) {
+		var s ProductSubscriber
+		var id pgtype.UUID
+		err := row.Scan(&id, &s.Environment, &s.EventTypes)
+		s.AccountID = uuid.UUID(id.Bytes)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find product event subscribers: %w", err)
+	}
+	return subs, nil
+}
