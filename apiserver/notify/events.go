@@ -30,8 +30,9 @@ const (
 	EventRetention = 30 * 24 * time.Hour
 )
 
-// EventTypes are the webhook event types, in the contract's order.
-var EventTypes = []string{EventOrderCompleted, EventOrderFailed, EventOrderPartiallyCompleted, EventBalanceLow}
+// EventTypes are the webhook event types: the contract's, in its order, then the catalog events.
+var EventTypes = []string{EventOrderCompleted, EventOrderFailed, EventOrderPartiallyCompleted, EventBalanceLow,
+	EventProductUpdated, EventProductRemoved, EventCatalogUpdated}
 
 // EventView is one event as GET /webhooks/events lists it.
 type EventView struct {

@@ -2,6 +2,7 @@ package store
 
 // ClaimStockSQL is claimStockSQL, for the tests that read its plan.
 const ClaimStockSQL = claimStockSQL
+
 // PlanPositions is planPositions over stored positions by productCode.
 func PlanPositions(codes []string, stored map[string]int) []int {
 	s := make(map[string]storedProduct, len(stored))
