@@ -215,12 +215,13 @@ func TestWebhookEventsListing(t *testing.T) {
 	}
 
 	for query, message := range map[string]string{
-		"?limit=0":           "limit must be an integer from 1 to 200",
-		"?limit=201":         "limit must be an integer from 1 to 200",
-		"?limit=ten":         "limit must be an integer from 1 to 200",
-		"?type=order.placed": "type must be one of order.completed, order.failed, order.partially_completed, balance.low",
-		"?cursor=%21%21":     "cursor is not valid: pass the nextCursor of a previous page",
-		"?cursor=bm9waXBl":   "cursor is not valid: pass the nextCursor of a previous page",
+		"?limit=0":   "limit must be an integer from 1 to 200",
+		"?limit=201": "limit must be an integer from 1 to 200",
+		"?limit=ten": "limit must be an integer from 1 to 200",
+		"?type=order.placed": "type must be one of order.completed, order.failed, order.partially_completed, balance.low, " +
+			"product.updated, product.removed, catalog.updated",
+		"?cursor=%21%21":   "cursor is not valid: pass the nextCursor of a previous page",
+		"?cursor=bm9waXBl": "cursor is not valid: pass the nextCursor of a previous page",
 	} {
 		expectError(t, s.call(t, "sandbox", "GET", "/v2/webhooks/events"+query, key, nil), 400, message)
 	}
@@ -325,7 +326,8 @@ func TestWebhookReplayBadInput(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	acme := s.onboard(t, "acme", nil)
 	since := url.QueryEscape(time.Now().UTC().Format(time.RFC3339Nano))
-	typeMessage := "type must be one of order.completed, order.failed, order.partially_completed, balance.low"
+	typeMessage := "type must be one of order.completed, order.failed, order.partially_completed, balance.low, " +
+		"product.updated, product.removed, catalog.updated"
 	for query, message := range map[string]string{
 		"":                                "since is required: an RFC 3339 date-time",
 		"?since=yesterday":                "since must be an RFC 3339 date-time, e.g. 2026-11-25T08:00:00Z",
