@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -155,5 +156,17 @@ func csvRecord(e *Entry) []string {
 	}
 	return []string{strconv.FormatInt(e.ID, 10), e.CreatedAt.String(), e.Type, e.Currency,
 		strconv.FormatInt(e.Amount, 10), string(e.AmountMajor), strconv.FormatInt(e.BalanceAfter, 10),
-		string(e.BalanceAfterMajor), orderID, code, e.Reference, e.Note}
+		string(e.BalanceAfterMajor), orderID, SpreadsheetText(code), SpreadsheetText(e.Reference),
+		SpreadsheetText(e.Note)}
+}
+
+// SpreadsheetText makes free text safe to open in a spreadsheet: a cell that begins with =, +,
+// -, @, a tab or a carriage return would be read as a formula, so it gets a leading apostrophe,
+// which spreadsheets show as text and do not evaluate. Numbers and amounts are not free text and
+// are written as they are.
+func SpreadsheetText(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }

@@ -51,3 +51,21 @@ func TestEntriesRefuseNonPositiveAmounts(t *testing.T) {
 		t.Errorf("debit entry %+v (%v), want -500 JPY for order-1", e, err)
 	}
 }
+
+// TestSpreadsheetText: free text a spreadsheet would evaluate is written as text.
+func TestSpreadsheetText(t *testing.T) {
+	for in, want := range map[string]string{
+		"po-1001":           "po-1001",
+		"":                  "",
+		"=HYPERLINK(\"x\")": "'=HYPERLINK(\"x\")",
+		"+1":                "'+1",
+		"-2+3":              "'-2+3",
+		"@SUM(A1)":          "'@SUM(A1)",
+		"\t=1":              "'\t=1",
+		"wire ref =1":       "wire ref =1",
+	} {
+		if got := wallet.SpreadsheetText(in); got != want {
+			t.Errorf("SpreadsheetText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
