@@ -586,23 +586,21 @@ func loadedObject(t *testing.T, m *Manifests) client.Object {
 // customObjects are m's objects of codeport's kinds.
 func customObjects(m *Manifests) []client.Object {
 	var objs []client.Object
-	for i := range m.Partners {
-		objs = append(objs, &m.Partners[i])
-	}
-	for i := range m.Catalogs {
-		objs = append(objs, &m.Catalogs[i])
-	}
-	for i := range m.Shards {
-		objs = append(objs, &m.Shards[i])
-	}
-	for i := range m.ApiKeys {
-		objs = append(objs, &m.ApiKeys[i])
-	}
-	for i := range m.Wallets {
-		objs = append(objs, &m.Wallets[i])
-	}
-	for i := range m.TopUps {
-		objs = append(objs, &m.TopUps[i])
+	objs = appendObjects(objs, m.Partners)
+	objs = appendObjects(objs, m.Catalogs)
+	objs = appendObjects(objs, m.Shards)
+	objs = appendObjects(objs, m.ApiKeys)
+	objs = appendObjects(objs, m.Wallets)
+	return appendObjects(objs, m.TopUps)
+}
+
+// appendObjects appends a pointer to each item of items.
+func appendObjects[T any, PT interface {
+	*T
+	client.Object
+}](objs []client.Object, items []T) []client.Object {
+	for i := range items {
+		objs = append(objs, PT(&items[i]))
 	}
 	return objs
 }
