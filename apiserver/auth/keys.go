@@ -91,7 +91,7 @@ func ParseKey(s string) (environment string, ok bool) {
 		return "", false
 	}
 	for i := len(prefixSandbox); i < len(s); i++ {
-		if strings.IndexByte(base62, s[i]) < 0 {
+		if !isBase62(s[i]) {
 			return "", false
 		}
 	}
@@ -99,6 +99,10 @@ func ParseKey(s string) (environment string, ok bool) {
 		return "", false
 	}
 	return environment, true
+}
+
+func isBase62(c byte) bool {
+	return '0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z'
 }
 
 // Digest is what the database stores of a key: SHA-256 of the plaintext.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"fmt"
 	"hash/crc32"
 	"strings"
 	"testing"
@@ -50,6 +51,12 @@ func TestParseKeyRejects(t *testing.T) {
 		"one-char typo":   string(typo),
 		"bad checksum":    valid[:len(valid)-6] + "000000",
 		"uppercase brand": strings.ToUpper(valid[:8]) + valid[8:],
+	}
+	// Characters next to base62's ranges, in a key whose checksum matches: only the alphabet
+	// check can refuse it.
+	for _, c := range []byte("/:@[`{\x00\x80") {
+		body := valid[:20] + string([]byte{c}) + valid[21:len(valid)-checksumLength]
+		cases[fmt.Sprintf("%q with its checksum", c)] = body + checksum(body)
 	}
 	for name, key := range cases {
 		if env, ok := ParseKey(key); ok {
