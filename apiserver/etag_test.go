@@ -3,6 +3,8 @@ package apiserver
 import (
 	"bytes"
 	"fmt"
+	"math"
+	"strconv"
 	"testing"
 
 	"github.com/codeport/codeport/internal/benchratio"
@@ -41,12 +43,17 @@ func TestIfNoneMatch(t *testing.T) {
 }
 
 func TestETagFollowsTheBytes(t *testing.T) {
-	a, b := etagOf([]byte(`{"price":2000}`)), etagOf([]byte(`{"price":2001}`))
-	if a == b || a != etagOf([]byte(`{"price":2000}`)) {
+	etagOf := func(body string) string { return string(appendETag(nil, []byte(body))) }
+	a, b := etagOf(`{"price":2000}`), etagOf(`{"price":2001}`)
+	if a == b || a != etagOf(`{"price":2000}`) {
 		t.Fatalf("tags %s, %s", a, b)
 	}
 	if a[0] != '"' || a[len(a)-1] != '"' {
 		t.Fatalf("tag %s is not a quoted strong entity tag", a)
+	}
+	// The largest hash fits the size withETag reserves for a tag.
+	if longest := len(strconv.AppendUint(nil, math.MaxUint64, 36)) + len(`""`); longest != etagSize {
+		t.Fatalf("etagSize is %d, the longest tag %d bytes", etagSize, longest)
 	}
 }
 
@@ -58,7 +65,8 @@ func BenchmarkETag(b *testing.B) {
 	for _, size := range []int{16 << 10, 80 << 10} {
 		body := bytes.Repeat([]byte(item), size/len(item)+1)[:size]
 		b.Run(fmt.Sprintf("bytes=%d", size), func(b *testing.B) {
-			benchratio.CopyRatio(b, body, func() { _ = etagOf(body) })
+			var tag [etagSize]byte
+			benchratio.CopyRatio(b, body, func() { _ = appendETag(tag[:0], body) })
 		})
 	}
 }
