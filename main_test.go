@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"github.com/codeport/codeport/apiserver/devenv"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // syncBuffer collects output written by the dev command's goroutines.
@@ -238,29 +240,9 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 		}
 	}))
 	defer collector.Close()
-	logs := &syncBuffer{}
-	root := newRootCommand()
-	root.SetErr(logs)
-	root.SetArgs([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
-		"--database-url", db.URL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32),
-		"--redis-url", "", "--otlp-endpoint", collector.URL})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	var addr string
-	for deadline := time.Now().Add(30 * time.Second); addr == ""; {
-		for _, line := range strings.Split(logs.String(), "\n") {
-			var rec struct {
-				Msg, Addr string
-			}
-			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving partner API" {
-				addr = rec.Addr
-			}
-		}
-		if addr == "" && time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Request lines stay buffered until shutdown, which must write them out.
+	addr, logs, done := startServe(ctx, t, db.URL, "--redis-url", "", "--otlp-endpoint", collector.URL,
+		"--log-flush-interval", "1h")
 	resp, err := http.Get("http://" + addr + "/v2/ping")
 	if err != nil {
 		t.Fatal(err)
@@ -295,6 +277,65 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 	if !strings.Contains(traces.String(), "GET /v2") {
 		t.Fatalf("the request's span did not reach the OTLP collector (%d bytes received)", len(traces.String()))
 	}
+}
+
+// TestServeWritesWarningsAtOnce: with info lines buffered for an hour, a warning raised while
+// serving (the shared rate limiter's Redis does not answer) is written as it happens.
+func TestServeWritesWarningsAtOnce(t *testing.T) {
+	db := storetest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := "redis://" + closed.Addr().String()
+	closed.Close()
+	addr, logs, done := startServe(ctx, t, db.URL, "--redis-url", unreachable, "--log-flush-interval", "1h")
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	resp, err := http.Get("http://" + addr + "/v2/catalog/products")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	poll.Until(t, 10*time.Second, "the limiter's warning written while serving", func() (bool, string) {
+		out := logs.String()
+		return strings.Contains(out, `"msg":"shared rate limiter unavailable; limiting per process"`), out
+	})
+}
+
+// startServe runs `codeport serve` for the sandbox on a free port until ctx ends, and returns
+// its address once it logs that it serves, its log, and its result.
+func startServe(
+	ctx context.Context, t *testing.T, databaseURL string, args ...string,
+) (string, *syncBuffer, chan error) {
+	t.Helper()
+	logs := &syncBuffer{}
+	root := newRootCommand()
+	root.SetErr(logs)
+	root.SetArgs(append([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
+		"--database-url", databaseURL, "--database-min-idle-conns", "1", "--codes-key", strings.Repeat("ab", 32)},
+		args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	var addr string
+	poll.Until(t, 30*time.Second, "serve started", func() (bool, string) {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			var rec struct {
+				Msg, Addr string
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "serving partner API" {
+				addr = rec.Addr
+			}
+		}
+		return addr != "", logs.String()
+	})
+	return addr, logs, done
 }
 
 // topLevelKeys counts the keys of the JSON object line, duplicates included (a map would keep one).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -20,7 +21,12 @@ import (
 	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/logbuffer"
 )
+
+// logBufferSize is how many bytes of log lines a serving process holds before writing them
+// out: a few hundred request lines, what a pipe to the container runtime holds by default.
+const logBufferSize = 64 << 10
 
 func newServeCommand() *cobra.Command {
 	var (
@@ -30,7 +36,7 @@ func newServeCommand() *cobra.Command {
 		concurrency, transactions                                 int
 		maxConns, minIdleConns                                    int32
 		rescueAfter                                               time.Duration
-		sandboxTimeout                                            time.Duration
+		sandboxTimeout, logFlushInterval                          time.Duration
 		v1Deprecation, v1Sunset, v1Docs                           string
 	)
 	cmd := &cobra.Command{
@@ -42,20 +48,13 @@ must be up to date ('codeport migrate up'). SIGTERM stops accepting connections,
 requests and running fulfilment jobs finish, then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if environment != store.EnvironmentProduction && environment != store.EnvironmentSandbox {
-				return fmt.Errorf("--environment must be production or sandbox, not %q", environment)
+			if err := checkServeFlags(environment, databaseURL, sandboxTimeout, logFlushInterval); err != nil {
+				return err
 			}
-			if databaseURL == "" {
-				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
-			}
-			// The API's request lines name their environment themselves; the process's other lines
-			// (limiter, workers) get it here.
-			processLog := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			logs, processLog := processLogs(cmd.ErrOrStderr(), logFlushInterval)
+			defer logs.Close()
 			log := processLog.With(slog.String("environment", environment))
 			cfg := apiserver.DefaultConfig(environment)
-			if sandboxTimeout <= 0 || sandboxTimeout > apiserver.MaxSandboxTimeoutDelay {
-				return fmt.Errorf("--sandbox-timeout-delay must be above 0 and at most %s", apiserver.MaxSandboxTimeoutDelay)
-			}
 			cfg.SandboxTimeoutDelay = sandboxTimeout
 			lifecycle, err := parseLifecycle(v1Deprecation, v1Sunset, v1Docs)
 			if err != nil {
@@ -121,6 +120,8 @@ requests and running fulfilment jobs finish, then exits.`,
 			}
 			return plane.Run(ctx, func(addrs map[string]string) {
 				log.Info("serving partner API", slog.String("addr", addrs[environment]), slog.Bool("workers", workers))
+				// Whoever waits for the process to start reads this line now, not an interval later.
+				_ = logs.Flush()
 			})
 		},
 	}
@@ -156,6 +157,9 @@ requests and running fulfilment jobs finish, then exits.`,
 		"date (YYYY-MM-DD or RFC 3339) announced in the Sunset header of every /v1 answer (default: none)")
 	f.StringVar(&v1Docs, "v1-lifecycle-url", apiserver.DefaultLifecycleDocs,
 		"URL of the v1 migration notes, linked from /v1 answers (rel=\"deprecation\" and \"sunset\")")
+	f.DurationVar(&logFlushInterval, "log-flush-interval", 100*time.Millisecond,
+		"longest an info log line waits in the buffer before it is written; warnings and errors are "+
+			"written at once, and 0 writes every line at once")
 	f.BoolVar(&workers, "workers", true, "run this environment's fulfilment workers in this process")
 	f.IntVar(&concurrency, "fulfilment-concurrency", fulfilment.DefaultConcurrency,
 		"orders fulfilled at once by this process")
@@ -164,6 +168,29 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
 		"how long a fulfilment job held by a crashed process waits before another process runs it again")
 	return cmd
+}
+
+// checkServeFlags refuses serve's flag values that cannot work, before anything starts.
+func checkServeFlags(environment, databaseURL string, sandboxTimeout, logFlushInterval time.Duration) error {
+	switch {
+	case environment != store.EnvironmentProduction && environment != store.EnvironmentSandbox:
+		return fmt.Errorf("--environment must be production or sandbox, not %q", environment)
+	case databaseURL == "":
+		return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+	case sandboxTimeout <= 0 || sandboxTimeout > apiserver.MaxSandboxTimeoutDelay:
+		return fmt.Errorf("--sandbox-timeout-delay must be above 0 and at most %s", apiserver.MaxSandboxTimeoutDelay)
+	case logFlushInterval < 0:
+		return errors.New("--log-flush-interval must not be negative")
+	}
+	return nil
+}
+
+// processLogs are a serving process's logs on out: JSON lines buffered for at most interval,
+// warnings and errors written at once. The API's request lines name their environment
+// themselves; the returned logger is for the process's other lines.
+func processLogs(out io.Writer, interval time.Duration) (*logbuffer.Writer, *slog.Logger) {
+	logs := logbuffer.New(out, logBufferSize, interval)
+	return logs, slog.New(logs.FlushAt(slog.NewJSONHandler(logs, nil), slog.LevelWarn))
 }
 
 // codesKeyFlag binds --codes-key, defaulting to $CODEPORT_CODES_KEY.
