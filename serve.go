@@ -102,7 +102,8 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			plane := &apiserver.DataPlane{
-				Deps:        apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: processLog, Tracing: tracing},
+				Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: processLog, Tracing: tracing,
+					RequestLog: logs},
 				Listeners:   []apiserver.Listener{{Config: cfg, Addr: addr}},
 				Delivery:    notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: webhooksToPrivate},
 				MetricsAddr: metricsAddr,

@@ -4,10 +4,10 @@ package apiserver
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -77,6 +77,10 @@ type Deps struct {
 	// Tracing provides the spans of requests; nil means tracing off.
 	Tracing trace.TracerProvider
 	Logger  *slog.Logger
+	// RequestLog receives a JSON line per finished request, shaped as Logger's JSON lines are;
+	// nil, requests are not logged. If it has a Flush method, the line of a 5xx answer is
+	// flushed at once.
+	RequestLog io.Writer
 }
 
 // Server is the partner API of one environment, with its in-memory caches.
@@ -96,9 +100,8 @@ type Server struct {
 	// without a copy.
 	routePaths map[string]string
 	methods    methodTable
-	// accountLogs are the request logs of accounts (by account id), partner and account
-	// pre-encoded: see accountLog.
-	accountLogs sync.Map
+	// requestLog writes the line of every finished request; nil when requests are not logged.
+	requestLog *requestLog
 }
 
 // New builds the server and its route table.
@@ -110,6 +113,9 @@ func New(cfg Config, deps Deps) *Server {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With(slog.String("environment", cfg.Environment))
+	if deps.RequestLog != nil {
+		s.requestLog = newRequestLog(deps.RequestLog, cfg.Environment)
+	}
 	// No tracer when spans would go nowhere (no provider, or a no-op one).
 	if _, off := deps.Tracing.(noop.TracerProvider); deps.Tracing != nil && !off {
 		s.tracer = deps.Tracing.Tracer("github.com/codeport/codeport/apiserver")

@@ -1,15 +1,12 @@
 package apiserver
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
-	"net/netip"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +28,16 @@ type Metrics struct {
 	latency      *prometheus.HistogramVec
 	rateLimited  *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
+	// statusLabels are the status codes 100-599 as label values, formatted once.
+	statusLabels [600]string
+}
+
+// statusLabel is status as a label value.
+func (m *Metrics) statusLabel(status int) string {
+	if status >= 100 && status < len(m.statusLabels) {
+		return m.statusLabels[status]
+	}
+	return strconv.Itoa(status)
 }
 
 // NewMetrics registers the API's instruments on reg.
@@ -50,6 +57,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "codeport_auth_failures_total", Help: "Requests refused by the access pipeline, by environment and reason.",
 		}, []string{"environment", "reason"}),
+	}
+	for status := 100; status < len(m.statusLabels); status++ {
+		m.statusLabels[status] = strconv.Itoa(status)
 	}
 	reg.MustRegister(m.requests, m.latency, m.rateLimited, m.authFailures)
 	return m
@@ -79,7 +89,23 @@ func (s *Server) countRateLimited(bucket string) {
 // HeaderRequestID carries the request id, accepted from clients and echoed on every response.
 const HeaderRequestID = "X-Request-Id"
 
-var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// maxRequestIDLength is the longest X-Request-Id taken from a client.
+const maxRequestIDLength = 128
+
+// validRequestID says whether a client's X-Request-Id is kept: 1 to 128 of A-Z a-z 0-9 . _ : -,
+// which can be logged and echoed as they are.
+func validRequestID(id []byte) bool {
+	if len(id) == 0 || len(id) > maxRequestIDLength {
+		return false
+	}
+	for _, c := range id {
+		alphanumeric := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alphanumeric && c != '.' && c != '_' && c != ':' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // requestIDs issues the ids of requests that came without one: a random per-process prefix and
 // a counter, unique across replicas without asking the kernel for randomness per request.
@@ -94,9 +120,21 @@ func newRequestIDs() *requestIDs {
 	return &requestIDs{prefix: hex.EncodeToString(b) + "-"}
 }
 
-func (r *requestIDs) next() string {
-	var buf [40]byte
-	return string(strconv.AppendUint(append(buf[:0], r.prefix...), r.issued.Add(1), 16))
+// issuedIDSize holds an issued id: the 17-character prefix and a 64-bit counter in hex.
+const issuedIDSize = 17 + 16
+
+// appendNext appends a new id to dst.
+func (r *requestIDs) appendNext(dst []byte) []byte {
+	return strconv.AppendUint(append(dst, r.prefix...), r.issued.Add(1), 16)
+}
+
+// requestID is the request's id: the client's X-Request-Id when it is valid, else a new one
+// appended to issued. It aliases the request or issued, so it lives as long as the request.
+func (s *Server) requestID(h *fasthttp.RequestHeader, issued []byte) []byte {
+	if id := h.Peek(HeaderRequestID); validRequestID(id) {
+		return id
+	}
+	return s.requestIDs.appendNext(issued)
 }
 
 // methodName is method as a string that outlives the request: the constant for the methods the
@@ -120,11 +158,9 @@ func methodName(method string) string {
 // secrets cannot leak into logs.
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
-	id := c.Get(HeaderRequestID)
-	if !requestIDPattern.MatchString(id) {
-		id = s.requestIDs.next()
-	}
-	c.Set(HeaderRequestID, id)
+	var issued [issuedIDSize]byte
+	id := s.requestID(&c.Request().Header, issued[:0])
+	c.Response().Header.SetBytesV(HeaderRequestID, id)
 	setProtectiveHeaders(&c.Response().Header)
 	endSpan := s.startSpan(c, id)
 	err := c.Next()
@@ -142,13 +178,10 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	if !registered || route == "/" && c.Path() != "/" {
 		route = unmatchedRoute
 	}
-	elapsed := time.Since(start)
+	end := time.Now()
 	endSpan(route, status)
-	log := s.log
-	if p := auth.FromRequest(c); p != nil {
-		log = s.accountLog(p)
-	}
-	s.finished(c.UserContext(), log, id, method, route, status, elapsed, s.clientIP(c))
+	s.finished(id, &requestRecord{at: end, caller: auth.FromRequest(c), method: method, route: route,
+		status: status, elapsed: end.Sub(start), clientIP: s.clientIP(c)})
 	return nil
 }
 
@@ -163,28 +196,14 @@ func setProtectiveHeaders(h *fasthttp.ResponseHeader) {
 // unmatchedRoute is the route under which requests that no route of the table took count.
 const unmatchedRoute = "unmatched"
 
-// finished counts a finished request and writes its log line to log.
-func (s *Server) finished(
-	ctx context.Context, log *slog.Logger, id, method, route string, status int, elapsed time.Duration,
-	clientIP netip.Addr,
-) {
+// finished counts the finished request id and writes its log line.
+func (s *Server) finished(id []byte, r *requestRecord) {
 	if s.metrics != nil {
-		s.metrics.requests.WithLabelValues(s.cfg.Environment, route, method, strconv.Itoa(status)).Inc()
-		s.metrics.latency.WithLabelValues(s.cfg.Environment, route, method).Observe(elapsed.Seconds())
+		s.metrics.requests.WithLabelValues(s.cfg.Environment, r.route, r.method, s.metrics.statusLabel(r.status)).Inc()
+		s.metrics.latency.WithLabelValues(s.cfg.Environment, r.route, r.method).Observe(r.elapsed.Seconds())
 	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelError
-	}
-	if handler := log.Handler(); handler.Enabled(ctx, level) {
-		// A record without a caller: the line is always this one, and finding it costs a stack walk
-		// per request.
-		record := slog.NewRecord(time.Now(), level, "request", 0)
-		record.AddAttrs(
-			slog.String("request_id", id), slog.String("method", method), slog.String("route", route),
-			slog.Int("status", status), slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-			slog.String("client_ip", clientIP.String()))
-		_ = handler.Handle(ctx, record)
+	if s.requestLog != nil {
+		s.requestLog.write(id, r)
 	}
 }
 
@@ -237,11 +256,9 @@ func (s *Server) refuseUnreadable(ctx *fasthttp.RequestCtx, err error) {
 // which answers 429 once exhausted. It is counted and logged under route unmatchedRoute.
 func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e *apierror.Error) {
 	start := time.Now()
-	id := string(ctx.Request.Header.Peek(HeaderRequestID))
-	if !requestIDPattern.MatchString(id) {
-		id = s.requestIDs.next()
-	}
-	ctx.Response.Header.Set(HeaderRequestID, id)
+	var issued [issuedIDSize]byte
+	id := s.requestID(&ctx.Request.Header, issued[:0])
+	ctx.Response.Header.SetBytesV(HeaderRequestID, id)
 	setProtectiveHeaders(&ctx.Response.Header)
 	ip := s.clientIPOf(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fiber.HeaderXForwardedFor))
 	if d, err := s.limiter.Allow(ctx, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, start); err != nil {
@@ -260,16 +277,7 @@ func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e 
 	ctx.SetStatusCode(e.Status)
 	ctx.SetContentType(fiber.MIMEApplicationJSON)
 	ctx.SetBody(body)
-	s.finished(ctx, s.log, id, method, unmatchedRoute, e.Status, time.Since(start), ip)
-}
-
-// accountLog is the request log of p's account: its partner and id are encoded once, by the
-// handler, rather than carried in every record (beyond five attributes a record allocates).
-func (s *Server) accountLog(p *auth.Principal) *slog.Logger {
-	if log, ok := s.accountLogs.Load(p.AccountID); ok {
-		return log.(*slog.Logger)
-	}
-	log, _ := s.accountLogs.LoadOrStore(p.AccountID,
-		s.log.With(slog.String("partner", p.Account.Partner), slog.String("account_id", p.AccountID)))
-	return log.(*slog.Logger)
+	end := time.Now()
+	s.finished(id, &requestRecord{at: end, method: method, route: unmatchedRoute, status: e.Status,
+		elapsed: end.Sub(start), clientIP: ip})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -271,5 +272,32 @@ func TestTracing(t *testing.T) {
 		}
 		t.Fatalf("server spans %d, statement spans %d, batch spans %d, fulfilment span %v",
 			server, statements, batches, fulfilled)
+	}
+}
+
+// TestSpansKeepTheirRequestID: a span outlives its request, so the request id it carries is its
+// own copy, not a view of a header buffer the connection's next request overwrites.
+func TestSpansKeepTheirRequestID(t *testing.T) {
+	recorder := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	s := newStack(t, stackOptions{tracing: tp})
+	tn := s.onboard(t, "acme", nil)
+	ids := []string{"req-aaaaaaaa", "req-bbbbbbbb", "req-cccccccc"}
+	for _, id := range ids {
+		rawRequest(t, http.MethodGet, s.baseURL["sandbox"]+"/v2/catalog/products?take=1", tn.keys["sandbox"], id)
+	}
+	var got []string
+	for _, span := range recorder.Ended() {
+		if span.Name() != "GET /v2/catalog/products" {
+			continue
+		}
+		for _, a := range span.Attributes() {
+			if a.Key == "codeport.request_id" {
+				got = append(got, a.Value.AsString())
+			}
+		}
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("spans' request ids %q, want %q", got, ids)
 	}
 }

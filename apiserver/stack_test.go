@@ -118,7 +118,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	s.logger = logger
 	plane := &apiserver.DataPlane{
-		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: logger, Tracing: opts.tracing},
+		Deps: apiserver.Deps{DB: db, Limiter: limiter, Cipher: cipher, Logger: logger, Tracing: opts.tracing,
+			RequestLog: opts.logs},
 		// The tests' receivers listen on loopback.
 		Delivery: notify.Delivery{SMTP: opts.smtp, Retry: notify.Retry{Base: 50 * time.Millisecond, Max: time.Second},
 			AllowPrivateNetworks: !opts.publicWebhooksOnly},

@@ -56,13 +56,14 @@ func (h headerCarrier) Keys() []string {
 // sent; handlers pass the context on, so database and fulfilment spans become its children. The
 // returned func ends the span. With tracing off it does nothing at all: a no-op span still
 // costs a context and its attributes on every request.
-func (s *Server) startSpan(c *fiber.Ctx, requestID string) func(route string, status int) {
+func (s *Server) startSpan(c *fiber.Ctx, requestID []byte) func(route string, status int) {
 	if s.tracer == nil {
 		return func(string, int) {}
 	}
 	ctx := propagation.TraceContext{}.Extract(c.UserContext(), headerCarrier{c})
+	// The span outlives the request: it keeps a copy of the id, not a view of the request's buffer.
 	ctx, span := s.tracer.Start(ctx, c.Method()+" request", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("codeport.request_id", requestID)))
+		trace.WithAttributes(attribute.String("codeport.request_id", string(requestID))))
 	c.SetUserContext(ctx)
 	return func(route string, status int) {
 		span.SetName(c.Method() + " " + route)

@@ -1,0 +1,136 @@
+package apiserver
+
+import (
+	"io"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/codeport/codeport/apiserver/auth"
+)
+
+// requestLog writes one JSON line per finished request, byte for byte as log/slog's JSON handler
+// would write the record (time, level, msg "request", environment, partner and account id when
+// a key was established, request_id, method, route, status, latency_ms, client_ip), so one log
+// pipeline reads these and the process's other lines alike. It encodes the line itself: through
+// slog, a record of this many attributes, its float latency and its id and client address as
+// strings allocate on every request, and the collections that garbage causes are the serving
+// tail at tens of thousands of requests a second. A line allocates nothing here.
+type requestLog struct {
+	out io.Writer
+	// flush, when out has one, writes out what out buffers: after the line of a 5xx answer, which
+	// is logged at ERROR and may be the last thing the process says.
+	flush func() error
+	// fields is `,"msg":"request","environment":"…"`, the same for every line.
+	fields string
+	lines  sync.Pool // *[]byte
+	// accounts holds each account's `,"partner":"…","account_id":"…"`, by account id.
+	accounts sync.Map
+}
+
+func newRequestLog(out io.Writer, environment string) *requestLog {
+	l := &requestLog{out: out}
+	if f, ok := out.(interface{ Flush() error }); ok {
+		l.flush = f.Flush
+	}
+	l.fields = string(appendJSONField(append([]byte(`,"msg":"request"`), ','), "environment", environment))
+	l.lines.New = func() any {
+		line := make([]byte, 0, 512)
+		return &line
+	}
+	return l
+}
+
+// requestRecord is what the line of a finished request says, but for its id. The id is passed
+// on its own: it may live in the caller's stack frame, and a slice in this struct would be
+// moved to the heap with every other field the metrics' labels take.
+type requestRecord struct {
+	at       time.Time
+	caller   *auth.Principal // nil when no key was established
+	method   string
+	route    string
+	status   int
+	elapsed  time.Duration
+	clientIP netip.Addr
+}
+
+func (l *requestLog) write(id []byte, r *requestRecord) {
+	pooled := l.lines.Get().(*[]byte)
+	line := append((*pooled)[:0], `{"time":"`...)
+	line = r.at.AppendFormat(line, time.RFC3339Nano)
+	if r.status >= 500 {
+		line = append(line, `","level":"ERROR"`...)
+	} else {
+		line = append(line, `","level":"INFO"`...)
+	}
+	line = append(line, l.fields...)
+	if r.caller != nil {
+		line = append(line, l.account(r.caller)...)
+	}
+	line = append(line, `,"request_id":`...)
+	line = appendJSONString(line, id)
+	line = append(line, ',')
+	line = appendJSONField(line, "method", r.method)
+	line = append(line, ',')
+	line = appendJSONField(line, "route", r.route)
+	line = append(line, `,"status":`...)
+	line = strconv.AppendInt(line, int64(r.status), 10)
+	// Milliseconds to the microsecond, formatted as encoding/json formats a float64 in this
+	// range (slog's JSON handler formats floats through encoding/json).
+	line = append(line, `,"latency_ms":`...)
+	line = strconv.AppendFloat(line, float64(r.elapsed.Microseconds())/1000, 'f', -1, 64)
+	line = append(line, `,"client_ip":"`...)
+	line = r.clientIP.AppendTo(line)
+	line = append(line, "\"}\n"...)
+	_, _ = l.out.Write(line)
+	if r.status >= 500 && l.flush != nil {
+		_ = l.flush()
+	}
+	*pooled = line
+	l.lines.Put(pooled)
+}
+
+// account is the caller's partner and account fields, encoded once per account.
+func (l *requestLog) account(p *auth.Principal) string {
+	if fields, ok := l.accounts.Load(p.AccountID); ok {
+		return fields.(string)
+	}
+	fields := appendJSONField([]byte{','}, "partner", p.Account.Partner)
+	fields = appendJSONField(append(fields, ','), "account_id", p.AccountID)
+	stored, _ := l.accounts.LoadOrStore(p.AccountID, string(fields))
+	return stored.(string)
+}
+
+func appendJSONField(dst []byte, key, value string) []byte {
+	dst = appendJSONString(dst, key)
+	dst = append(dst, ':')
+	return appendJSONString(dst, value)
+}
+
+// appendJSONString appends s quoted as log/slog's JSON handler quotes it: ", \ and control
+// characters escaped, the rest (UTF-8 included) as is. The values logged here (route templates,
+// validated request ids, Kubernetes names, UUIDs) need no escaping; the escapes keep a line
+// whole should one ever hold such a character.
+func appendJSONString[T string | []byte](dst []byte, s T) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
