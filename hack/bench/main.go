@@ -280,7 +280,16 @@ func readPhase(ctx context.Context, cfg config, t *tenants, binary string) ([]ro
 		}
 	}
 	rss, err := prod.peakRSS()
-	return rows, listBaseline, rss, err
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	progress("B5 memory of idle keep-alive connections")
+	perThousand, err := idleConnectionMemory(binary, t.database.URL, t.keys)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	rows = append(rows, row{"B5 serve memory per 1,000 idle keep-alive connections (MB)", perThousand, 0, "", true})
+	return rows, listBaseline, rss, nil
 }
 
 // orderFigures measures B3 against an API-only replica (--workers=false) with no other process
@@ -352,6 +361,10 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		{"B2 GET /catalog/products/{code}", "/detail", "b2"},
 	} {
 		var oursRounds, baseRounds, sameRateRounds []result
+		heapBefore, err := prod.heapCounts(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
 		for round := range cfg.rounds {
 			progress("%s, round %d of %d", b.figure, round+1, cfg.rounds)
 			ours, err := cfg.profiled(ctx, prod, b.profile, round, func() (result, error) {
@@ -366,6 +379,10 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 			sameRateRounds = append(sameRateRounds,
 				measureAt(prod.base+paths[b.name], t.keys, base.max/2, cfg.duration))
 		}
+		heapAfter, err := prod.heapCounts(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
 		ours, base, sameRate := median(oursRounds), median(baseRounds), median(sameRateRounds)
 		if b.name == "/list" {
 			listBaseline = base.max
@@ -375,7 +392,8 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 			row{b.figure + ": p99 at the baseline's 50% load (ms)", sameRate.p99, base.p99, "<= 1.5x",
 				sameRate.p99 <= latencyRatio*base.p99},
 			row{b.figure + ": p99 at our 50% load (ms)", ours.p99, base.p99, "", true},
-			row{b.figure + ": p50 at our 50% load (ms)", ours.p50, base.p50, "", true})
+			row{b.figure + ": p50 at our 50% load (ms)", ours.p50, base.p50, "", true},
+			row{b.figure + ": heap allocations per request in serve", heapAfter.perRequest(heapBefore), 0, "", true})
 	}
 	return rows, listBaseline, nil
 }

@@ -52,21 +52,27 @@ func startServe(binary, databaseURL, environment string, extra ...string) (*serv
 func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
 
 // peakRSS reads the high-water mark of the process's resident memory, in MB.
-func (s *server) peakRSS() (float64, error) {
+func (s *server) peakRSS() (float64, error) { return s.memoryStatus("VmHWM:") }
+
+// residentMB reads the process's resident memory now, in MB.
+func (s *server) residentMB() (float64, error) { return s.memoryStatus("VmRSS:") }
+
+// memoryStatus reads field (in kB) of the process's /proc status, in MB.
+func (s *server) memoryStatus(field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
 	if err != nil {
 		return 0, fmt.Errorf("read status: %w", err)
 	}
 	for _, line := range bytes.Split(data, []byte("\n")) {
-		if fields := strings.Fields(string(line)); len(fields) >= 2 && fields[0] == "VmHWM:" {
+		if fields := strings.Fields(string(line)); len(fields) >= 2 && fields[0] == field {
 			kb, err := strconv.ParseFloat(fields[1], 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmHWM: %w", err)
+				return 0, fmt.Errorf("%s %w", field, err)
 			}
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM for %d", s.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s for %d", field, s.cmd.Process.Pid)
 }
 
 // cpuProfile records a CPU profile of the process while load runs, into file.
@@ -140,4 +146,50 @@ func fetch(url, key string) ([]byte, error) {
 		return nil, fmt.Errorf("fetch %s: status %d", url, resp.StatusCode)
 	}
 	return body, nil
+}
+
+// heapCounts are a serve process's heap allocations since it started and the requests it has
+// answered, from its /metrics.
+type heapCounts struct{ allocations, requests float64 }
+
+// perRequest is the allocations per request between earlier and c.
+func (c heapCounts) perRequest(earlier heapCounts) float64 {
+	if c.requests == earlier.requests {
+		return 0
+	}
+	return (c.allocations - earlier.allocations) / (c.requests - earlier.requests)
+}
+
+func (s *server) heapCounts(ctx context.Context) (heapCounts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/metrics", nil)
+	if err != nil {
+		return heapCounts{}, fmt.Errorf("metrics request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return heapCounts{}, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return heapCounts{}, fmt.Errorf("metrics: %w", err)
+	}
+	var c heapCounts
+	for _, line := range strings.Split(string(body), "\n") {
+		var into *float64
+		switch {
+		case strings.HasPrefix(line, "go_memstats_mallocs_total "):
+			into = &c.allocations
+		case strings.HasPrefix(line, "codeport_http_requests_total{"):
+			into = &c.requests
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return heapCounts{}, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		*into += v
+	}
+	return c, nil
 }
