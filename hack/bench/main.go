@@ -361,7 +361,7 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		{"B2 GET /catalog/products/{code}", "/detail", "b2"},
 	} {
 		var oursRounds, baseRounds, sameRateRounds []result
-		heapBefore, err := prod.heapCounts(ctx)
+		countsBefore, err := prod.counts(ctx)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -379,10 +379,11 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 			sameRateRounds = append(sameRateRounds,
 				measureAt(prod.base+paths[b.name], t.keys, base.max/2, cfg.duration))
 		}
-		heapAfter, err := prod.heapCounts(ctx)
+		countsAfter, err := prod.counts(ctx)
 		if err != nil {
 			return nil, 0, err
 		}
+		allocations, cpuMicros := countsAfter.perRequest(countsBefore)
 		ours, base, sameRate := median(oursRounds), median(baseRounds), median(sameRateRounds)
 		if b.name == "/list" {
 			listBaseline = base.max
@@ -393,7 +394,8 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 				sameRate.p99 <= latencyRatio*base.p99},
 			row{b.figure + ": p99 at our 50% load (ms)", ours.p99, base.p99, "", true},
 			row{b.figure + ": p50 at our 50% load (ms)", ours.p50, base.p50, "", true},
-			row{b.figure + ": heap allocations per request in serve", heapAfter.perRequest(heapBefore), 0, "", true})
+			row{b.figure + ": serve's heap allocations per request", allocations, 0, "", true},
+			row{b.figure + ": serve's CPU per request (µs)", cpuMicros, 0, "", true})
 	}
 	return rows, listBaseline, nil
 }

@@ -148,38 +148,41 @@ func fetch(url, key string) ([]byte, error) {
 	return body, nil
 }
 
-// heapCounts are a serve process's heap allocations since it started and the requests it has
-// answered, from its /metrics.
-type heapCounts struct{ allocations, requests float64 }
+// serveCounts are a serve process's heap allocations and CPU seconds since it started and the
+// requests it has answered, from its /metrics.
+type serveCounts struct{ allocations, cpuSeconds, requests float64 }
 
-// perRequest is the allocations per request between earlier and c.
-func (c heapCounts) perRequest(earlier heapCounts) float64 {
-	if c.requests == earlier.requests {
-		return 0
+// perRequest is the allocations and CPU microseconds per request between earlier and c.
+func (c serveCounts) perRequest(earlier serveCounts) (allocations, cpuMicros float64) {
+	requests := c.requests - earlier.requests
+	if requests == 0 {
+		return 0, 0
 	}
-	return (c.allocations - earlier.allocations) / (c.requests - earlier.requests)
+	return (c.allocations - earlier.allocations) / requests, (c.cpuSeconds - earlier.cpuSeconds) * 1e6 / requests
 }
 
-func (s *server) heapCounts(ctx context.Context) (heapCounts, error) {
+func (s *server) counts(ctx context.Context) (serveCounts, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/metrics", nil)
 	if err != nil {
-		return heapCounts{}, fmt.Errorf("metrics request: %w", err)
+		return serveCounts{}, fmt.Errorf("metrics request: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return heapCounts{}, fmt.Errorf("metrics: %w", err)
+		return serveCounts{}, fmt.Errorf("metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return heapCounts{}, fmt.Errorf("metrics: %w", err)
+		return serveCounts{}, fmt.Errorf("metrics: %w", err)
 	}
-	var c heapCounts
+	var c serveCounts
 	for _, line := range strings.Split(string(body), "\n") {
 		var into *float64
 		switch {
 		case strings.HasPrefix(line, "go_memstats_mallocs_total "):
 			into = &c.allocations
+		case strings.HasPrefix(line, "process_cpu_seconds_total "):
+			into = &c.cpuSeconds
 		case strings.HasPrefix(line, "codeport_http_requests_total{"):
 			into = &c.requests
 		default:
@@ -187,7 +190,7 @@ func (s *server) heapCounts(ctx context.Context) (heapCounts, error) {
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return heapCounts{}, fmt.Errorf("metrics line %q: %w", line, err)
+			return serveCounts{}, fmt.Errorf("metrics line %q: %w", line, err)
 		}
 		*into += v
 	}
