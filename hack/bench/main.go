@@ -41,8 +41,9 @@ type config struct {
 	clients                    int
 	figures                    map[string]bool
 	cpuProfile                 string
-	// rounds of each B1-B3 and B7 figure, ours and its baseline taking turns; the tables show medians.
-	rounds int
+	// rounds of each B3 and B7 figure and readRounds of each B1 and B2 figure, ours and its
+	// baseline taking turns; the tables show medians.
+	rounds, readRounds int
 	// operatorPartners, noiseSecrets and noiseBytes size the operator figures' cluster.
 	operatorPartners, noiseSecrets, noiseBytes int
 	// catalogProducts sizes the catalog-scale figures' catalog.
@@ -75,7 +76,10 @@ func main() {
 	flag.IntVar(&cfg.products, "products", 1000, "products in the partners' catalog")
 	flag.IntVar(&cfg.funded, "funded", 100, "partners with a funded wallet, placing the orders of B3 and B7")
 	flag.IntVar(&cfg.rounds, "rounds", 3,
-		"rounds of each B1-B3 and B7 measurement, ours and the baseline taking turns; the medians are reported")
+		"rounds of each B3 and B7 measurement, ours and the baseline taking turns; the medians are reported")
+	flag.IntVar(&cfg.readRounds, "read-rounds", 5,
+		"rounds of each B1 and B2 measurement (their tails at a fixed rate swing more between rounds than "+
+			"throughputs do); the medians are reported")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients of B3 and B7 (and pgbench connections)")
 	scale := flag.Bool("scale", true, "measure the B6 scale curve (provisions up to 10,000 partners)")
 	figures := flag.String("figures", defaultFigures,
@@ -121,8 +125,8 @@ func main() {
 		}
 		cfg.figures[g] = true
 	}
-	if cfg.rounds < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -rounds must be at least 1")
+	if cfg.rounds < 1 || cfg.readRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds and -read-rounds must be at least 1")
 		os.Exit(2)
 	}
 	cfg.figures["scale"] = cfg.figures["scale"] && *scale
@@ -365,8 +369,8 @@ func readFigures(ctx context.Context, cfg config, t *tenants, prod *server) ([]r
 		if err != nil {
 			return nil, 0, err
 		}
-		for round := range cfg.rounds {
-			progress("%s, round %d of %d", b.figure, round+1, cfg.rounds)
+		for round := range cfg.readRounds {
+			progress("%s, round %d of %d", b.figure, round+1, cfg.readRounds)
 			ours, err := cfg.profiled(ctx, prod, b.profile, round, func() (result, error) {
 				return measure(prod.base+paths[b.name], t.keys, cfg.duration), nil
 			})
@@ -430,7 +434,7 @@ func sharedLimiterFigures(
 	// Our half load is the busier one when our limiter takes more at full load than the
 	// baseline's does, so ours is also measured at the baseline's half load.
 	var oursRounds, baseRounds, sameRateRounds []result
-	for round := range cfg.rounds {
+	for round := range cfg.readRounds {
 		ours, err := cfg.profiled(ctx, srv, "b1-redis", round, func() (result, error) {
 			return measure(srv.base+path, t.keys, cfg.duration), nil
 		})
@@ -508,8 +512,8 @@ type row struct {
 func printTables(cfg config, rows []row, curve []scalePoint) {
 	host, _ := os.Hostname()
 	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. "+
-		"%s per measurement; B1-B3 and B7 are medians of %d rounds.\n\n",
-		host, numCPU(), cfg.partners, cfg.products, cfg.duration, cfg.rounds)
+		"%s per measurement; B1 and B2 are medians of %d rounds, B3 and B7 of %d.\n\n",
+		host, numCPU(), cfg.partners, cfg.products, cfg.duration, cfg.readRounds, cfg.rounds)
 	fmt.Println("| Figure | codeport | baseline | ratio | target | result |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, r := range rows {
