@@ -128,13 +128,17 @@ func (r *requestIDs) appendNext(dst []byte) []byte {
 	return strconv.AppendUint(append(dst, r.prefix...), r.issued.Add(1), 16)
 }
 
-// requestID is the request's id: the client's X-Request-Id when it is valid, else a new one
-// appended to issued. It aliases the request or issued, so it lives as long as the request.
-func (s *Server) requestID(h *fasthttp.RequestHeader, issued []byte) []byte {
-	if id := h.Peek(HeaderRequestID); validRequestID(id) {
-		return id
+// beginAnswer gives every answer what it carries whatever it says: the request's id (the
+// client's X-Request-Id when it is valid, else a new one appended to issued) and the protective
+// headers. It returns the id, which aliases the request or issued and lives as long as the request.
+func (s *Server) beginAnswer(req *fasthttp.RequestHeader, resp *fasthttp.ResponseHeader, issued []byte) []byte {
+	id := req.Peek(HeaderRequestID)
+	if !validRequestID(id) {
+		id = s.requestIDs.appendNext(issued)
 	}
-	return s.requestIDs.appendNext(issued)
+	resp.SetBytesV(HeaderRequestID, id)
+	setProtectiveHeaders(resp)
+	return id
 }
 
 // methodName is method as a string that outlives the request: the constant for the methods the
@@ -159,9 +163,7 @@ func methodName(method string) string {
 func (s *Server) observe(c *fiber.Ctx) error {
 	start := time.Now()
 	var issued [issuedIDSize]byte
-	id := s.requestID(&c.Request().Header, issued[:0])
-	c.Response().Header.SetBytesV(HeaderRequestID, id)
-	setProtectiveHeaders(&c.Response().Header)
+	id := s.beginAnswer(&c.Request().Header, &c.Response().Header, issued[:0])
 	endSpan := s.startSpan(c, id)
 	err := c.Next()
 	if err != nil {
@@ -257,9 +259,7 @@ func (s *Server) refuseUnreadable(ctx *fasthttp.RequestCtx, err error) {
 func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e *apierror.Error) {
 	start := time.Now()
 	var issued [issuedIDSize]byte
-	id := s.requestID(&ctx.Request.Header, issued[:0])
-	ctx.Response.Header.SetBytesV(HeaderRequestID, id)
-	setProtectiveHeaders(&ctx.Response.Header)
+	id := s.beginAnswer(&ctx.Request.Header, &ctx.Response.Header, issued[:0])
 	ip := s.clientIPOf(ctx.RemoteIP(), ctx.Request.Header.PeekAll(fiber.HeaderXForwardedFor))
 	if d, err := s.limiter.Allow(ctx, "ip:"+ip.String(), s.cfg.UnauthenticatedRatePerMinute, start); err != nil {
 		s.log.WarnContext(ctx, "rate limiter unavailable", slog.Any("err", err))
