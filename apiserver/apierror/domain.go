@@ -74,6 +74,23 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 		return BadRequest(fmt.Sprintf("metadata value of key %q must be at most %d characters", r.Key,
 			orders.MaxMetadataValueLength))
 	},
+	orders.DuplicateKey: func(r *orders.Refusal) *Error {
+		return BadRequest(fmt.Sprintf("Request body has the key %q more than once%s; send each key once", r.Key,
+			within(r.Location)))
+	},
+	orders.TextNotStorable: func(r *orders.Refusal) *Error {
+		switch {
+		case r.InKey && r.Location == "":
+			return BadRequest("Request body keys must be valid UTF-8 text without NUL characters")
+		case r.InKey:
+			return BadRequest("Keys in " + r.Location + " must be valid UTF-8 text without NUL characters")
+		}
+		return BadRequest(r.Location + " must be valid UTF-8 text without NUL characters")
+	},
+	orders.FieldNameCase: func(r *orders.Refusal) *Error {
+		return BadRequest(fmt.Sprintf("Unknown field %q%s: field names are case-sensitive; did you mean %q?", r.Key,
+			within(r.Location), r.Field))
+	},
 
 	orders.ProductNotFound:     func(r *orders.Refusal) *Error { return ProductNotFound(r.Product) },
 	orders.ProductNotAvailable: func(r *orders.Refusal) *Error { return ProductNotCurrentlyAvailable(r.Product) },
@@ -95,6 +112,14 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 	orders.LimitExceeded:                func(*orders.Refusal) *Error { return OrderLimitExceeded() },
 	orders.InsufficientFunds:            func(*orders.Refusal) *Error { return InsufficientFunds() },
 	orders.ExternalOrderCodeReusedOther: func(*orders.Refusal) *Error { return DuplicateExternalOrderCode() },
+}
+
+// within names where in the body a key is, for messages: " in orderProducts[1]".
+func within(location string) string {
+	if location == "" {
+		return ""
+	}
+	return " in " + location
 }
 
 func badRequest(message string) func(*orders.Refusal) *Error {

@@ -69,6 +69,12 @@ func TestRefusalsInTheContractsWords(t *testing.T) {
 			`metadata value of key "invoice" must be a string`},
 		orders.MetadataValueTooLong: {orders.Refusal{Key: "invoice"}, 400,
 			`metadata value of key "invoice" must be at most 500 characters`},
+		orders.DuplicateKey: {orders.Refusal{Key: "quantity", Location: "orderProducts[1]"}, 400,
+			`Request body has the key "quantity" more than once in orderProducts[1]; send each key once`},
+		orders.TextNotStorable: {orders.Refusal{Location: "metadata.note"}, 400,
+			"metadata.note must be valid UTF-8 text without NUL characters"},
+		orders.FieldNameCase: {orders.Refusal{Key: "ExternalOrderCode", Field: "externalOrderCode"}, 400,
+			`Unknown field "ExternalOrderCode": field names are case-sensitive; did you mean "externalOrderCode"?`},
 	}
 	for _, reason := range orders.Reasons() {
 		tc, ok := cases[reason]

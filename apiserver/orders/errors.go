@@ -25,6 +25,12 @@ const (
 	MetadataKeyLength        Reason = "metadata key empty or too long"
 	MetadataValueNotString   Reason = "metadata value not a string"
 	MetadataValueTooLong     Reason = "metadata value too long"
+	// DuplicateKey: an object of the body has Key twice, so what the partner meant is ambiguous.
+	DuplicateKey Reason = "duplicate key"
+	// TextNotStorable: a string at Location is not valid UTF-8 or holds NUL.
+	TextNotStorable Reason = "text not valid UTF-8 or with NUL"
+	// FieldNameCase: Key is a field of the contract (Field) spelled in other letter case.
+	FieldNameCase Reason = "field name in the wrong letter case"
 	// NotValidated is the contract's catch-all: a value of the wrong type, an impossible SKU,
 	// a total that overflows.
 	NotValidated Reason = "order not validated"
@@ -54,6 +60,7 @@ func Reasons() []Reason {
 	return []Reason{BodyNotAnObject, BodyNotSingleObject, ExternalOrderCodeMissing, ExternalOrderCodeTooLong,
 		CurrencyMissing, CurrencyNotISO, NoLines, TooManyLines, InvalidLine, NotValidated,
 		MetadataNotObject, MetadataTooManyKeys, MetadataKeyLength, MetadataValueNotString, MetadataValueTooLong,
+		DuplicateKey, TextNotStorable, FieldNameCase,
 		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
 		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
 		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther}
@@ -72,8 +79,16 @@ type Refusal struct {
 	Step int64
 	// ProductCurrency and Requested are LineCurrencyMismatch's currencies.
 	ProductCurrency, Requested string
-	// Key is the metadata key a metadata value reason concerns.
+	// Key is the metadata key a metadata value reason concerns, or the body's key that
+	// DuplicateKey or FieldNameCase names.
 	Key string
+	// Location is where in the body the key or text is (orderProducts[1].sku); empty for the
+	// body's top level.
+	Location string
+	// Field is the contract's spelling of a FieldNameCase key.
+	Field string
+	// InKey says TextNotStorable's text is a key of the object at Location.
+	InKey bool
 }
 
 func (r *Refusal) Error() string {

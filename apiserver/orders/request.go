@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -15,6 +16,7 @@ import (
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/money"
+	"github.com/codeport/codeport/internal/strictjson"
 )
 
 // Bounds of a request that the spec leaves open; generous for real use, small enough that one
@@ -90,11 +92,79 @@ func text(s *string) string {
 	return strings.TrimSpace(*s)
 }
 
+// The contract's spellings of the body's fields, from the tags encoding/json reads them by.
+var (
+	requestFields = jsonNames(rawRequest{})
+	lineFields    = jsonNames(rawLine{})
+)
+
+func jsonNames(v any) []string {
+	t := reflect.TypeOf(v)
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+// exactFieldNames refuses a key of the request or of a line that is one of the contract's
+// fields in other letter case: encoding/json would take "ExternalOrderCode" for
+// externalOrderCode, and a partner's typo would then work by accident here and nowhere else.
+func exactFieldNames(parents []string, key string) error {
+	var fields []string
+	switch {
+	case len(parents) == 0:
+		fields = requestFields
+	case len(parents) == 1 && parents[0] == "orderProducts":
+		fields = lineFields
+	default:
+		return nil
+	}
+	for _, f := range fields {
+		if key == f {
+			return nil
+		}
+		if strings.EqualFold(key, f) {
+			return &Refusal{Reason: FieldNameCase, Key: key, Field: f}
+		}
+	}
+	return nil
+}
+
+// checkBody refuses what encoding/json would let pass: duplicate keys, text PostgreSQL cannot
+// store, fields in the wrong letter case. malformed reports a body it could not read, which the
+// decoder then refuses in its own words.
+func checkBody(body []byte) (malformed bool, refusal *Refusal) {
+	err := strictjson.Check(body, exactFieldNames)
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return false, nil
+	}
+	switch e.Problem {
+	case strictjson.DuplicateKey:
+		return false, &Refusal{Reason: DuplicateKey, Key: e.Key, Location: e.Location}
+	case strictjson.InvalidText:
+		return false, &Refusal{Reason: TextNotStorable, Location: e.Location, InKey: e.InKey}
+	case strictjson.Refused:
+		var r *Refusal
+		if errors.As(e.Err, &r) {
+			r.Location = e.Location
+			return false, r
+		}
+	}
+	return true, nil
+}
+
 // Decode parses a PlaceOrder body. Every problem is a *Refusal; nothing here can panic.
 func Decode(body []byte) (Request, error) {
 	var raw rawRequest
 	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
 		return Request{}, refuse(BodyNotAnObject)
+	}
+	malformed, refusal := checkBody(body)
+	if refusal != nil {
+		return Request{}, refusal
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&raw); err != nil {
@@ -106,6 +176,11 @@ func Decode(body []byte) (Request, error) {
 	}
 	if dec.More() {
 		return Request{}, refuse(BodyNotSingleObject)
+	}
+	if malformed {
+		// Unreachable while the check reads JSON as encoding/json does; if they ever disagree,
+		// a body the check could not read is not taken.
+		return Request{}, refuse(BodyNotAnObject)
 	}
 	req := Request{ExternalOrderCode: text(raw.ExternalOrderCode), Currency: strings.ToUpper(text(raw.Currency))}
 	switch {
@@ -125,7 +200,6 @@ func Decode(body []byte) (Request, error) {
 		return Request{}, refuse(NotValidated)
 	}
 	req.Price = price
-	var refusal *Refusal
 	if req.Metadata, refusal = decodeMetadata(raw.Metadata); refusal != nil {
 		return Request{}, refusal
 	}

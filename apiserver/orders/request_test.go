@@ -105,3 +105,49 @@ func refused(t *testing.T, step string, err error) {
 		t.Fatalf("%s: refusal %v answered %v", step, err, e)
 	}
 }
+
+// TestDecodeRefusesAmbiguousBodies: a body must say one thing, in text PostgreSQL can store,
+// with the contract's spelling of each field; each refusal is worded as a 400 naming the place.
+func TestDecodeRefusesAmbiguousBodies(t *testing.T) {
+	const line = `{"productCode":"99000000000001","quantity":1}`
+	for _, tc := range []struct {
+		name, body, message string
+	}{
+		{"duplicate externalOrderCode", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
+			`],"externalOrderCode":"B"}`, `Request body has the key "externalOrderCode" more than once; send each key once`},
+		{"duplicate quantity", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line + `,` +
+			`{"productCode":"99000000000001","quantity":1,"quantity":2}]}`,
+			`Request body has the key "quantity" more than once in orderProducts[1]; send each key once`},
+		{"duplicate metadata key", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
+			`],"metadata":{"k":"1","k":"2"}}`, `Request body has the key "k" more than once in metadata; send each key once`},
+		{"NUL in externalOrderCode", `{"externalOrderCode":"A\u0000","currency":"EUR","orderProducts":[` + line + `]}`,
+			"externalOrderCode must be valid UTF-8 text without NUL characters"},
+		{"NUL in a metadata value", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
+			`],"metadata":{"note":"x\u0000"}}`, "metadata.note must be valid UTF-8 text without NUL characters"},
+		{"NUL in a metadata key", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
+			`],"metadata":{"\u0000":"x"}}`, "Keys in metadata must be valid UTF-8 text without NUL characters"},
+		{"invalid UTF-8 in a SKU", "{\"externalOrderCode\":\"A\",\"currency\":\"EUR\",\"orderProducts\":" +
+			"[{\"productCode\":\"99000000000001\",\"quantity\":1,\"sku\":\"DE-\xff\"}]}",
+			"orderProducts[0].sku must be valid UTF-8 text without NUL characters"},
+		{"lone surrogate in productCode", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
+			`{"productCode":"\ud800","quantity":1}]}`, "orderProducts[0].productCode must be valid UTF-8 text without NUL characters"},
+		{"field in other case", `{"ExternalOrderCode":"A","currency":"EUR","orderProducts":[` + line + `]}`,
+			`Unknown field "ExternalOrderCode": field names are case-sensitive; did you mean "externalOrderCode"?`},
+		{"line field in other case", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
+			`{"productCode":"99000000000001","QUANTITY":1}]}`,
+			`Unknown field "QUANTITY" in orderProducts[0]: field names are case-sensitive; did you mean "quantity"?`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := orders.Decode([]byte(tc.body))
+			e, ok := apierror.FromDomain(err)
+			if !ok || e.Status != 400 || e.Message != tc.message {
+				t.Fatalf("Decode: %v; answered %+v, want 400 %q", err, e, tc.message)
+			}
+		})
+	}
+	// Metadata keys are the partner's own: any spelling is theirs to choose.
+	if _, err := orders.Decode([]byte(`{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
+		`],"metadata":{"Currency":"x","QUANTITY":"y"}}`)); err != nil {
+		t.Fatalf("metadata keys spelled like fields: %v", err)
+	}
+}

@@ -41,6 +41,8 @@ type Error struct {
 	Location string
 	// Key is the duplicated or refused key.
 	Key string
+	// InKey says the invalid text is a key of the object at Location, not its value.
+	InKey bool
 	// Err is the visitor's error, for Refused.
 	Err error
 }
@@ -123,8 +125,10 @@ func (c *checker) value(depth int) error {
 		}
 		return c.array(depth + 1)
 	case b == '"':
-		_, err := c.str(false)
-		return err
+		if _, err := c.str(false); err != nil {
+			return err
+		}
+		return nil
 	case b == '-' || b >= '0' && b <= '9':
 		return c.number()
 	default:
@@ -158,6 +162,7 @@ func (c *checker) object(depth int) error {
 		}
 		key, err := c.str(true)
 		if err != nil {
+			err.InKey = err.Problem == InvalidText
 			return err
 		}
 		if duplicate(&keys, &seen, key) {
@@ -318,7 +323,7 @@ func (c *checker) digits() int {
 
 // str reads the string at pos (its opening quote) and checks its text. It returns the string's
 // value when wanted (keys), else "".
-func (c *checker) str(want bool) (string, error) {
+func (c *checker) str(want bool) (string, *Error) {
 	c.pos++ // "
 	start := c.pos
 	var buf []byte // the value, once an escape means it differs from the raw bytes
@@ -368,7 +373,7 @@ func (c *checker) str(want bool) (string, error) {
 }
 
 // escape reads the escape at pos (its backslash) and returns the character it stands for.
-func (c *checker) escape() (rune, error) {
+func (c *checker) escape() (rune, *Error) {
 	if c.pos+1 >= len(c.data) {
 		return 0, c.fail(Syntax)
 	}
@@ -414,7 +419,7 @@ func (c *checker) escape() (rune, error) {
 	return 0, c.fail(Syntax)
 }
 
-func (c *checker) hex4() (rune, error) {
+func (c *checker) hex4() (rune, *Error) {
 	if c.pos+4 > len(c.data) {
 		return 0, c.fail(Syntax)
 	}

@@ -29,6 +29,7 @@ func TestCheck(t *testing.T) {
 		{"duplicate in a large object", largeObjectWithDuplicate(), DuplicateKey, "metadata", "k3"},
 		{"escaped NUL in a value", `{"externalOrderCode":"A\u0000"}`, InvalidText, "externalOrderCode", ""},
 		{"escaped NUL in a key", `{"metadata":{"\u0000":"x"}}`, InvalidText, "metadata", ""},
+		{"invalid UTF-8 in a top-level key", "{\"\xff\":1}", InvalidText, "", ""},
 		{"invalid UTF-8 in a value", "{\"orderProducts\":[{\"sku\":\"\xff\"}]}", InvalidText, "orderProducts[0].sku", ""},
 		{"overlong encoding", "{\"a\":\"\xc0\xaf\"}", InvalidText, "a", ""},
 		{"lone high surrogate", `{"a":"\ud800"}`, InvalidText, "a", ""},
@@ -53,7 +54,8 @@ func TestCheck(t *testing.T) {
 				return
 			}
 			var e *Error
-			if !errors.As(err, &e) || e.Problem != tc.problem || e.Location != tc.location || e.Key != tc.key {
+			if !errors.As(err, &e) || e.Problem != tc.problem || e.Location != tc.location || e.Key != tc.key ||
+				e.InKey != strings.Contains(tc.name, "key") && tc.problem == InvalidText {
 				t.Fatalf("Check = %#v, want problem %d at %q with key %q", err, tc.problem, tc.location, tc.key)
 			}
 		})
