@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/recover"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -141,7 +140,11 @@ func New(cfg Config, deps Deps) *Server {
 		// Idle keep-alive connections (partners' client pools) hand their buffers back instead of
 		// holding 32 KB each until they close.
 		ReduceMemoryUsage: true,
-		ErrorHandler:      s.errorHandler,
+		// A multipart body would be parsed as the request is read, before the key is checked,
+		// and answered 400 when malformed: every POST of the API takes JSON, which the handler
+		// asks for (415) after the key was checked (401).
+		DisablePreParseMultipartForm: true,
+		ErrorHandler:                 s.errorHandler,
 	})
 	notifier := deps.Notifier
 	if notifier == nil {
@@ -156,7 +159,7 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.methods = newMethodTable(s.app.GetRoutes(true), s.app.Config().RequestMethods)
 	// Requests the router never sees get the same answer as any other.
-	s.app.Server().Handler = s.refuseUnknownMethods(s.app.Server().Handler)
+	s.app.Server().Handler = s.recoverPanics(s.refuseUnknownMethods(s.app.Server().Handler))
 	s.app.Server().ErrorHandler = s.refuseUnreadable
 	return s
 }
@@ -164,7 +167,7 @@ func New(cfg Config, deps Deps) *Server {
 // routes is the whole route table of the API.
 func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhooks) {
 	app := s.app
-	app.Use(s.observe, recover.New())
+	app.Use(s.observe, s.recoverHandler)
 
 	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
 	app.Get("/readyz", s.ready)
@@ -188,7 +191,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 		return c.Send(docsPage)
 	})
 
-	api := app.Group("/v2", s.access(apiKeyCredential), s.sandboxScenario)
+	api := app.Group("/v2", s.access(apiKeyCredential), s.storableQuery, s.sandboxScenario)
 	api.Get("/ping", h.Ping)
 	api.Get("/catalog/products", withETag(h.ListProducts))
 	api.Get("/catalog/products/:productCode", withETag(h.GetProduct))
@@ -204,7 +207,8 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)
 
-	old := app.Group("/v1", announceLifecycle(s.cfg.V1Lifecycle), s.access(bearerCredential), s.sandboxScenario)
+	old := app.Group("/v1", announceLifecycle(s.cfg.V1Lifecycle), s.access(bearerCredential), s.storableQuery,
+		s.sandboxScenario)
 	old.Get("/catalog", withETag(legacy.Catalog))
 	old.Get("/catalog/products", withETag(legacy.Products))
 	old.Get("/catalog/product", withETag(legacy.Product))

@@ -1,7 +1,9 @@
 package apiserver
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -15,6 +17,8 @@ import (
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/recovery"
 )
 
 // credential says how an interface carries its key: v2 uses x-api-key, legacy v1 a bearer token.
@@ -94,6 +98,67 @@ func (s *Server) access(cred credential) fiber.Handler {
 	}
 }
 
+// storableQuery refuses a request whose query has a name or value that is not valid UTF-8 or
+// holds NUL. Handlers hand query values to PostgreSQL (an externalOrderCode filter, a cursor's
+// id), which refuses such text with the whole statement: checked here once, for every parameter
+// of every route, the mistake is the client's 400 and never a failed query.
+func (s *Server) storableQuery(c *fiber.Ctx) error {
+	var bad []byte
+	found := false
+	c.Context().QueryArgs().VisitAll(func(name, value []byte) {
+		if !found && (!pgtext.StorableBytes(name) || !pgtext.StorableBytes(value)) {
+			found, bad = true, append(bad, name...)
+		}
+	})
+	if found {
+		return apierror.BadRequest(fmt.Sprintf("Query parameter %q must be valid UTF-8 text without NUL characters", bad))
+	}
+	return c.Next()
+}
+
+// recoverHandler answers a request whose handling panicked with the contract's 500, logged
+// with its stack and request id; the connection and every other request go on.
+func (s *Server) recoverHandler(c *fiber.Ctx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			log := s.log.With(slog.String("request_id", string(c.Response().Header.Peek(HeaderRequestID))))
+			recovery.Recovered(c.UserContext(), log, c.Method()+" "+c.Route().Path, v)
+			err = apierror.Internal()
+		}
+	}()
+	return c.Next()
+}
+
+// recoverPanics is the outermost handler: a panic that escapes every other (in the request's
+// observation or its error handler, which run outside recoverHandler) answers that request the
+// contract's 500 instead of ending the process and every partner's connection with it.
+func (s *Server) recoverPanics(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			id := string(ctx.Response.Header.Peek(HeaderRequestID))
+			recovery.Recovered(ctx, s.log.With(slog.String("request_id", id)), "request "+string(ctx.Path()), v)
+			ctx.Response.Reset()
+			var issued [issuedIDSize]byte
+			if id == "" {
+				s.beginAnswer(&ctx.Request.Header, &ctx.Response.Header, issued[:0])
+			} else {
+				ctx.Response.Header.Set(HeaderRequestID, id)
+				setProtectiveHeaders(&ctx.Response.Header)
+			}
+			// The error's fields are plain strings and an integer: encoding cannot fail.
+			body, _ := json.Marshal(apierror.Internal())
+			ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+			ctx.SetContentType(fiber.MIMEApplicationJSON)
+			ctx.SetBody(body)
+		}()
+		next(ctx)
+	}
+}
+
 // limit counts one request against bucket, sets the rate-limit headers, and returns the 429
 // error when the bucket is exhausted.
 func (s *Server) limit(c *fiber.Ctx, kind, bucket string, perMinute int, now time.Time) error {
@@ -157,7 +222,8 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		case errors.As(err, &fe) && fe.Code < 500:
 			apiErr = apierror.New(fe.Code, fe.Message)
 		default:
-			s.log.ErrorContext(c.UserContext(), "unhandled error", slog.String("path", c.Route().Path), slog.Any("err", err))
+			s.log.ErrorContext(c.UserContext(), "unhandled error", slog.String("path", c.Route().Path),
+				slog.String("request_id", string(c.Response().Header.Peek(HeaderRequestID))), slog.Any("err", err))
 			apiErr = apierror.Internal()
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/pgtext"
 )
 
 // Bounds of a page.
@@ -90,7 +91,7 @@ func Parse(get func(string) string, list string, account uuid.UUID, allowed ...P
 	}
 	if v := get(string(ParamExternalOrderCode)); v != "" && has(ParamExternalOrderCode) {
 		code := strings.TrimSpace(v)
-		if code == "" || len([]rune(code)) > MaxExternalOrderCodeLength {
+		if code == "" || len([]rune(code)) > MaxExternalOrderCodeLength || !pgtext.Storable(code) {
 			return Query{}, &QueryError{ParamExternalOrderCode}
 		}
 		q.ExternalOrderCode = code
@@ -171,7 +172,8 @@ func DecodeCursor(s, list string, account uuid.UUID) (Cursor, error) {
 		return Cursor{}, bad
 	}
 	parts := strings.Split(string(raw), ".")
-	if len(parts) != 4 || parts[0] != list+"1" || parts[1] != account.String() || parts[3] == "" {
+	if len(parts) != 4 || parts[0] != list+"1" || parts[1] != account.String() || parts[3] == "" ||
+		!pgtext.Storable(parts[3]) {
 		return Cursor{}, bad
 	}
 	micros, err := strconv.ParseInt(parts[2], 10, 64)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/apitime"
 	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/pgtext"
 )
 
 // Bounds of the event listing and of a replay.
@@ -125,7 +126,8 @@ func decodeCursor(s string) (store.WebhookEventCursor, bool) {
 		return store.WebhookEventCursor{}, false
 	}
 	at, id, ok := strings.Cut(string(raw), "|")
-	if !ok || id == "" {
+	// The id goes to PostgreSQL as text: a forged one it could not store is no position.
+	if !ok || id == "" || !pgtext.Storable(id) {
 		return store.WebhookEventCursor{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)

@@ -6,8 +6,10 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,8 @@ import (
 	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
+	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/recovery"
 )
 
 // Handlers serves /v2 for one environment.
@@ -99,8 +103,8 @@ func (h *Handlers) GetProduct(c *fiber.Ctx) error {
 
 // PlaceOrder serves POST /orders: 202 for a new order, 200 with Idempotent-Replayed for a replay.
 func (h *Handlers) PlaceOrder(c *fiber.Ctx) error {
-	if !c.Is("json") {
-		return apierror.UnsupportedMediaType()
+	if err := jsonBody(c, true); err != nil {
+		return err
 	}
 	view, replayed, err := h.orders.Place(c.UserContext(), auth.FromRequest(c).Account, c.Body())
 	if err != nil {
@@ -113,11 +117,44 @@ func (h *Handlers) PlaceOrder(c *fiber.Ctx) error {
 	return c.Status(fiber.StatusAccepted).JSON(view)
 }
 
+// jsonBody refuses a request body that is not JSON in UTF-8 (a charset, when named, must be
+// utf-8). required: the route needs a body, so an empty one must also say it is JSON.
+func jsonBody(c *fiber.Ctx, required bool) error {
+	if !required && len(c.Request().Body()) == 0 {
+		return nil
+	}
+	if !c.Is("json") {
+		return apierror.UnsupportedMediaType()
+	}
+	if cs := charset(c.Get(fiber.HeaderContentType)); cs != "" && !strings.EqualFold(cs, "utf-8") {
+		return apierror.UnsupportedMediaType()
+	}
+	return nil
+}
+
+// charset is the charset parameter of a Content-Type, unquoted, or "".
+func charset(contentType string) string {
+	_, params, _ := strings.Cut(contentType, ";")
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		name, value, _ := strings.Cut(p, "=")
+		if strings.EqualFold(strings.TrimSpace(name), "charset") {
+			return strings.Trim(strings.TrimSpace(value), `"`)
+		}
+	}
+	return ""
+}
+
 // GetOrder serves GET /orders/{reference} (orderId or externalOrderCode).
 func (h *Handlers) GetOrder(c *fiber.Ctx) error {
 	reference, err := url.PathUnescape(c.Params("reference"))
 	if err != nil {
 		reference = c.Params("reference")
+	}
+	if !pgtext.Storable(reference) {
+		// No order can have such a reference: PostgreSQL could not have stored it.
+		return apierror.OrderNotFound(reference)
 	}
 	view, err := h.orders.Get(c.UserContext(), auth.FromRequest(c).Account, reference)
 	if err != nil {
@@ -176,22 +213,61 @@ func (h *Handlers) Statement(c *fiber.Ctx) error {
 		c.Set("X-Next-Cursor", next)
 	}
 	c.Set(fiber.HeaderContentType, MIMETextCSV+"; charset=utf-8; header=present")
-	// The writer runs after this handler returns, while the response is sent: it must not touch
-	// c, and the request's context must not end its query.
-	ctx, fctx, log := context.WithoutCancel(c.UserContext()), c.Context(), h.Log
-	fctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	if c.Method() == fiber.MethodHead {
+		// A HEAD answer has no body: fasthttp never reads a stream, so none is started.
+		return nil
+	}
+	streamCSV(c, h.Log, write)
+	return nil
+}
+
+// streamCSV sends write's CSV as the body. The writer runs on a goroutine of its own after the
+// handler returns, while fasthttp sends the response and may already be reading the
+// connection's next request: it must not touch c or its RequestCtx, and the request's context
+// must not end its query. It recovers its own panic, so a statement can only cost its own
+// connection.
+func streamCSV(c *fiber.Ctx, log *slog.Logger, write func(context.Context, io.Writer) error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With(slog.String("request_id", string(c.Response().Header.Peek("X-Request-Id"))))
+	ctx, conn := context.WithoutCancel(c.UserContext()), c.Context().Conn()
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithTimeout(ctx, csvStreamTimeout)
 		defer cancel()
-		if err := write(ctx, w); err != nil {
-			// Headers are gone: closing the connection mid-body is how the client learns that
-			// the statement is incomplete, rather than taking a short page for a whole one.
-			if log != nil {
-				log.ErrorContext(ctx, "stream statement", slog.Any("err", err))
-			}
-			_ = fctx.Conn().Close()
+		sink := &failedWrites{w: w}
+		err := recovery.Do(ctx, log, "statement writer", func() { err := write(ctx, sink); sink.source = err })
+		if err == nil {
+			err = sink.source
 		}
+		if err == nil || sink.err != nil {
+			// A failed write means the client is gone or the response was abandoned: fasthttp
+			// has closed, or is done with, the connection; closing it here could cut another
+			// request's answer.
+			return
+		}
+		// The statement failed while fasthttp still waits for the rest of this body: closing
+		// the connection mid-body is how the client learns that the statement is incomplete,
+		// rather than taking a short page for a whole one.
+		log.ErrorContext(ctx, "stream statement", slog.Any("err", err))
+		_ = conn.Close()
 	})
-	return nil
+}
+
+// failedWrites remembers the first error of the response's side, to tell it from the
+// statement's.
+type failedWrites struct {
+	w      io.Writer
+	err    error
+	source error
+}
+
+func (f *failedWrites) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return n, err
 }
 
 // ListOrders serves GET /orders: a page of the account's orders, newest first, without codes.

@@ -37,6 +37,11 @@ func (h *Webhooks) Events(c *fiber.Ctx) error {
 
 // Replay serves POST /webhooks/replay: 202 with how many events were queued again.
 func (h *Webhooks) Replay(c *fiber.Ctx) error {
+	// Its parameters are in the query; a body, if one is sent, must still be what a POST of the
+	// API takes.
+	if err := jsonBody(c, false); err != nil {
+		return err
+	}
 	r, err := notify.ParseReplay(c.Query("since"), c.Query("until"), c.Query("type"), time.Now())
 	if err != nil {
 		return err
