@@ -17,6 +17,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/fulfilment"
 	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/internal/recovery"
 )
 
 // Listener is one environment's API on one address.
@@ -74,7 +75,7 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	}
 	defer stopMetrics()
 	d.Deps.DB.Warm(ctx)
-	if err := d.startAPIs(runCtx, r); err != nil {
+	if err := d.startAPIs(runCtx, log, r); err != nil {
 		cancel()
 		r.wg.Wait()
 		return err
@@ -140,7 +141,7 @@ func (d *DataPlane) startMetrics(log *slog.Logger, r *running) (*prometheus.Regi
 
 // startAPIs listens on every listener's address and serves its environment's API, with the
 // caches' change listeners beside it.
-func (d *DataPlane) startAPIs(ctx context.Context, r *running) error {
+func (d *DataPlane) startAPIs(ctx context.Context, log *slog.Logger, r *running) error {
 	for _, l := range d.Listeners {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
@@ -150,15 +151,25 @@ func (d *DataPlane) startAPIs(ctx context.Context, r *running) error {
 		r.servers = append(r.servers, srv)
 		r.addrs[l.Config.Environment] = ln.Addr().String()
 		r.wg.Add(2)
+		// A panic in either ends this data plane as an error does, through its shutdown, which
+		// stops what it started; not the process, which may hold more (codeport dev's database).
 		go func() {
 			defer r.wg.Done()
-			if err := srv.Serve(ln); err != nil {
+			var err error
+			if p := recovery.Do(ctx, log, l.Config.Environment+" API", func() { err = srv.Serve(ln) }); p != nil {
+				err = p
+			}
+			if err != nil {
 				r.errs <- fmt.Errorf("%s API: %w", l.Config.Environment, err)
 			}
 		}()
 		go func() {
 			defer r.wg.Done()
-			if err := srv.Run(ctx); err != nil {
+			var err error
+			if p := recovery.Do(ctx, log, l.Config.Environment+" caches", func() { err = srv.Run(ctx) }); p != nil {
+				err = p
+			}
+			if err != nil {
 				r.errs <- fmt.Errorf("%s caches: %w", l.Config.Environment, err)
 			}
 		}()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/codeport/codeport/internal/recovery"
+
 	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/store"
 )
@@ -149,7 +151,7 @@ func (c *Cache) refresh(id uuid.UUID, e *cacheEntry) {
 		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
-		next, err := c.reload(ctx, id, e.current.Load(), codes, all)
+		next, err := c.reloadRecovering(ctx, id, e.current.Load(), codes, all)
 		cancel()
 		if err != nil {
 			// The next request rebuilds the snapshot itself, as it would have expired.
@@ -157,6 +159,19 @@ func (c *Cache) refresh(id uuid.UUID, e *cacheEntry) {
 		}
 		e.current.Store(next)
 	}
+}
+
+// reloadRecovering is reload with a panic turned into its error: the entry then keeps serving
+// its current snapshot, as after any failed reload, and the process goes on.
+func (c *Cache) reloadRecovering(
+	ctx context.Context, id uuid.UUID, cur *version, codes map[string]struct{}, all bool,
+) (next *version, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovery.Recovered(ctx, nil, "catalog refresh", v)
+		}
+	}()
+	return c.reload(ctx, id, cur, codes, all)
 }
 
 // reload makes the version that follows cur once the products with codes, or all of them, were

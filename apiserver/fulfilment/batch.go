@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/codeport/codeport/internal/recovery"
 )
 
 // batcher gathers the orders of an environment's jobs that run at the same time into
@@ -64,12 +66,28 @@ func (b *batcher) run(ctx context.Context) {
 			ids = append(ids, r.orderID)
 		}
 		txCtx, cancel := context.WithTimeout(ctx, b.timeout)
-		errs := b.f.FulfilMany(txCtx, b.environment, ids)
+		errs := b.finish(txCtx, ids)
 		cancel()
 		for i, r := range batch {
 			r.done <- errs[i]
 		}
 	}
+}
+
+// finish runs one batch's transaction. A panic in it fails that batch's jobs, which River
+// retries (their reruns find each order as the rolled-back transaction left it), instead of
+// ending the process and every other environment's fulfilment with it.
+func (b *batcher) finish(ctx context.Context, ids []uuid.UUID) (errs []error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := recovery.Recovered(ctx, b.f.log, "fulfilment batch", v)
+			errs = make([]error, len(ids))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}()
+	return b.f.FulfilMany(ctx, b.environment, ids)
 }
 
 // fulfil hands an order to the next transaction and waits for its outcome. A job whose ctx
