@@ -166,7 +166,7 @@ func TestCatalogList(t *testing.T) {
 		{"", []string{"10000000000001", "10000000000002", "10000000000003", "10000000000004", "10000000000005"}},
 		{"country=gb", []string{"10000000000004"}},
 		{"country=GB,de&brand=streamco", []string{"10000000000004"}},
-		{"brand=ACME CREDIT,nebula", []string{"10000000000001", "10000000000003", "10000000000005"}},
+		{"brand=ACME%20CREDIT,nebula", []string{"10000000000001", "10000000000003", "10000000000005"}},
 		{"category=gaming&tag=credit", []string{"10000000000001"}},
 		{"tag=GIFT,video", []string{"10000000000002", "10000000000004"}},
 		{"language=de", []string{"10000000000001"}},
@@ -214,7 +214,7 @@ func TestCatalogList(t *testing.T) {
 func TestSandboxCatalogHasTestProducts(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "acme", nil)
-	r := s.call(t, "sandbox", "GET", "/v2/catalog/products?brand=codeport test&take=100", tn.keys["sandbox"], nil)
+	r := s.call(t, "sandbox", "GET", "/v2/catalog/products?brand=codeport%20test&take=100", tn.keys["sandbox"], nil)
 	if r.body["count"] != float64(5) {
 		t.Fatalf("sandbox test products: %s", r.raw)
 	}
@@ -223,7 +223,7 @@ func TestSandboxCatalogHasTestProducts(t *testing.T) {
 			t.Fatalf("test product without isSandboxProduct: %v", p)
 		}
 	}
-	r = s.call(t, "production", "GET", "/v2/catalog/products?brand=codeport test", tn.keys["production"], nil)
+	r = s.call(t, "production", "GET", "/v2/catalog/products?brand=codeport+test", tn.keys["production"], nil)
 	if r.body["count"] != float64(0) {
 		t.Fatalf("production lists test products: %s", r.raw)
 	}

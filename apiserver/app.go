@@ -138,7 +138,8 @@ func New(cfg Config, deps Deps) *Server {
 		// headers costs a second write system call, which was a third of a list request's CPU.
 		WriteBufferSize: 16 << 10,
 		// Idle keep-alive connections (partners' client pools) hand their buffers back instead of
-		// holding 32 KB each until they close.
+		// holding 32 KB each until they close. fasthttp flushes the writer before handing it back
+		// since v1.78; v1.51 did not when pipelined requests were waiting, and lost answers.
 		ReduceMemoryUsage: true,
 		// A multipart body would be parsed as the request is read, before the key is checked,
 		// and answered 400 when malformed: every POST of the API takes JSON, which the handler
