@@ -79,7 +79,7 @@ type stackOptions struct {
 
 // sharedCipher is the package's codes key: every stack must read codes sealed by the others'
 // workers.
-func sharedCipher(t *testing.T) *codes.Cipher {
+func sharedCipher(t testing.TB) *codes.Cipher {
 	t.Helper()
 	raw, err := codes.ParseKey(sharedCodesKey)
 	if err != nil {
@@ -92,7 +92,7 @@ func sharedCipher(t *testing.T) *codes.Cipher {
 	return cipher
 }
 
-func newStack(t *testing.T, opts stackOptions) *stack {
+func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	url := testDatabase
@@ -210,7 +210,7 @@ func withRateLimit(perMinute int32) func(*v1alpha1.Partner) {
 
 // onboard provisions a partner (with the test catalog, both keys, a production bearer token and
 // wallets) through the provisioning package, as the operator would.
-func (s *stack) onboard(t *testing.T, name string, mutate func(*v1alpha1.Partner)) *tenant {
+func (s *stack) onboard(t testing.TB, name string, mutate func(*v1alpha1.Partner)) *tenant {
 	t.Helper()
 	ctx := context.Background()
 	ns := "t-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
@@ -251,7 +251,7 @@ func (s *stack) onboard(t *testing.T, name string, mutate func(*v1alpha1.Partner
 
 // topUp credits a wallet through provisioning.
 func (s *stack) topUp(
-	t *testing.T, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp,
+	t testing.TB, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp,
 ) provisioning.WalletResult {
 	t.Helper()
 	w := &v1alpha1.Wallet{

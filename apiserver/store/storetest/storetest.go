@@ -144,13 +144,20 @@ func Open(tb testing.TB, opts store.Options) *store.DB {
 	return db
 }
 
+// packageDatabaseEnv hands the package's database to the fuzz workers the test binary starts.
+const packageDatabaseEnv = "CODEPORT_TEST_PACKAGE_DATABASE"
+
 // Main runs a package's tests against one migrated database shared by the package, for use in
 // TestMain: os.Exit(storetest.Main(m, "orders", func(url string) { testDatabaseURL = url })).
 func Main(m *testing.M, prefix string, use func(url string)) int {
-	// Fuzzing re-executes the test binary as workers that run only the fuzz function: they need
-	// no database, and creating one per worker would outlast short fuzz runs.
+	// Fuzzing re-executes the test binary as workers that run only the fuzz function: creating a
+	// database per worker would outlast short fuzz runs, so they share the package's, which the
+	// coordinator keeps until they are done (a fuzz target that needs one keeps its rows apart).
 	for _, arg := range os.Args {
 		if strings.HasPrefix(arg, "-test.fuzzworker") {
+			if url := os.Getenv(packageDatabaseEnv); url != "" {
+				use(url)
+			}
 			return m.Run()
 		}
 	}
@@ -162,6 +169,10 @@ func Main(m *testing.M, prefix string, use func(url string)) int {
 		return 1
 	}
 	use(d.URL)
+	if err := os.Setenv(packageDatabaseEnv, d.URL); err != nil {
+		fmt.Fprintf(os.Stderr, "test database: %v\n", err)
+		return 1
+	}
 	code := m.Run()
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
