@@ -25,6 +25,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/recovery"
 )
 
 // WalletReconciler applies each top-up exactly once (by id, through the append-only ledger),
@@ -322,7 +323,13 @@ func (l *ledgerFollower) Start(ctx context.Context) error {
 	tick := time.NewTicker(walletRefreshInterval)
 	defer tick.Stop()
 	for {
-		if err := l.read(ctx); err != nil {
+		// A panic in one refresh is that refresh's failure: the manager's goroutine runs this
+		// loop unrecovered, and its end would be the whole operator's.
+		var err error
+		if p := recovery.Do(ctx, nil, "ledger refresh", func() { err = l.read(ctx) }); p != nil {
+			err = p
+		}
+		if err != nil {
 			slog.WarnContext(ctx, "ledger refresh", slog.Any("err", err))
 		}
 		select {
