@@ -69,6 +69,11 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
+	lock, err := devenv.LockStateDir(ctx, stateDir, opts.stateDir, log)
+	if err != nil {
+		return err
+	}
+	defer logFailure(log, "release state directory", lock.Release)
 	m, err := devenv.LoadManifests(ctx, opts.manifests, stateDir)
 	if err != nil {
 		return err
@@ -89,11 +94,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := pg.Stop(); err != nil {
-				log.Error("stop embedded PostgreSQL", slog.Any("err", err))
-			}
-		}()
+		defer logFailure(log, "stop embedded PostgreSQL", pg.Stop)
 		databaseURL = pg.URL
 	}
 	db, err := store.Open(ctx, databaseURL, store.Options{})
@@ -151,6 +152,14 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	}
 	fmt.Fprintln(out, "codeport dev: stopped")
 	return nil
+}
+
+// logFailure runs a deferred shutdown step and logs its failure, which must not replace the
+// run's own result.
+func logFailure(log *slog.Logger, what string, step func() error) {
+	if err := step(); err != nil {
+		log.Error(what, slog.Any("err", err))
+	}
 }
 
 // dialable turns a listen address into one a client can call (":8080" -> "127.0.0.1:8080").

@@ -118,18 +118,27 @@ func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, str
 			addrs:       map[string]string{store.EnvironmentProduction: "127.0.0.1:0", store.EnvironmentSandbox: "127.0.0.1:0"},
 		})
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "curl") {
+	creds := waitForDev(t, state, out, done)
+	return creds, out.String(), func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("dev shutdown: %v", err)
+		}
+	}
+}
+
+// waitForDev waits until the dev writing to out prints its banner, failing the test should done
+// deliver dev's end first, and returns the credentials it wrote in state.
+func waitForDev(t *testing.T, state string, out *syncBuffer, done <-chan error) *devenv.Credentials {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, "dev ready", func() (bool, string) {
 		select {
 		case err := <-done:
 			t.Fatalf("dev exited: %v\n%s", err, out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dev not ready:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return strings.Contains(out.String(), "curl"), out.String()
+	})
 	raw, err := os.ReadFile(filepath.Join(state, "credentials.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -138,12 +147,7 @@ func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, str
 	if err := json.Unmarshal(raw, &creds); err != nil {
 		t.Fatal(err)
 	}
-	return &creds, out.String(), func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("dev shutdown: %v", err)
-		}
-	}
+	return &creds
 }
 
 // getJSON GETs url with key and returns the JSON object of a 200 answer.

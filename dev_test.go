@@ -1,0 +1,166 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codeport/codeport/apiserver/devenv"
+	"github.com/codeport/codeport/internal/poll"
+)
+
+// runMainEnv makes this test binary run main() instead of the tests: a test then runs `codeport
+// dev` as a process of its own.
+const runMainEnv = "CODEPORT_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestDevRefusesASecondDevOnItsStateDir: a second dev on the same state directory stops at once
+// with one line naming the first, which goes on serving.
+func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
+	state := t.TempDir()
+	first := startDevProcess(t, state)
+	second := launchDev(t, state)
+	var err error
+	poll.UntilTrue(t, 2*time.Minute, "the second dev ended", func() bool {
+		select {
+		case err = <-second.done:
+			return true
+		default:
+			return false
+		}
+	})
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("second dev: %v, want a non-zero exit\n%s", err, second.out.String())
+	}
+	want := fmt.Sprintf("codeport: another codeport dev (pid %d) is using state directory %s; stop it first\n",
+		first.cmd.Process.Pid, state)
+	if got := second.out.String(); got != want {
+		t.Fatalf("second dev wrote:\n%s\nwant:\n%s", got, want)
+	}
+	first.serves(t)
+	first.stop(t)
+}
+
+// devProcess is `codeport dev` on its embedded PostgreSQL, run as a process of its own (this test
+// binary, see TestMain) in a process group of its own.
+type devProcess struct {
+	state string
+	cmd   *exec.Cmd
+	out   *syncBuffer // stdout and stderr
+	done  chan error  // the process's end
+	creds *devenv.Credentials
+}
+
+// startDevProcess runs dev on the sample manifests with state directory state until it is ready.
+func startDevProcess(t *testing.T, state string) *devProcess {
+	t.Helper()
+	p := launchDev(t, state)
+	p.creds = waitForDev(t, state, p.out, p.done)
+	return p
+}
+
+// launchDev starts dev; should the test leave it running, it is killed with its group.
+func launchDev(t *testing.T, state string) *devProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "dev", "--manifests", "config/samples", "--state-dir", state,
+		"--production-addr", "127.0.0.1:0", "--sandbox-addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL=")
+	p := &devProcess{state: state, cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		p.done <- cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	return p
+}
+
+func (p *devProcess) sandboxKey() string { return p.creds.Partners["partners/acme"]["sandbox"].APIKey }
+
+// serves expects dev to answer a partner's request.
+func (p *devProcess) serves(t *testing.T) {
+	t.Helper()
+	getJSON(t, p.creds.Partners["partners/acme"]["sandbox"].BaseURL+"/catalog/products?take=1", p.sandboxKey())
+}
+
+// stop interrupts dev as Ctrl-C does, the whole process group, and expects a clean exit with its
+// PostgreSQL stopped.
+func (p *devProcess) stop(t *testing.T) {
+	t.Helper()
+	pid := postmasterPID(t, p.state)
+	before := len(p.out.String())
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatalf("interrupt dev's process group: %v", err)
+	}
+	if err := <-p.done; err != nil {
+		t.Fatalf("dev on SIGINT: %v\n%s", err, p.out.String())
+	}
+	if out := p.out.String()[before:]; strings.Contains(out, "level=") {
+		t.Fatalf("dev's shutdown logged:\n%s", out)
+	}
+	waitForExit(t, pid, "the PostgreSQL of a dev stopped with SIGINT")
+}
+
+// postmasterPID is the PID postmaster.pid names in state's data directory. Should that server
+// outlive the test, it is stopped (immediate shutdown) before the directory is removed.
+func postmasterPID(t *testing.T, state string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(state, "postgres", "data", "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("read postmaster.pid: %v", err)
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(first)
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	t.Cleanup(func() {
+		if processRunning(pid) {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+			waitForExit(t, pid, "left-over PostgreSQL after SIGQUIT")
+		}
+	})
+	return pid
+}
+
+// waitForExit waits until process pid has exited.
+func waitForExit(t *testing.T, pid int, what string) {
+	t.Helper()
+	poll.Until(t, 2*time.Minute, what+" (pid "+strconv.Itoa(pid)+") exited", func() (bool, string) {
+		return !processRunning(pid), "still running"
+	})
+}
+
+// processRunning tells whether pid is a process that has not exited; a zombie has (kill(pid, 0)
+// alone would say otherwise until its parent reaps it).
+func processRunning(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
