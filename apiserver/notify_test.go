@@ -340,11 +340,11 @@ func TestWebhookSecretsFollowACodesKeyChange(t *testing.T) {
 		}
 		endpoints++
 		owner := store.WebhookSecretOwner(partnerID, environment)
-		if plain, err := s.cipher.OpenSecret(sealed, owner); err != nil || string(plain) != webhookSecret {
+		if plain, err := s.cipher.OpenSecret(s.cipher.Key(), sealed, owner); err != nil || string(plain) != webhookSecret {
 			t.Errorf("%s: the stored secret does not open with the current key to the partner's: %q %v",
 				environment, plain, err)
 		}
-		if _, err := old.OpenSecret(sealed, owner); !errors.Is(err, codes.ErrTampered) {
+		if _, err := old.OpenSecret(old.Key(), sealed, owner); !errors.Is(err, codes.ErrTampered) {
 			t.Errorf("%s: the stored secret still opens with the old key: %v", environment, err)
 		}
 		if bytes.Contains(sealed, []byte(webhookSecret)) {

@@ -500,8 +500,9 @@ func storedWebhook(t *testing.T, ns, partner, environment string) (url, secret s
 		PartnerID    uuid.UUID
 		URL          string
 		SealedSecret []byte
+		SecretKeyRef store.KeyRef
 	}
-	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret FROM webhook_endpoints w
+	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret, w.secret_key_ref FROM webhook_endpoints w
 		JOIN partners p ON p.id = w.partner_id
 		WHERE p.namespace = ? AND p.name = ? AND w.environment = ?`, ns, partner, environment).Scan(&row).Error
 	if err != nil {
@@ -510,7 +511,8 @@ func storedWebhook(t *testing.T, ns, partner, environment string) (url, secret s
 	if row.URL == "" {
 		return "", ""
 	}
-	plain, err := env.cipher.OpenSecret(row.SealedSecret, store.WebhookSecretOwner(row.PartnerID, environment))
+	plain, err := env.cipher.OpenSecret(row.SecretKeyRef, row.SealedSecret,
+		store.WebhookSecretOwner(row.PartnerID, environment))
 	if err != nil {
 		t.Fatalf("%s webhook secret of %s/%s does not open: %v", environment, ns, partner, err)
 	}

@@ -15,6 +15,12 @@ func newCipher(t *testing.T) *codes.Cipher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cipherOf(t, key)
+}
+
+// cipherOf is the cipher of a base64 or hex key.
+func cipherOf(t *testing.T, key string) *codes.Cipher {
+	t.Helper()
 	raw, err := codes.ParseKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func TestSealOpen(t *testing.T) {
 	if bytes.Contains(ct, []byte("ABCD-1234")) {
 		t.Fatal("ciphertext contains the code")
 	}
-	if got, err := c.Open(ct, digest); err != nil || got != "ABCD-1234" {
+	if got, err := c.Open(c.Key(), ct, digest); err != nil || got != "ABCD-1234" {
 		t.Fatalf("open: %q %v", got, err)
 	}
 	// Same code, same digest (duplicates are detectable), different ciphertext (random nonce).
@@ -45,14 +51,14 @@ func TestSealOpen(t *testing.T) {
 	}
 	tampered := append([]byte{}, ct...)
 	tampered[len(tampered)-1] ^= 1
-	if _, err := c.Open(tampered, digest); err == nil {
+	if _, err := c.Open(c.Key(), tampered, digest); err == nil {
 		t.Fatal("tampered ciphertext opened")
 	}
 	_, otherDigest, _ := c.Seal("OTHER")
-	if _, err := c.Open(ct, otherDigest); err == nil {
+	if _, err := c.Open(c.Key(), ct, otherDigest); err == nil {
 		t.Fatal("ciphertext moved to another code's digest opened")
 	}
-	if _, err := newCipher(t).Open(ct, digest); err == nil {
+	if _, err := newCipher(t).Open(c.Key(), ct, digest); err == nil {
 		t.Fatal("opened with another key")
 	}
 }
@@ -71,7 +77,7 @@ func TestSealOpenSecret(t *testing.T) {
 	if bytes.Equal(sealed, again) {
 		t.Fatal("sealing is deterministic: equal secrets would show in a dump")
 	}
-	if got, err := c.OpenSecret(sealed, "partner-1/production"); err != nil || !bytes.Equal(got, secret) {
+	if got, err := c.OpenSecret(c.Key(), sealed, "partner-1/production"); err != nil || !bytes.Equal(got, secret) {
 		t.Fatalf("open: %q %v", got, err)
 	}
 	tampered := bytes.Clone(sealed)
@@ -87,12 +93,12 @@ func TestSealOpenSecret(t *testing.T) {
 		"truncated":          {c, sealed[:5], "partner-1/production"},
 	}
 	for name, tc := range cases {
-		if _, err := tc.c.OpenSecret(tc.sealed, tc.owner); !errors.Is(err, codes.ErrTampered) {
+		if _, err := tc.c.OpenSecret(tc.c.Key(), tc.sealed, tc.owner); !errors.Is(err, codes.ErrTampered) {
 			t.Errorf("%s: %v, want ErrTampered", name, err)
 		}
 	}
 	// A sealed secret is not a code, and a code is not a sealed secret: each use has its own key.
-	if _, err := c.Open(sealed, c.Digest(string(secret))); !errors.Is(err, codes.ErrTampered) {
+	if _, err := c.Open(c.Key(), sealed, c.Digest(string(secret))); !errors.Is(err, codes.ErrTampered) {
 		t.Errorf("a sealed secret opened as a code: %v", err)
 	}
 }

@@ -120,6 +120,7 @@ func Import(
 		seen[string(digest)] = true
 		pending = append(pending, store.CodeStock{
 			ProductCode: productCode,
+			KeyRef:      c.Key(),
 			Ciphertext:  ct,
 			Digest:      digest,
 			Batch:       batch,

@@ -204,7 +204,7 @@ func (f *Fulfiller) deliverSandbox(ctx context.Context, q store.Querier, orders 
 					return deliveries{}, err
 				}
 				codesOut = append(codesOut, store.DeliveredCode{OrderID: o.ID, LineNo: l.LineNo, UnitNo: u,
-					Ciphertext: ct, Digest: digest, DeliveredAt: now})
+					KeyRef: f.cipher.Key(), Ciphertext: ct, Digest: digest, DeliveredAt: now})
 			}
 			d.perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}] = deliver
 		}

@@ -149,7 +149,7 @@ func (f *fixture) outcomeOf(t *testing.T, account, orderID uuid.UUID) (outcome, 
 	var codesOut []string
 	for _, d := range delivered {
 		out.delivered[d.LineNo]++
-		code, err := f.cipher.Open(d.Ciphertext, d.Digest)
+		code, err := f.cipher.Open(d.KeyRef, d.Ciphertext, d.Digest)
 		if err != nil {
 			t.Fatal(err)
 		}

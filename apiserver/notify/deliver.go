@@ -142,7 +142,7 @@ func (w *deliverWorker) attempt(ctx context.Context, ev store.WebhookEvent) erro
 		return fmt.Errorf("deliver %s: the webhook secret is not sealed yet "+
 			"(the operator seals it on its next reconcile of the partner)", ev.ID)
 	}
-	secret, err := w.secrets.OpenSecret(target.SealedSecret, target.Owner)
+	secret, err := w.secrets.OpenSecret(target.SecretKey, target.SealedSecret, target.Owner)
 	if err != nil {
 		// Sealed under another codes key: the operator reseals it with its own on its next
 		// reconcile of the partner.

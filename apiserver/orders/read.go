@@ -39,7 +39,7 @@ func (s *Service) view(ctx context.Context, acct *auth.Account, o *store.Order) 
 		}
 		byLine = make(map[int][]string, len(o.Lines))
 		for _, d := range delivered {
-			code, err := s.cipher.Open(d.Ciphertext, d.Digest)
+			code, err := s.cipher.Open(d.KeyRef, d.Ciphertext, d.Digest)
 			if err != nil {
 				return View{}, fmt.Errorf("order %s line %d unit %d: %w", o.ID, d.LineNo, d.UnitNo, err)
 			}

@@ -253,7 +253,8 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 		}
 		owner := store.WebhookSecretOwner(partnerID, env)
 		sealed := have.SealedSecret
-		if plain, err := p.secrets.OpenSecret(sealed, owner); err != nil || !bytes.Equal(plain, want.Secret) {
+		plain, err := p.secrets.OpenSecret(have.SecretKeyRef, sealed, owner)
+		if err != nil || !bytes.Equal(plain, want.Secret) {
 			if sealed, err = p.secrets.SealSecret(want.Secret, owner); err != nil {
 				return err
 			}
@@ -261,11 +262,13 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 		endpoint := store.WebhookEndpoint{
 			URL:          want.URL,
 			SealedSecret: sealed,
+			// A stored secret is kept only when it opened, that is, under the current key.
+			SecretKeyRef: p.secrets.Key(),
 			EventTypes:   pq.StringArray(append([]string{}, want.Events...)),
 			Enabled:      true,
 		}
-		if have.URL == endpoint.URL && bytes.Equal(have.SealedSecret, endpoint.SealedSecret) && have.Enabled &&
-			slices.Equal(have.EventTypes, endpoint.EventTypes) {
+		if have.URL == endpoint.URL && bytes.Equal(have.SealedSecret, endpoint.SealedSecret) &&
+			have.SecretKeyRef == endpoint.SecretKeyRef && have.Enabled && slices.Equal(have.EventTypes, endpoint.EventTypes) {
 			continue
 		}
 		if err := store.UpsertWebhook(tx, partnerID, env, &endpoint); err != nil {

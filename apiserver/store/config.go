@@ -186,14 +186,17 @@ func UpsertWebhook(tx *gorm.DB, partnerID uuid.UUID, environment string, w *Webh
 		return nil
 	}
 	w.PartnerID, w.Environment = partnerID, environment
-	err := tx.Exec(`INSERT INTO webhook_endpoints (partner_id, environment, url, sealed_secret, event_types, enabled)
-		VALUES (?, ?, ?, ?, ?, ?)
+	err := tx.Exec(`INSERT INTO webhook_endpoints (partner_id, environment, url, sealed_secret, secret_key_ref,
+			event_types, enabled)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (partner_id, environment) DO UPDATE SET url = EXCLUDED.url, sealed_secret = EXCLUDED.sealed_secret,
-			event_types = EXCLUDED.event_types, enabled = EXCLUDED.enabled, updated_at = now()
-		WHERE (webhook_endpoints.url, webhook_endpoints.sealed_secret, webhook_endpoints.event_types,
-		       webhook_endpoints.enabled)
-		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.sealed_secret, EXCLUDED.event_types, EXCLUDED.enabled)`,
-		partnerID, environment, w.URL, w.SealedSecret, w.EventTypes, w.Enabled).Error
+			secret_key_ref = EXCLUDED.secret_key_ref, event_types = EXCLUDED.event_types, enabled = EXCLUDED.enabled,
+			updated_at = now()
+		WHERE (webhook_endpoints.url, webhook_endpoints.sealed_secret, webhook_endpoints.secret_key_ref,
+		       webhook_endpoints.event_types, webhook_endpoints.enabled)
+		      IS DISTINCT FROM (EXCLUDED.url, EXCLUDED.sealed_secret, EXCLUDED.secret_key_ref, EXCLUDED.event_types,
+		       EXCLUDED.enabled)`,
+		partnerID, environment, w.URL, w.SealedSecret, w.SecretKeyRef, w.EventTypes, w.Enabled).Error
 	if err != nil {
 		return fmt.Errorf("upsert %s webhook: %w", environment, err)
 	}

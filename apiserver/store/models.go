@@ -219,6 +219,7 @@ type OrderLine struct {
 type CodeStock struct {
 	ID          int64 `gorm:"primaryKey"`
 	ProductCode string
+	KeyRef      KeyRef // the codes key the ciphertext is sealed under
 	Ciphertext  []byte
 	Digest      []byte
 	Batch       string
@@ -234,6 +235,7 @@ type DeliveredCode struct {
 	LineNo      int       `gorm:"primaryKey"`
 	UnitNo      int       `gorm:"primaryKey"`
 	StockID     *int64
+	KeyRef      KeyRef // the codes key the ciphertext is sealed under
 	Ciphertext  []byte
 	Digest      []byte
 	DeliveredAt time.Time
@@ -246,6 +248,8 @@ type WebhookEndpoint struct {
 	// SealedSecret is the signing secret sealed with the codes key for WebhookSecretOwner; nil
 	// until the operator has sealed it.
 	SealedSecret []byte
+	// SecretKeyRef names the codes key SealedSecret is sealed under.
+	SecretKeyRef KeyRef
 	EventTypes   pq.StringArray `gorm:"type:text[]"`
 	Enabled      bool
 	UpdatedAt    time.Time

@@ -107,7 +107,8 @@ func linesOf(ctx context.Context, q Querier, orderID uuid.UUID) ([]OrderLine, er
 
 // DeliveredCodesOf returns an order's delivered codes (still encrypted) in line and unit order.
 func DeliveredCodesOf(ctx context.Context, q Querier, orderID uuid.UUID) ([]DeliveredCode, error) {
-	rows, err := q.Query(ctx, `SELECT order_id, line_no, unit_no, stock_id, ciphertext, digest, delivered_at
+	rows, err := q.Query(ctx, `SELECT order_id, line_no, unit_no, stock_id, key_ref, ciphertext, digest,
+			delivered_at
 		FROM delivered_codes WHERE order_id = $1 ORDER BY line_no, unit_no`, pgUUID(orderID))
 	if err != nil {
 		return nil, fmt.Errorf("load delivered codes: %w", err)
@@ -197,9 +198,9 @@ WITH taken AS (
     UPDATE code_stock s SET order_id = a.order_id, delivered_at = now()
     FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS a (id, order_id, line_no, unit_no)
     WHERE s.id = a.id
-    RETURNING a.order_id, a.line_no, a.unit_no, s.id, s.ciphertext, s.digest, s.delivered_at
+    RETURNING a.order_id, a.line_no, a.unit_no, s.id, s.key_ref, s.ciphertext, s.digest, s.delivered_at
 )
-INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, ciphertext, digest, delivered_at)
+INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, key_ref, ciphertext, digest, delivered_at)
 SELECT * FROM taken`
 
 // Pipeliner is a Querier that also sends several statements in one round trip: a pgx.Tx.
@@ -267,15 +268,16 @@ func InsertDeliveredCodes(ctx context.Context, q Querier, codes []DeliveredCode)
 	n := len(codes)
 	orders, lines, units := make([]pgtype.UUID, n), make([]int64, n), make([]int64, n)
 	stock, ciphertexts, digests := make([]*int64, n), make([][]byte, n), make([][]byte, n)
-	at := make([]time.Time, n)
+	keys, at := make([]int16, n), make([]time.Time, n)
 	for i, c := range codes {
 		orders[i], lines[i], units[i] = pgUUID(c.OrderID), int64(c.LineNo), int64(c.UnitNo)
 		stock[i], ciphertexts[i], digests[i], at[i] = c.StockID, c.Ciphertext, c.Digest, c.DeliveredAt
+		keys[i] = int16(c.KeyRef)
 	}
-	_, err := q.Exec(ctx, `INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, ciphertext, digest,
-			delivered_at)
-		SELECT * FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::bytea[], $6::bytea[],
-			$7::timestamptz[])`, orders, lines, units, stock, ciphertexts, digests, at)
+	_, err := q.Exec(ctx, `INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, key_ref, ciphertext,
+			digest, delivered_at)
+		SELECT * FROM unnest($1::uuid[], $2::int[], $3::int[], $4::bigint[], $5::smallint[], $6::bytea[],
+			$7::bytea[], $8::timestamptz[])`, orders, lines, units, stock, keys, ciphertexts, digests, at)
 	if err != nil {
 		return fmt.Errorf("record delivered codes: %w", err)
 	}
@@ -327,14 +329,15 @@ func InsertStock(ctx context.Context, q Querier, rows []CodeStock) (inserted int
 	n := len(rows)
 	products, batches := make([]string, n), make([]string, n)
 	ciphertexts, digests := make([][]byte, n), make([][]byte, n)
-	at := make([]time.Time, n)
+	keys, at := make([]int16, n), make([]time.Time, n)
 	for i, r := range rows {
 		products[i], batches[i], ciphertexts[i], digests[i], at[i] = r.ProductCode, r.Batch, r.Ciphertext, r.Digest,
 			r.ImportedAt
+		keys[i] = int16(r.KeyRef)
 	}
-	tag, err := q.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at)
-		SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::text[], $5::timestamptz[])
-		ON CONFLICT (digest) DO NOTHING`, products, ciphertexts, digests, batches, at)
+	tag, err := q.Exec(ctx, `INSERT INTO code_stock (product_code, key_ref, ciphertext, digest, batch, imported_at)
+		SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[])
+		ON CONFLICT (digest) DO NOTHING`, products, keys, ciphertexts, digests, batches, at)
 	if err != nil {
 		return 0, fmt.Errorf("insert stock: %w", err)
 	}

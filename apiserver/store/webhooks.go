@@ -16,13 +16,15 @@ type WebhookTarget struct {
 	URL string
 	// SealedSecret opens with the codes key for Owner; nil until the operator has sealed it.
 	SealedSecret []byte
+	SecretKey    KeyRef // the codes key SealedSecret is sealed under
 	Owner        string
 	EventTypes   []string
 }
 
 // webhooksSQL finds the enabled webhook endpoints of the accounts $1 (one row per account that
 // has one, keyed by the account).
-const webhooksSQL = `SELECT a.id, w.partner_id, w.environment, w.url, w.sealed_secret, w.event_types
+const webhooksSQL = `SELECT a.id, w.partner_id, w.environment, w.url, w.sealed_secret, w.secret_key_ref,
+		w.event_types
 	FROM webhook_endpoints w
 	JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
 	JOIN partners p ON p.id = a.partner_id
@@ -57,7 +59,8 @@ func WebhooksFor(ctx context.Context, q Querier, accounts []uuid.UUID) (map[uuid
 	var account, partnerID uuid.UUID
 	var environment string
 	var t WebhookTarget
-	if _, err := pgx.ForEachRow(rows, []any{&account, &partnerID, &environment, &t.URL, &t.SealedSecret, &t.EventTypes},
+	if _, err := pgx.ForEachRow(rows, []any{&account, &partnerID, &environment, &t.URL, &t.SealedSecret, &t.SecretKey,
+		&t.EventTypes},
 		func() error {
 			t.Owner = WebhookSecretOwner(partnerID, environment)
 			out[account] = t

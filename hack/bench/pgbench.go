@@ -61,9 +61,9 @@ WITH stock AS (
     UPDATE code_stock SET order_id = :job_order::uuid, delivered_at = now()
     WHERE id IN (SELECT id FROM code_stock WHERE product_code = '%[2]s' AND order_id IS NULL
                  ORDER BY imported_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-    RETURNING id, ciphertext, digest)
-INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, ciphertext, digest, delivered_at)
-    SELECT :job_order::uuid, 0, 0, id, ciphertext, digest, now() FROM stock;
+    RETURNING id, key_ref, ciphertext, digest)
+INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, key_ref, ciphertext, digest, delivered_at)
+    SELECT :job_order::uuid, 0, 0, id, key_ref, ciphertext, digest, now() FROM stock;
 UPDATE orders SET status = 'completed', delivered = 1, refunded_amount = 0, reason = NULL, finished_at = now()
     WHERE id = :job_order::uuid AND status = 'processing';
 UPDATE river_job SET state = 'completed', attempt = attempt + 1, attempted_at = now(), finalized_at = now()
