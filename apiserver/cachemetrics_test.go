@@ -2,12 +2,15 @@ package apiserver_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/internal/poll"
 )
 
@@ -15,9 +18,14 @@ import (
 // a partner's rate-limit change and a catalog price change each drop their own entries, and
 // nothing is flushed whole.
 func TestCacheInvalidationMetrics(t *testing.T) {
+	// The partners exist before the API starts: a notification of their provisioning still on its
+	// way to the API would drop the lookups counted below (or move the counters after the first
+	// scrape) when it lands.
+	op := newProvisioner(t)
+	acme := op.onboard(t, "acme", nil)
+	globex := op.onboard(t, "globex", nil)
 	s := newStack(t, stackOptions{metrics: true})
-	acme := s.onboard(t, "acme", nil)
-	globex := s.onboard(t, "globex", nil)
+	s.waitSubscribed(t)
 	for _, tn := range []*tenant{acme, globex} {
 		s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil)
 		s.call(t, "production", "GET", "/v2/products", tn.keys["production"], nil)
@@ -71,9 +79,16 @@ func TestCacheInvalidationMetrics(t *testing.T) {
 // a price change reaches GET /v2/catalog/products/{code} on both, and their metrics show the
 // snapshot patched with the product's row, not rebuilt.
 func TestPriceChangePatchesEveryReplica(t *testing.T) {
+	// The partner and its catalog exist before the replicas start: a notification of their
+	// provisioning landing after a replica's first request would refresh the snapshot counted
+	// below, or merge into the price change's refresh and make it a rebuild.
+	op := newProvisioner(t)
+	acme := op.onboard(t, "acme", nil)
 	replicas := []*stack{newStack(t, stackOptions{metrics: true, noWorker: true}),
 		newStack(t, stackOptions{metrics: true, noWorker: true})}
-	acme := replicas[0].onboard(t, "acme", nil)
+	for _, s := range replicas {
+		s.waitSubscribed(t)
+	}
 	const (
 		code    = "10000000000001"
 		patch   = `codeport_catalog_snapshot_builds_total{environment=production,kind=patch}`
@@ -98,12 +113,12 @@ func TestPriceChangePatchesEveryReplica(t *testing.T) {
 	// The same catalog, but for one price.
 	ctx := context.Background()
 	c, products := testCatalog(acme.namespace)
-	if err := replicas[0].db.Pool.QueryRow(ctx, `SELECT valid_from FROM catalogs WHERE namespace = $1`,
+	if err := op.db.Pool.QueryRow(ctx, `SELECT valid_from FROM catalogs WHERE namespace = $1`,
 		acme.namespace).Scan(&c.Spec.ValidFrom.Time); err != nil {
 		t.Fatal(err)
 	}
 	products[0].Price = ptr(int64(2100))
-	if _, err := replicas[0].prov.ApplyCatalog(ctx, c, products); err != nil {
+	if _, err := op.prov.ApplyCatalog(ctx, c, products); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range replicas {
@@ -114,4 +129,35 @@ func TestPriceChangePatchesEveryReplica(t *testing.T) {
 				before[i][patch], after[patch], before[i][rebuild], after[rebuild])
 		}
 	}
+}
+
+// newProvisioner is the operator's side alone: provisioning on the package's database, with no
+// API running. A test that counts what change notifications do to an API's caches provisions its
+// partners through it before starting the API, whose listener then never receives their
+// notifications: they were sent before it subscribed.
+func newProvisioner(t *testing.T) *stack {
+	t.Helper()
+	db, err := store.Open(context.Background(), testDatabase, store.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	cipher := sharedCipher(t)
+	return &stack{db: db, prov: provisioning.New(db, cipher), cipher: cipher, baseURL: map[string]string{}}
+}
+
+// waitSubscribed waits until the production API of s (started with metrics) listens for change
+// notifications. The data plane reports ready before its listener has connected, and the
+// listener's subscription flushes every cache (notifications before it were missed): a snapshot
+// or lookup cached before that is dropped or rebuilt then, so a test counting what one change
+// does must not fill the caches earlier. The catalogs' flush follows the keys' (see
+// auth.Directory.Run), so it marks both. Connecting may take a retry (backoff up to 5 s) on a
+// busy machine, hence the bound.
+func (s *stack) waitSubscribed(t *testing.T) {
+	t.Helper()
+	const flushes = `codeport_cache_invalidations_total{cache=catalogs,environment=production,scope=all}`
+	poll.Until(t, 30*time.Second, "production caches subscribed to change notifications", func() (bool, string) {
+		got := scrape(t, s.metricsURL)[flushes]
+		return got >= 1, fmt.Sprintf("%s = %v", flushes, got)
+	})
 }
