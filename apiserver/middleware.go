@@ -103,15 +103,10 @@ func (s *Server) access(cred credential) fiber.Handler {
 // id), which refuses such text with the whole statement: checked here once, for every parameter
 // of every route, the mistake is the client's 400 and never a failed query.
 func (s *Server) storableQuery(c *fiber.Ctx) error {
-	var bad []byte
-	found := false
-	c.Context().QueryArgs().VisitAll(func(name, value []byte) {
-		if !found && (!pgtext.StorableBytes(name) || !pgtext.StorableBytes(value)) {
-			found, bad = true, append(bad, name...)
+	for name, value := range c.Context().QueryArgs().All() {
+		if !pgtext.StorableBytes(name) || !pgtext.StorableBytes(value) {
+			return apierror.BadRequest(fmt.Sprintf("Query parameter %q must be valid UTF-8 text without NUL characters", name))
 		}
-	})
-	if found {
-		return apierror.BadRequest(fmt.Sprintf("Query parameter %q must be valid UTF-8 text without NUL characters", bad))
 	}
 	return c.Next()
 }

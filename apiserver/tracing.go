@@ -48,7 +48,9 @@ func (h headerCarrier) Get(key string) string { return h.c.Get(key) }
 func (h headerCarrier) Set(key, value string) { h.c.Request().Header.Set(key, value) }
 func (h headerCarrier) Keys() []string {
 	var keys []string
-	h.c.Request().Header.VisitAll(func(k, _ []byte) { keys = append(keys, string(k)) })
+	for k := range h.c.Request().Header.All() {
+		keys = append(keys, string(k))
+	}
 	return keys
 }
 

@@ -81,11 +81,11 @@ func optionalTime(t *time.Time) *apitime.Time {
 func (h *Handlers) Products(c *fiber.Ctx) error {
 	// Only paging applies in v1; the v2 parser enforces the same bounds.
 	var parser catalog.QueryParser
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) {
+	for k, v := range c.Context().QueryArgs().All() {
 		if key := utils.UnsafeString(k); key == "skip" || key == "take" {
 			parser.Add(key, utils.UnsafeString(v))
 		}
-	})
+	}
 	q, apiErr := parser.Query()
 	if apiErr != nil {
 		return apiErr

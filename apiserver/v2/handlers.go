@@ -69,7 +69,9 @@ func (h *Handlers) ListProducts(c *fiber.Ctx) error {
 	// The query's strings live in the parser: it goes back to the pool once the page is written.
 	defer h.parsers.Put(parser)
 	parser.Reset()
-	c.Context().QueryArgs().VisitAll(func(k, v []byte) { parser.Add(utils.UnsafeString(k), utils.UnsafeString(v)) })
+	for k, v := range c.Context().QueryArgs().All() {
+		parser.Add(utils.UnsafeString(k), utils.UnsafeString(v))
+	}
 	q, apiErr := parser.Query()
 	if apiErr != nil {
 		return apiErr
