@@ -170,21 +170,21 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	app := s.app
 	app.Use(s.observe, s.recoverHandler)
 
-	app.Get("/healthz", func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
-	app.Get("/readyz", s.ready)
+	app.Get("/healthz", refuseEncodedBody, func(c *fiber.Ctx) error { return c.JSON(fiber.Map{"status": "ok"}) })
+	app.Get("/readyz", refuseEncodedBody, s.ready)
 
 	// The contract and its reference page need no key.
-	app.Get("/v2/openapi.json", func(c *fiber.Ctx) error {
+	app.Get("/v2/openapi.json", refuseEncodedBody, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(openapi.V2())
 	})
-	app.Get("/v1/openapi.json", func(c *fiber.Ctx) error {
+	app.Get("/v1/openapi.json", refuseEncodedBody, func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(openapi.V1())
 	})
 	// The page depends only on the embedded documents: render it once, not per request.
 	docsPage, docsErr := openapi.HTML()
-	app.Get("/docs", func(c *fiber.Ctx) error {
+	app.Get("/docs", refuseEncodedBody, func(c *fiber.Ctx) error {
 		if docsErr != nil {
 			return docsErr
 		}
@@ -192,7 +192,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 		return c.Send(docsPage)
 	})
 
-	api := app.Group("/v2", s.access(apiKeyCredential), s.storableQuery, s.sandboxScenario)
+	api := app.Group("/v2", s.access(apiKeyCredential), refuseEncodedBody, s.storableQuery, s.sandboxScenario)
 	api.Get("/ping", h.Ping)
 	api.Get("/catalog/products", withETag(h.ListProducts))
 	api.Get("/catalog/products/:productCode", withETag(h.GetProduct))
@@ -208,8 +208,8 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.
 	api.Use(s.unrouted)
 
-	old := app.Group("/v1", announceLifecycle(s.cfg.V1Lifecycle), s.access(bearerCredential), s.storableQuery,
-		s.sandboxScenario)
+	old := app.Group("/v1", announceLifecycle(s.cfg.V1Lifecycle), s.access(bearerCredential), refuseEncodedBody,
+		s.storableQuery, s.sandboxScenario)
 	old.Get("/catalog", withETag(legacy.Catalog))
 	old.Get("/catalog/products", withETag(legacy.Products))
 	old.Get("/catalog/product", withETag(legacy.Product))

@@ -15,11 +15,13 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 )
 
-// pipelined is one request of a pipeline and what its answer must say.
+// pipelined is one raw request (of a pipeline) and what its answer must say.
 type pipelined struct {
 	method, path, auth string
-	body               string
-	status             int
+	// headers are more header lines, "Name: value" each.
+	headers []string
+	body    string
+	status  int
 	// check, when set, looks at the decoded JSON body.
 	check func(t *testing.T, body map[string]any)
 }
@@ -28,8 +30,10 @@ type pipelined struct {
 func (p pipelined) raw() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: api\r\n", p.method, p.path)
-	if p.auth != "" {
-		b.WriteString(p.auth + "\r\n")
+	for _, h := range append([]string{p.auth}, p.headers...) {
+		if h != "" {
+			b.WriteString(h + "\r\n")
+		}
 	}
 	if p.body != "" {
 		fmt.Fprintf(&b, "Content-Type: application/json\r\nContent-Length: %d\r\n", len(p.body))
@@ -94,7 +98,15 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 		{method: "GET", path: "/v2/ping", auth: key, status: 200, check: field("status", "ok")},
 	}
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(s.baseURL["production"], "http://"))
+	pipeline(t, strings.TrimPrefix(s.baseURL["production"], "http://"), requests)
+}
+
+// pipeline writes requests back to back on one connection, in one write so that the server
+// finds the next ones already buffered behind the first, then reads and checks an answer for
+// each, in order, and no more.
+func pipeline(t *testing.T, addr string, requests []pipelined) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +119,6 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 	for _, r := range requests {
 		wire.WriteString(r.raw())
 	}
-	// One write: the server finds the next requests already buffered behind the first.
 	if _, err := conn.Write(wire.Bytes()); err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +139,7 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 		if resp.Header.Get("X-Request-Id") == "" {
 			t.Errorf("answer %d (%s %s) without X-Request-Id", i+1, r.method, r.path)
 		}
-		if r.check != nil {
-			var body map[string]any
-			if err := json.Unmarshal(raw, &body); err != nil {
-				t.Fatalf("answer %d (%s %s): %v: %s", i+1, r.method, r.path, err, raw)
-			}
-			r.check(t, body)
-		}
+		r.checkBody(t, raw)
 	}
 	// Nothing more: one answer per request.
 	if err := conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
@@ -143,4 +148,17 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 	if extra, _ := br.ReadByte(); br.Buffered() > 0 || extra != 0 {
 		t.Fatalf("more answers than requests")
 	}
+}
+
+// checkBody runs the request's check, if any, on its answer's JSON body.
+func (p pipelined) checkBody(t *testing.T, raw []byte) {
+	t.Helper()
+	if p.check == nil {
+		return
+	}
+	var body map[string]any
+	if err := json.Unmarshal(raw, &body); err != nil {
+		t.Fatalf("answer of %s %s: %v: %s", p.method, p.path, err, raw)
+	}
+	p.check(t, body)
 }

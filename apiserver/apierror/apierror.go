@@ -140,6 +140,17 @@ func UnsupportedMediaType() *Error {
 	return New(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
 }
 
+// UnsupportedContentEncoding refuses a body sent with a content coding (gzip, br, ...); coding is
+// the first one that is not identity, or "" when it is not a token fit to repeat.
+func UnsupportedContentEncoding(coding string) *Error {
+	if coding == "" {
+		return New(http.StatusUnsupportedMediaType,
+			"Content-Encoding is not supported; send the body uncompressed.")
+	}
+	return New(http.StatusUnsupportedMediaType,
+		fmt.Sprintf("Content-Encoding %s is not supported; send the body uncompressed.", coding))
+}
+
 // 422
 func OrderLimitExceeded() *Error {
 	return New(http.StatusUnprocessableEntity,

@@ -73,6 +73,10 @@ func TestBodiesInTheContractsShape(t *testing.T) {
 			`"message":"Request body exceeds the limit of 1048576 bytes"}`},
 		{apierror.UnsupportedMediaType(), `{"statusCode":415,"error":"Unsupported Media Type",` +
 			`"message":"Content-Type must be application/json"}`},
+		{apierror.UnsupportedContentEncoding("gzip"), `{"statusCode":415,"error":"Unsupported Media Type",` +
+			`"message":"Content-Encoding gzip is not supported; send the body uncompressed."}`},
+		{apierror.UnsupportedContentEncoding(""), `{"statusCode":415,"error":"Unsupported Media Type",` +
+			`"message":"Content-Encoding is not supported; send the body uncompressed."}`},
 		{apierror.OrderLimitExceeded(), `{"statusCode":422,"error":"Unprocessable Entity",` +
 			`"message":"Your account order limit has been exceeded. Contact support for assistance."}`},
 		{apierror.InsufficientFunds(), `{"statusCode":422,"error":"Unprocessable Entity",` +
