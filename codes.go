@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -29,8 +30,9 @@ func newCodesImportCommand() *cobra.Command {
 		Short: "Load codes for a product into the production stock, encrypted",
 		Long: `Read codes from FILE ("-" for standard input): one per line, or CSV whose first column is
 the code (a "code" header line is skipped). Each code is encrypted with the codes key (AES-256-GCM)
-before it reaches the database. Codes already in stock, or repeated in the file, are skipped and
-counted; the import can be re-run safely.`,
+before it reaches the database; a key other than the one the database's codes are encrypted with
+is refused. Codes already in stock, or repeated in the file, are skipped and counted; the import
+can be re-run safely.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if databaseURL == "" {
@@ -57,6 +59,13 @@ counted; the import can be re-run safely.`,
 				return err
 			}
 			defer db.Close()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := requireSchema(cmd.Context(), db, log); err != nil {
+				return err
+			}
+			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
+				return err
+			}
 			progress := func(codes.ImportResult) {}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				progress = func(r codes.ImportResult) {

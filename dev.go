@@ -109,6 +109,10 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if _, err := migrator.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	cipher, err = attachCodesKey(ctx, db, cipher, "CODEPORT_CODES_KEY, else "+filepath.Join(stateDir, "codes.key"))
+	if err != nil {
+		return err
+	}
 	mail, err := notify.ParseSMTP(opts.smtpURL, opts.smtpFrom)
 	if err != nil {
 		return err

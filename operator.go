@@ -69,6 +69,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err := requireSchema(cmd.Context(), db, slog.New(handler)); err != nil {
 				return err
 			}
+			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
+				return err
+			}
 			restConfig, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("kubeconfig: %w", err)

@@ -92,6 +92,9 @@ requests and running fulfilment jobs finish, then exits.`,
 			if err := requireSchema(ctx, db, log); err != nil {
 				return err
 			}
+			if cipher, err = attachCodesKey(ctx, db, cipher, codesKeySource); err != nil {
+				return err
+			}
 			limiter, closeLimiter, err := newLimiter(redisURL, log)
 			if err != nil {
 				return err
@@ -215,6 +218,21 @@ func envOr(key, fallback string) string {
 		return v
 	}
 	return fallback
+}
+
+// codesKeySource is where serve, operator and codes import take the codes key from.
+const codesKeySource = "--codes-key or CODEPORT_CODES_KEY"
+
+// attachCodesKey binds c to the database (codes.Cipher.Attach). A key the database's codes and
+// secrets are not sealed under stops the process, in one line that also says where the key
+// comes from (source).
+func attachCodesKey(ctx context.Context, db *store.DB, c *codes.Cipher, source string) (*codes.Cipher, error) {
+	attached, err := c.Attach(ctx, db.Pool)
+	var wrong *codes.WrongKeyError
+	if errors.As(err, &wrong) {
+		return nil, fmt.Errorf("%w (%s)", err, source)
+	}
+	return attached, err
 }
 
 func loadCipher(key string) (*codes.Cipher, error) {
