@@ -5,10 +5,19 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN_DIR        := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN_DIR)/controller-gen
 GOLANGCI_LINT  := $(BIN_DIR)/golangci-lint
+GOVULNCHECK    := $(BIN_DIR)/govulncheck
+VULNDB_INDEXDB := $(BIN_DIR)/vulndb-indexdb
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION    ?= v2.15.0
 HELM_VERSION             ?= v3.22.0
+GOVULNCHECK_VERSION      ?= v1.9.0
+# The tool that lays the vulnerability reports out for govulncheck; the reports themselves are
+# the newest golang.org/x/vulndb (hack/vulndb.sh).
+VULNDB_TOOLS_VERSION     ?= v0.0.0-20261105234957-e22db6528018
+# A called vulnerability of the standard library is fixed by a Go release, which reaches the
+# machines (GOTOOLCHAIN=local) and the image's base on their own schedule: warn, or fail.
+VULNCHECK_STDLIB         ?= warn
 
 # The chart renders its CRDs from templates (so that helm upgrade updates them), generated from
 # controller-gen's output in config/crd/bases by `make helm`.
@@ -75,13 +84,26 @@ vet:
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin).
 	$(GOLANGCI_LINT) run --build-tags faults ./...
 
+# The vulnerability database's own site is out of reach of the machines and CI; the module proxy
+# is not, and serves the reports as golang.org/x/vulndb: hack/vulndb.sh builds the database from
+# it once per new version, and keeps it for when the proxy is out of reach too.
+.PHONY: vulncheck
+vulncheck: $(GOVULNCHECK) $(VULNDB_INDEXDB) ## govulncheck (pinned) against the newest vulnerability reports.
+	@db="$$(INDEXDB=$(VULNDB_INDEXDB) hack/vulndb.sh)"; \
+	$(GOVULNCHECK) -db "file://$$db" -format json ./... | go run ./hack/vulncheck -stdlib $(VULNCHECK_STDLIB)
+
+.PHONY: outdated
+outdated: ## List the direct dependencies that have a newer release.
+	@go list -m -u -f '{{if .Update}}{{.Path}} {{.Version}} -> {{.Update.Version}}{{end}}' \
+		$$(go list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all)
+
 ##@ Test
 .PHONY: deps
 deps: ## Install the system packages the tests need (as root with apt-get), or name them.
 	@hack/deps.sh
 
 .PHONY: test
-test: deps verify-generated vet lint test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint vulncheck test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out
@@ -136,6 +158,14 @@ $(CONTROLLER_GEN):
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN_DIR) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(GOVULNCHECK):
+	GOBIN=$(BIN_DIR) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+# The command is named indexdb, which would say nothing in ./bin.
+$(VULNDB_INDEXDB):
+	tmp="$$(mktemp -d)" && GOBIN="$$tmp" go install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_TOOLS_VERSION) && \
+		mkdir -p $(BIN_DIR) && mv "$$tmp/indexdb" $@ && rmdir "$$tmp"
 
 .PHONY: docker-build
 docker-build: ## Build the container image for this machine's platform (IMG=ghcr.io/codeport/codeport:dev).
