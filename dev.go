@@ -61,7 +61,7 @@ type devOptions struct {
 }
 
 func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := newDevLogger()
 	stateDir, err := filepath.Abs(opts.stateDir)
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -90,7 +90,14 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 			return fmt.Errorf("postgres log: %w", err)
 		}
 		defer pgLog.Close()
-		pg, err := devenv.StartEmbeddedPostgres(stateDir, pgLog)
+		// The guard stops the server should dev die without stopping it; it is released (and
+		// told so) after the deferred pg.Stop below.
+		guard, err := devenv.StartGuard(stateDir, lock, log)
+		if err != nil {
+			return err
+		}
+		defer logFailure(log, "embedded PostgreSQL guard", guard.Release)
+		pg, err := devenv.StartEmbeddedPostgres(stateDir, pgLog, log)
 		if err != nil {
 			return err
 		}
@@ -158,12 +165,31 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	return nil
 }
 
+// newDevGuardCommand is the hidden process dev starts to stop its embedded PostgreSQL should dev
+// die without doing so (see devenv.StartGuard).
+func newDevGuardCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    devenv.GuardCommand + " STATE_DIR",
+		Short:  "Stop the embedded PostgreSQL of codeport dev once dev is gone (started by dev)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return devenv.RunGuard(args[0], newDevLogger())
+		},
+	}
+}
+
 // logFailure runs a deferred shutdown step and logs its failure, which must not replace the
 // run's own result.
 func logFailure(log *slog.Logger, what string, step func() error) {
 	if err := step(); err != nil {
 		log.Error(what, slog.Any("err", err))
 	}
+}
+
+// newDevLogger is the log of dev and its guard: warnings and errors on stderr, beside the banner.
+func newDevLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // dialable turns a listen address into one a client can call (":8080" -> "127.0.0.1:8080").

@@ -17,7 +17,7 @@ import (
 )
 
 // runMainEnv makes this test binary run main() instead of the tests: a test then runs `codeport
-// dev` as a process of its own.
+// dev` as a process of its own, to kill it, and that dev re-executes the binary as its guard.
 const runMainEnv = "CODEPORT_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
@@ -26,6 +26,23 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// TestDevStopsItsPostgresWhenKilled: dev killed with SIGKILL runs none of its shutdown, yet its
+// embedded PostgreSQL stops, and the next dev on the state directory starts with the data kept.
+func TestDevStopsItsPostgresWhenKilled(t *testing.T) {
+	state := t.TempDir()
+	dev := startDevProcess(t, state)
+	pid := postmasterPID(t, state)
+	dev.signal(t, syscall.SIGKILL)
+	waitForExit(t, pid, "the PostgreSQL of a dev killed with SIGKILL")
+
+	again := startDevProcess(t, state)
+	if again.sandboxKey() != dev.sandboxKey() {
+		t.Fatal("the sandbox key changed: the next dev did not find the data of the killed one")
+	}
+	again.serves(t)
+	again.stop(t)
 }
 
 // TestDevRefusesASecondDevOnItsStateDir: a second dev on the same state directory stops at once
@@ -56,13 +73,33 @@ func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
 	first.stop(t)
 }
 
+// TestDevStopsPostgresLeftRunning: a PostgreSQL left running by a dev that died with its guard
+// (or by a dev from before guards) does not keep the next dev from starting: it is stopped.
+func TestDevStopsPostgresLeftRunning(t *testing.T) {
+	state := t.TempDir()
+	dev := startDevProcess(t, state)
+	pid := postmasterPID(t, state)
+	dev.killGroup(t)
+	if !processRunning(pid) {
+		t.Fatal("PostgreSQL ended with dev and its guard: this test needs it left running")
+	}
+
+	again := startDevProcess(t, state)
+	waitForExit(t, pid, "the PostgreSQL the killed dev left running")
+	if now := postmasterPID(t, state); now == pid {
+		t.Fatalf("the new dev serves from the left-over server (pid %d)", pid)
+	}
+	again.serves(t)
+	again.stop(t)
+}
+
 // devProcess is `codeport dev` on its embedded PostgreSQL, run as a process of its own (this test
-// binary, see TestMain) in a process group of its own.
+// binary, see TestMain) in a process group of its own, which its guard shares.
 type devProcess struct {
 	state string
 	cmd   *exec.Cmd
-	out   *syncBuffer // stdout and stderr
-	done  chan error  // the process's end
+	out   *syncBuffer // stdout and stderr, the guard's included
+	done  chan error  // the process's end; also waits for the guard, which holds out
 	creds *devenv.Credentials
 }
 
@@ -106,8 +143,27 @@ func (p *devProcess) serves(t *testing.T) {
 	getJSON(t, p.creds.Partners["partners/acme"]["sandbox"].BaseURL+"/catalog/products?take=1", p.sandboxKey())
 }
 
+// signal sends sig to dev alone, not to its guard.
+func (p *devProcess) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal dev: %v", err)
+	}
+}
+
+// killGroup kills dev and its guard at once, and waits for both.
+func (p *devProcess) killGroup(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill dev's process group: %v", err)
+	}
+	if err := <-p.done; err == nil {
+		t.Fatal("dev exited 0 on SIGKILL")
+	}
+}
+
 // stop interrupts dev as Ctrl-C does, the whole process group, and expects a clean exit with its
-// PostgreSQL stopped.
+// PostgreSQL stopped by dev itself: the guard lives through the interrupt and has nothing to do.
 func (p *devProcess) stop(t *testing.T) {
 	t.Helper()
 	pid := postmasterPID(t, p.state)

@@ -43,7 +43,7 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(),
-		newOperatorCommand())
+		newOperatorCommand(), newDevGuardCommand())
 	return root
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -28,8 +29,11 @@ type EmbeddedPostgres struct {
 // unprivilegedUser is who runs PostgreSQL when codeport dev runs as root: postgres refuses root.
 const unprivilegedUser = "postgres"
 
-// StartEmbeddedPostgres starts (or resumes) the server whose files live under stateDir.
-func StartEmbeddedPostgres(stateDir string, log io.Writer) (*EmbeddedPostgres, error) {
+// StartEmbeddedPostgres starts (or resumes) the server whose files live under stateDir, writing
+// the server's output to pgLog and warnings for dev's user to log. The caller holds the
+// state directory's lock (LockStateDir): a server found running there was left by a dev that
+// died, and is stopped first.
+func StartEmbeddedPostgres(stateDir string, pgLog io.Writer, log *slog.Logger) (*EmbeddedPostgres, error) {
 	bindir, err := postgresBinDir()
 	if err != nil {
 		return nil, err
@@ -43,7 +47,7 @@ func StartEmbeddedPostgres(stateDir string, log io.Writer) (*EmbeddedPostgres, e
 		return nil, err
 	}
 	binaries := filepath.Dir(bindir)
-	dataDir := filepath.Join(stateDir, "postgres", "data")
+	dataDir := dataDirOf(stateDir)
 	runtimeDir := filepath.Join(stateDir, "postgres", "runtime")
 	if err := os.MkdirAll(filepath.Dir(dataDir), 0o750); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
@@ -61,6 +65,10 @@ func StartEmbeddedPostgres(stateDir string, log io.Writer) (*EmbeddedPostgres, e
 	} else if filepath.Base(bindir) != "bin" {
 		return nil, fmt.Errorf("unexpected PostgreSQL layout: %s is not a bin directory", bindir)
 	}
+	// pg_ctl start would refuse the data directory while that server holds it.
+	if err := stopLeftover(stateDir, log); err != nil {
+		return nil, err
+	}
 
 	cfg := embeddedpostgres.DefaultConfig().
 		// The version only decides whether an existing data directory is reused; it must name
@@ -73,7 +81,7 @@ func StartEmbeddedPostgres(stateDir string, log io.Writer) (*EmbeddedPostgres, e
 		DataPath(dataDir).
 		StartTimeout(60 * time.Second).
 		StartParameters(map[string]string{"unix_socket_directories": "/tmp", "listen_addresses": "127.0.0.1"}).
-		Logger(log)
+		Logger(pgLog)
 	server := embeddedpostgres.NewDatabase(cfg)
 	if err := server.Start(); err != nil {
 		return nil, fmt.Errorf("start embedded PostgreSQL: %w", err)
@@ -90,6 +98,79 @@ func (p *EmbeddedPostgres) Stop() error {
 		return fmt.Errorf("stop embedded PostgreSQL: %w", err)
 	}
 	return nil
+}
+
+// dataDirOf is the server's data directory in stateDir.
+func dataDirOf(stateDir string) string {
+	return filepath.Join(stateDir, "postgres", "data")
+}
+
+// wrappersDir holds, when dev runs as root, wrappers that run PostgreSQL's tools as the
+// unprivileged user, in a bin directory as embedded-postgres expects.
+func wrappersDir(stateDir string) string {
+	return filepath.Join(stateDir, "postgres", "bin-wrappers")
+}
+
+// pgCtlOf is the pg_ctl that manages stateDir's server: as root, the wrapper StartEmbeddedPostgres
+// wrote, since pg_ctl refuses to run as root.
+func pgCtlOf(stateDir string) (string, error) {
+	if os.Geteuid() == 0 {
+		return filepath.Join(wrappersDir(stateDir), "bin", "pg_ctl"), nil
+	}
+	bindir, err := postgresBinDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(bindir, "pg_ctl"), nil
+}
+
+// stopLeftover stops the server running on stateDir's data directory, if any: the caller holds
+// the state directory's lock, so the dev that started it is gone. A fast shutdown (sessions
+// ended, a checkpoint written) comes first; should it not finish in time, an immediate one
+// (crash recovery at the next start, no data lost).
+func stopLeftover(stateDir string, log *slog.Logger) error {
+	dataDir := dataDirOf(stateDir)
+	pid := runningPostmaster(dataDir)
+	if pid == 0 {
+		return nil
+	}
+	log.Warn("stopping the embedded PostgreSQL of a codeport dev that ended without stopping it",
+		slog.Int("pid", pid), slog.String("data_dir", dataDir))
+	pgCtl, err := pgCtlOf(stateDir)
+	if err != nil {
+		return fmt.Errorf("stop embedded PostgreSQL (pid %d): %w", pid, err)
+	}
+	var failures []string
+	for _, mode := range []string{"fast", "immediate"} {
+		//nolint:gosec // pg_ctl of the installed PostgreSQL, or dev's wrapper of it
+		out, err := exec.Command(pgCtl, "stop", "-D", dataDir, "-m", mode, "-w", "-t", "60").CombinedOutput()
+		if runningPostmaster(dataDir) == 0 {
+			return nil
+		}
+		failures = append(failures, fmt.Sprintf("%s: %v: %s", mode, err, bytes.TrimSpace(out)))
+	}
+	return fmt.Errorf("stop the embedded PostgreSQL (pid %d) a codeport dev left running in %s: %s",
+		pid, dataDir, strings.Join(failures, "; "))
+}
+
+// runningPostmaster returns the PID of the server that holds dataDir, 0 when none does. The PID
+// comes from postmaster.pid, which a server killed outright leaves behind: it counts only while
+// that process runs and is a postgres (the PID may have been reused since).
+func runningPostmaster(dataDir string) int {
+	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 || !processRunning(pid) {
+		return 0
+	}
+	if comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); err == nil &&
+		strings.TrimSpace(string(comm)) != "postgres" {
+		return 0
+	}
+	return pid
 }
 
 // postgresBinDir finds the installed server binaries: pg_config --bindir first, then the
@@ -140,7 +221,7 @@ func rootWrappers(stateDir, bindir, runtimeDir, dataDir string) (string, error) 
 				unprivilegedUser, err, bytes.TrimSpace(out))
 		}
 	}
-	root := filepath.Join(stateDir, "postgres", "bin-wrappers")
+	root := wrappersDir(stateDir)
 	bin := filepath.Join(root, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil { //nolint:gosec // the postgres user runs these wrappers
 		return "", fmt.Errorf("create wrappers: %w", err)

@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,7 @@ func TestEmbeddedPostgresRestart(t *testing.T) {
 	state := t.TempDir()
 	ctx := context.Background()
 
-	pg, err := StartEmbeddedPostgres(state, io.Discard)
+	pg, err := StartEmbeddedPostgres(state, io.Discard, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -31,7 +32,7 @@ func TestEmbeddedPostgresRestart(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 
-	pg, err = StartEmbeddedPostgres(state, io.Discard)
+	pg, err = StartEmbeddedPostgres(state, io.Discard, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("restart: %v", err)
 	}

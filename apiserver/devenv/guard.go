@@ -1,0 +1,120 @@
+package devenv
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/debug"
+	"sync/atomic"
+	"syscall"
+)
+
+// Why a guard process: PostgreSQL is a daemon of its own (pg_ctl starts it in a new session), so
+// it outlives `codeport dev` unless someone stops it. dev stops it on a clean shutdown, but a
+// panic in any goroutine, SIGKILL or the OOM killer end dev without running a line of its code.
+// Nothing inside dev can react to those, and the kernel offers no "stop this daemon when I die"
+// (PR_SET_PDEATHSIG reaches direct children only, and pg_ctl's postmaster is not one). So dev
+// starts a small child, the guard, connected by a pipe whose write end only dev holds: the kernel
+// closes it when dev exits for any reason, the guard reads end of file, and stops the PostgreSQL
+// of the state directory if it is still running. The guard also holds dev's lock on the state
+// directory until it is done, so a dev started meanwhile cannot have its new server stopped.
+// What kills the guard with dev (SIGKILL to the whole process group) still leaves the server
+// running; the next dev stops it before starting its own (StartEmbeddedPostgres).
+
+// GuardCommand is the hidden subcommand of the codeport binary that runs RunGuard; StartGuard
+// re-executes this binary with it.
+const GuardCommand = "dev-guard"
+
+// The descriptors StartGuard hands the guard, after stdin, stdout and stderr.
+const (
+	guardPipeFD = 3
+	guardLockFD = 4
+)
+
+// Guard is dev's handle on its guard process.
+type Guard struct {
+	pipe     *os.File // the write end; it must never reach another process
+	cmd      *exec.Cmd
+	released atomic.Bool
+	exited   chan struct{}
+	err      error // the guard's exit, once exited is closed
+}
+
+// StartGuard starts the guard of stateDir's PostgreSQL, handing it lock; start it before the
+// server. log receives a warning if the guard ends while dev still runs.
+func StartGuard(stateDir string, lock *StateLock, log *slog.Logger) (*Guard, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("guard: find this executable: %w", err)
+	}
+	r, w, err := os.Pipe() // close-on-exec, so that PostgreSQL and pg_ctl never hold an end
+	if err != nil {
+		return nil, fmt.Errorf("guard: pipe: %w", err)
+	}
+	cmd := exec.Command(exe, GuardCommand, stateDir) //nolint:gosec // this very binary
+	cmd.ExtraFiles = []*os.File{guardPipeFD - 3: r, guardLockFD - 3: lock.file}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("guard: start %s %s: %w", exe, GuardCommand, err)
+	}
+	r.Close()
+	g := &Guard{pipe: w, cmd: cmd, exited: make(chan struct{})}
+	go g.wait(log)
+	return g, nil
+}
+
+// wait reaps the guard. It runs on a goroutine of dev's own, so a panic there is logged rather
+// than left to end dev without its deferred shutdown.
+func (g *Guard) wait(log *slog.Logger) {
+	defer close(g.exited)
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("guard watcher panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+		}
+	}()
+	g.err = g.cmd.Wait()
+	if !g.released.Load() {
+		log.Warn("the guard of the embedded PostgreSQL ended early: should codeport dev die now, "+
+			"the server would keep running", slog.Any("err", g.err))
+	}
+}
+
+// Release tells the guard dev is done (call it after stopping PostgreSQL) and waits for it: it
+// stops the server itself should that stop have failed.
+func (g *Guard) Release() error {
+	g.released.Store(true)
+	if err := g.pipe.Close(); err != nil {
+		return fmt.Errorf("guard: close pipe: %w", err)
+	}
+	<-g.exited
+	if g.err != nil {
+		return fmt.Errorf("guard: %w", g.err)
+	}
+	return nil
+}
+
+// RunGuard is the guard process: it waits until dev is gone, then stops the PostgreSQL of
+// stateDir if dev left it running.
+func RunGuard(stateDir string, log *slog.Logger) error {
+	// Ctrl-C in a terminal reaches the whole process group: dev shuts down cleanly and closes the
+	// pipe, and the guard must live until then. SIGHUP, should the terminal close, ends dev, not
+	// the guard.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// The inherited descriptors are not close-on-exec; pg_ctl must not hold the lock.
+	syscall.CloseOnExec(guardPipeFD)
+	syscall.CloseOnExec(guardLockFD)
+	// Holding dev's lock is what makes stopping the server safe (no other dev can have started
+	// one); it also refuses a guard started by hand, without dev's descriptors.
+	if err := syscall.Flock(guardLockFD, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%s is started by codeport dev only: no lock on %s: %w", GuardCommand, stateDir, err)
+	}
+	pipe := os.NewFile(guardPipeFD, "codeport dev pipe")
+	// dev never writes: a read returns when dev closed the pipe or died, and either way it is time.
+	_, _ = io.Copy(io.Discard, pipe)
+	return stopLeftover(stateDir, log)
+}
