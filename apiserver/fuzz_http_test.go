@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,8 +31,8 @@ func httpSeeds() []string {
 			strings.Join(append(headers, ""), "\r\n") + "\r\n"
 	}
 	post := func(path, contentType, body string) string {
-		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: api\r\nx-api-key: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
-			path, keyPlaceholder, contentType, len(body), body)
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: api\r\nx-api-key: %s\r\nContent-Type: %s\r\n"+
+			"Content-Length: %d\r\n\r\n%s", path, keyPlaceholder, contentType, len(body), body)
 	}
 	const order = `{"externalOrderCode":"F-1","currency":"EUR","price":2000,"orderProducts":[` +
 		`{"productCode":"10000000000001","quantity":1,"price":2000,"sku":"DE-EN-10000000000001"}],"metadata":{"k":"v"}}`
@@ -50,7 +51,8 @@ func httpSeeds() []string {
 		get("/v2/nowhere"),
 		get("/healthz"),
 		"HEAD /v2/wallet/transactions HTTP/1.1\r\nHost: api\r\nAccept: text/csv\r\nx-api-key: " + keyPlaceholder + "\r\n\r\n",
-		"GET /v1/catalog/products?skip=0&take=5 HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer " + tokenPlaceholder + "\r\n\r\n",
+		"GET /v1/catalog/products?skip=0&take=5 HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer " + tokenPlaceholder +
+			"\r\n\r\n",
 		"GET /v1/catalog/product?ean=5901234123457 HTTP/1.1\r\nHost: api\r\nAuthorization: Bearer " + tokenPlaceholder +
 			"\r\n\r\n",
 		post("/v2/orders", "application/json", order),
@@ -80,7 +82,8 @@ func FuzzHTTP(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	addr := strings.TrimPrefix(s.baseURL["production"], "http://")
-	credentials := strings.NewReplacer(keyPlaceholder, tn.keys["production"], tokenPlaceholder, tn.keys["bearer:production"])
+	credentials := strings.NewReplacer(keyPlaceholder, tn.keys["production"],
+		tokenPlaceholder, tn.keys["bearer:production"])
 	ping := credentials.Replace(pipelinedPing)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		request := []byte(credentials.Replace(string(raw)))
@@ -97,7 +100,7 @@ func FuzzHTTP(f *testing.F) {
 		_ = conn.(*net.TCPConn).CloseWrite()
 		replies := bufio.NewReader(conn)
 		method, _, _ := strings.Cut(string(request), " ")
-		first, err := readResponse(replies, method)
+		first, err := readResponse(replies, method) //nolint:bodyclose // readResponse read the body whole
 		if err != nil {
 			// No answer: the request never ended (a body longer than what was sent) or the
 			// server could not tell where it did; either way it closed the connection.
@@ -107,7 +110,7 @@ func FuzzHTTP(f *testing.F) {
 		if first.Close || !separateRequest(request) {
 			return
 		}
-		second, err := readResponse(replies, http.MethodGet)
+		second, err := readResponse(replies, http.MethodGet) //nolint:bodyclose // read whole
 		if err != nil {
 			t.Fatalf("pipelined ping after a %d answer to %q: no answer (%v)", first.StatusCode, request, err)
 		}
@@ -147,7 +150,7 @@ func separateRequest(request []byte) bool {
 		return false
 	}
 	_, err = r.Peek(1)
-	return err == io.EOF
+	return errors.Is(err, io.EOF)
 }
 
 // checkAnswer holds one answer to the contract: never a 5xx here, every answer with its request

@@ -116,8 +116,8 @@ func TestStatementClientVanishes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "GET /v2/wallet/transactions?limit=1000 HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\nx-api-key: %s\r\n\r\n",
-			tn.keys["production"])
+		fmt.Fprintf(conn, "GET /v2/wallet/transactions?limit=1000 HTTP/1.1\r\nHost: x\r\nAccept: text/csv\r\n"+
+			"x-api-key: %s\r\n\r\n", tn.keys["production"])
 		status, err := bufio.NewReader(conn).ReadString('\n')
 		if err != nil || !strings.Contains(status, " 200 ") {
 			t.Fatalf("status line %q: %v", status, err)
@@ -158,7 +158,8 @@ func TestTextPostgreSQLCannotStore(t *testing.T) {
 		{"NUL order reference", "GET", "/v2/orders/%00", "", 404, "Order \x00 not found"},
 		{"0xFF order reference", "GET", "/v2/orders/%FF", "", 404, "Order \uFFFD not found"},
 		{"overlong order reference", "GET", "/v2/orders/%C0%AF", "", 404, "Order \uFFFD\uFFFD not found"},
-		{"NUL externalOrderCode filter", "GET", "/v2/orders?externalOrderCode=%00", "", 400, queryMessage("externalOrderCode")},
+		{"NUL externalOrderCode filter", "GET", "/v2/orders?externalOrderCode=%00", "", 400,
+			queryMessage("externalOrderCode")},
 		{"invalid UTF-8 status filter", "GET", "/v2/orders?status=%FF", "", 400, queryMessage("status")},
 		{"invalid UTF-8 parameter name", "GET", "/v2/catalog/products?%FF=1", "", 400, queryMessage("\xff")},
 		{"NUL catalog search", "GET", "/v2/catalog/products?search=%00", "", 400, queryMessage("search")},
@@ -204,13 +205,15 @@ func TestTextPostgreSQLCannotStore(t *testing.T) {
 func TestContentTypeAfterTheKey(t *testing.T) {
 	s := newStack(t, stackOptions{noWorker: true})
 	tn := s.onboard(t, "acme", nil)
-	const body = `{"externalOrderCode":"A","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`
+	const body = `{"externalOrderCode":"A","currency":"EUR",` +
+		`"orderProducts":[{"productCode":"10000000000001","quantity":1}]}`
 	for _, tc := range []struct {
 		name, path, key, contentType, body string
 		status                             int
 		message                            string
 	}{
-		{"multipart without a key", "/v2/orders", "", "multipart/form-data; boundary=x", "--x\r\nbroken", 401, "Missing API key"},
+		{"multipart without a key", "/v2/orders", "", "multipart/form-data; boundary=x", "--x\r\nbroken", 401,
+			"Missing API key"},
 		{"multipart with a wrong key", "/v2/orders", "cp_live_wrong", "multipart/form-data; boundary=x", "--x\r\nbroken",
 			401, "Invalid API key"},
 		{"multipart with a key", "/v2/orders", tn.keys["production"], "multipart/form-data; boundary=x", "--x\r\nbroken",

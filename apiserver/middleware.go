@@ -117,7 +117,7 @@ func (s *Server) recoverHandler(c *fiber.Ctx) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			log := s.log.With(slog.String("request_id", string(c.Response().Header.Peek(HeaderRequestID))))
-			recovery.Recovered(c.UserContext(), log, c.Method()+" "+c.Route().Path, v)
+			_ = recovery.Recovered(c.UserContext(), log, c.Method()+" "+c.Route().Path, v) // logged; answered below
 			err = apierror.Internal()
 		}
 	}()
@@ -135,7 +135,7 @@ func (s *Server) recoverPanics(next fasthttp.RequestHandler) fasthttp.RequestHan
 				return
 			}
 			id := string(ctx.Response.Header.Peek(HeaderRequestID))
-			recovery.Recovered(ctx, s.log.With(slog.String("request_id", id)), "request "+string(ctx.Path()), v)
+			_ = recovery.Recovered(ctx, s.log.With(slog.String("request_id", id)), "request "+string(ctx.Path()), v)
 			ctx.Response.Reset()
 			var issued [issuedIDSize]byte
 			if id == "" {

@@ -33,6 +33,7 @@ func TestPanicInAHandlerIsThatRequestsAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 500 || string(body) != `{"statusCode":500,"message":"Internal server error"}` ||
 		resp.Header.Get(HeaderRequestID) != "req-1" {
@@ -42,11 +43,17 @@ func TestPanicInAHandlerIsThatRequestsAnswer(t *testing.T) {
 	if err := json.Unmarshal(bytes.TrimSpace(logs.Bytes()), &line); err != nil {
 		t.Fatalf("log %q: %v", logs.String(), err)
 	}
-	if line["request_id"] != "req-1" || line["panic"] != "boom" || !strings.Contains(line["stack"].(string), "recover_test.go") {
+	if stack, _ := line["stack"].(string); line["request_id"] != "req-1" || line["panic"] != "boom" ||
+		!strings.Contains(stack, "recover_test.go") {
 		t.Fatalf("log line %v", line)
 	}
-	if resp, err := s.app.Test(httptest.NewRequest("GET", "/healthz", nil)); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("after the panic: %v %v", resp, err)
+	next, err := s.app.Test(httptest.NewRequest("GET", "/healthz", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Body.Close()
+	if next.StatusCode != 200 {
+		t.Fatalf("after the panic: %d", next.StatusCode)
 	}
 }
 
@@ -63,7 +70,8 @@ func TestPanicOutsideTheRouteIsThatRequestsAnswer(t *testing.T) {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.SetRequestURI("/v2/ping")
 	handle(&ctx)
-	if ctx.Response.StatusCode() != 500 || string(ctx.Response.Body()) != `{"statusCode":500,"message":"Internal server error"}` ||
+	const internal = `{"statusCode":500,"message":"Internal server error"}`
+	if ctx.Response.StatusCode() != 500 || string(ctx.Response.Body()) != internal ||
 		string(ctx.Response.Header.Peek(HeaderRequestID)) != "req-2" ||
 		string(ctx.Response.Header.Peek("Cache-Control")) != "no-store" {
 		t.Fatalf("%d %s %s", ctx.Response.StatusCode(), ctx.Response.Body(), ctx.Response.Header.String())

@@ -130,7 +130,8 @@ func TestDecodeRefusesAmbiguousBodies(t *testing.T) {
 			"[{\"productCode\":\"99000000000001\",\"quantity\":1,\"sku\":\"DE-\xff\"}]}",
 			"orderProducts[0].sku must be valid UTF-8 text without NUL characters"},
 		{"lone surrogate in productCode", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
-			`{"productCode":"\ud800","quantity":1}]}`, "orderProducts[0].productCode must be valid UTF-8 text without NUL characters"},
+			`{"productCode":"\ud800","quantity":1}]}`,
+			"orderProducts[0].productCode must be valid UTF-8 text without NUL characters"},
 		{"field in other case", `{"ExternalOrderCode":"A","currency":"EUR","orderProducts":[` + line + `]}`,
 			`Unknown field "ExternalOrderCode": field names are case-sensitive; did you mean "externalOrderCode"?`},
 		{"line field in other case", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +

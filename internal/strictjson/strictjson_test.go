@@ -18,10 +18,12 @@ func TestCheck(t *testing.T) {
 		location string
 		key      string
 	}{
-		{"order", `{"externalOrderCode":"A-1","currency":"EUR","orderProducts":[{"productCode":"1","quantity":2}]}`, 0, "", ""},
+		{"order", `{"externalOrderCode":"A-1","currency":"EUR","orderProducts":[{"productCode":"1","quantity":2}]}`,
+			0, "", ""},
 		{"escapes and unicode", `{"a":"\"\\\/\b\f\n\r\t\u00e9\ud83c\udfae","b":"注文🎮"}`, 0, "", ""},
 		{"scalars", `{"a":1,"b":-1.5e3,"c":true,"d":false,"e":null,"f":[],"g":{}}`, 0, "", ""},
-		{"duplicate top-level key", `{"externalOrderCode":"A","x":1,"externalOrderCode":"B"}`, DuplicateKey, "", "externalOrderCode"},
+		{"duplicate top-level key", `{"externalOrderCode":"A","x":1,"externalOrderCode":"B"}`, DuplicateKey, "",
+			"externalOrderCode"},
 		{"duplicate key in a line", `{"orderProducts":[{"quantity":1},{"quantity":1,"quantity":2}]}`,
 			DuplicateKey, "orderProducts[1]", "quantity"},
 		{"duplicate spelled with an escape", `{"quantity":1,"q\u0075antity":2}`, DuplicateKey, "", "quantity"},
@@ -41,7 +43,8 @@ func TestCheck(t *testing.T) {
 		{"bad escape", `{"a":"\x"}`, Syntax, "a", ""},
 		{"short unicode escape", `{"a":"\u12"}`, Syntax, "a", ""},
 		{"missing colon", `{"a" 1}`, Syntax, "", ""},
-		{"too deep", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), Syntax, strings.Repeat("[0]", MaxDepth), ""},
+		{"too deep", strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), Syntax,
+			strings.Repeat("[0]", MaxDepth), ""},
 		{"as deep as allowed", strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), 0, "", ""},
 		{"empty", ``, Syntax, "", ""},
 	} {
