@@ -109,7 +109,9 @@ test: deps verify-generated vet lint vulncheck test-go fuzz-short ## Everything 
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out
 # mid-execution, though nothing failed.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey
+# FuzzHTTP sends raw requests of every route to a real server over TCP (apiserver's database).
+FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey \
+	./internal/strictjson:FuzzCheck ./apiserver:FuzzHTTP
 
 .PHONY: bench
 bench: deps ## Benchmarks against same-run baselines (not part of make test); BENCHTIME per measurement.
