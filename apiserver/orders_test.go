@@ -281,7 +281,9 @@ func TestIdempotentPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempt := 0
-	poll.UntilTrue(t, 5*time.Second, "catalog change", func() bool {
+	// The withdrawal reaches the API's catalog snapshot by notification and a background refresh:
+	// milliseconds, or seconds on a busy machine.
+	poll.UntilTrue(t, 10*time.Second, "catalog change", func() bool {
 		// A fresh code each time: an attempt that still saw the old catalog placed its order,
 		// and repeating its code would only replay it.
 		attempt++

@@ -69,7 +69,9 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 
 	setConnectable(t, db.Name, true)
-	poll.UntilTrue(t, 5*time.Second, "recovery", func() bool {
+	// The pool opens new connections once the database accepts them again; on a busy machine a
+	// connection attempt may take seconds (up to its 5 s timeout).
+	poll.UntilTrue(t, 30*time.Second, "recovery", func() bool {
 		r := s.call(t, "production", "POST", "/v2/orders", key,
 			order("outage-2", line{"productCode": "10000000000001", "quantity": 1}))
 		return r.status == http.StatusAccepted
