@@ -214,7 +214,8 @@ func TestKeyLifecycle(t *testing.T) {
 	// Raising rotation issues a new key and revokes the previous one at once.
 	update(t, ns, "acme-production", &k, func() { k.Spec.Rotation = 1 })
 	rotated := secretKey(t, ns, "acme-production-key", key)
-	poll.Until(t, time.Second, "rotation visible to the API", func() (bool, string) {
+	// The API learns of both keys by notification: milliseconds, or seconds on a busy machine.
+	poll.Until(t, timeout, "rotation visible to the API", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
@@ -253,7 +254,8 @@ func TestKeyLifecycle(t *testing.T) {
 	if err := env.k8s.Delete(ctx, &k); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, time.Second, "revoked on delete", func() (bool, string) {
+	// The deletion's reconcile revokes the key, then the API learns of it by notification.
+	poll.Until(t, timeout, "revoked on delete", func() (bool, string) {
 		return ping(t, "production", reissued) == 401, ""
 	})
 	poll.Until(t, timeout, "key events counted", func() (bool, string) {
@@ -390,7 +392,8 @@ func TestFailedReconcileIsReported(t *testing.T) {
 		return ok && k.Status.ObservedGeneration == k.Generation && k.Status.Rotation == 1, detail
 	})
 	rotated := secretKey(t, ns, "acme-production-key", key)
-	poll.Until(t, time.Second, "rotated key in service", func() (bool, string) {
+	// The API learns of both keys by notification: milliseconds, or seconds on a busy machine.
+	poll.Until(t, timeout, "rotated key in service", func() (bool, string) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
@@ -451,10 +454,11 @@ func TestResyncWritesNothing(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(time.Second)
-	if reconciles() < reconciled+10 {
-		t.Fatalf("the updates were not reconciled: %v reconciles before, %v after", reconciled, reconciles())
-	}
+	// Ten updates queue ten reconciles; on a busy machine they run well after the last update.
+	poll.Until(t, timeout, "the updates reconciled", func() (bool, string) {
+		n := reconciles()
+		return n >= reconciled+10, fmt.Sprintf("%v reconciles before, %v now", reconciled, n)
+	})
 	after := writes()
 	if after != before {
 		t.Fatalf("writes (ApiKey status, Partner status, key Secret) before %v, "+
@@ -676,7 +680,10 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 		t.Fatalf("order: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	poll.Until(t, 5*time.Second, "status follows the ledger", func() (bool, string) {
+	// The order is fulfilled, then the ledger follower reads its entries within an interval and
+	// the Wallet is reconciled: seconds, more on a busy machine, and far below the five-minute
+	// resync, so only the follower meets the bound.
+	poll.Until(t, timeout, "status follows the ledger", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
 		return w.Status.Balances["EUR"] == "50.50" && w.Status.LowBalance, fmt.Sprintf("%+v", w.Status)
 	})

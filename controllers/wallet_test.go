@@ -83,7 +83,9 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	want := fmt.Sprintf("%.2f", 100000-20*float64(placed.Load()))
-	poll.Until(t, 5*time.Second, "status shows the balance after the last order", func() (bool, string) {
+	// The follower reads the last orders' entries within an interval and the Wallet is
+	// reconciled: seconds, more on a busy machine, and far below the five-minute resync.
+	poll.Until(t, timeout, "status shows the balance after the last order", func() (bool, string) {
 		get(t, ns, w.Name, w)
 		return w.Status.Balances["EUR"] == want, fmt.Sprintf("%s, want %s", w.Status.Balances["EUR"], want)
 	})
