@@ -16,6 +16,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/principal"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
@@ -90,7 +91,7 @@ func (s *Server) access(cred credential) fiber.Handler {
 		if p.Account.Suspended {
 			return reject(authSuspended, apierror.AccountSuspended())
 		}
-		auth.Attach(c, p)
+		principal.Attach(c, p)
 		if err := s.limit(c, "key", p.RateBucket, p.Account.RateLimitPerMinute, now); err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/apiserver/principal"
 )
 
 // Metrics are the API's Prometheus instruments. Labels are bounded: route templates, not paths;
@@ -182,7 +182,7 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	}
 	end := time.Now()
 	endSpan(route, status)
-	s.finished(id, &requestRecord{at: end, caller: auth.FromRequest(c), method: method, route: route,
+	s.finished(id, &requestRecord{at: end, caller: principal.FromRequest(c), method: method, route: route,
 		status: status, elapsed: end.Sub(start), clientIP: s.clientIP(c)})
 	return nil
 }

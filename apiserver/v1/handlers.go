@@ -13,9 +13,9 @@ import (
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/apitime"
-	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/money"
+	"github.com/codeport/codeport/apiserver/principal"
 )
 
 // Handlers serves /v1.
@@ -27,7 +27,7 @@ type Handlers struct {
 func NewHandlers(catalogs *catalog.Cache) *Handlers { return &Handlers{catalogs: catalogs} }
 
 func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
-	snap, err := h.catalogs.ForAccount(c.UserContext(), auth.FromRequest(c).Account)
+	snap, err := h.catalogs.ForAccount(c.UserContext(), principal.FromRequest(c).Account)
 	if err != nil {
 		return nil, fmt.Errorf("catalog snapshot: %w", err)
 	}
@@ -64,7 +64,7 @@ func (h *Handlers) Catalog(c *fiber.Ctx) error {
 	}
 	return c.JSON(catalogJSON{ID: cat.ID.String(), Name: cat.Name, FromDate: apitime.Of(cat.ValidFrom),
 		ToDate: optionalTime(cat.ValidTo), Status: status, Description: cat.Description,
-		CatalogTypeID: cat.CatalogTypeID, ResellerID: auth.FromRequest(c).Account.PartnerID.String(),
+		CatalogTypeID: cat.CatalogTypeID, ResellerID: principal.FromRequest(c).Account.PartnerID.String(),
 		CreatedAt: apitime.Of(cat.CreatedAt), UpdatedAt: apitime.Of(cat.UpdatedAt), DeletedAt: optionalTime(cat.DeletedAt)})
 }
 

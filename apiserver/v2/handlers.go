@@ -17,10 +17,10 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/catalog"
 	"github.com/codeport/codeport/apiserver/listing"
 	"github.com/codeport/codeport/apiserver/orders"
+	"github.com/codeport/codeport/apiserver/principal"
 	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/apiserver/wallet"
 	"github.com/codeport/codeport/internal/pgtext"
@@ -53,7 +53,7 @@ func (h *Handlers) Ping(c *fiber.Ctx) error {
 }
 
 func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
-	snap, err := h.catalogs.ForAccount(c.UserContext(), auth.FromRequest(c).Account)
+	snap, err := h.catalogs.ForAccount(c.UserContext(), principal.FromRequest(c).Account)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (h *Handlers) PlaceOrder(c *fiber.Ctx) error {
 	}
 	// The body as received: Ctx.Body would decode a Content-Encoding without bound, should a
 	// compressed body ever get past the refusal in front of this handler.
-	view, replayed, err := h.orders.Place(c.UserContext(), auth.FromRequest(c).Account, c.Request().Body())
+	view, replayed, err := h.orders.Place(c.UserContext(), principal.FromRequest(c).Account, c.Request().Body())
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (h *Handlers) GetOrder(c *fiber.Ctx) error {
 		// No order can have such a reference: PostgreSQL could not have stored it.
 		return apierror.OrderNotFound(reference)
 	}
-	view, err := h.orders.Get(c.UserContext(), auth.FromRequest(c).Account, reference)
+	view, err := h.orders.Get(c.UserContext(), principal.FromRequest(c).Account, reference)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func (h *Handlers) GetOrder(c *fiber.Ctx) error {
 
 // Wallet serves GET /wallet.
 func (h *Handlers) Wallet(c *fiber.Ctx) error {
-	acct := auth.FromRequest(c).Account
+	acct := principal.FromRequest(c).Account
 	view, err := wallet.Read(c.UserContext(), h.db.Pool, acct.ID, acct.LowBalanceThreshold)
 	if err != nil {
 		return fmt.Errorf("read wallet: %w", err)
@@ -197,7 +197,7 @@ const csvStreamTimeout = 30 * time.Second
 // Statement serves GET /wallet/transactions: a page of the account's ledger, as JSON, or as CSV
 // streamed row by row when the client prefers text/csv (Accept).
 func (h *Handlers) Statement(c *fiber.Ctx) error {
-	acct := auth.FromRequest(c).Account
+	acct := principal.FromRequest(c).Account
 	q, err := listing.Parse(query(c), listing.Statement, acct.ID, listing.ParamCurrency)
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func (f *failedWrites) Write(p []byte) (int, error) {
 
 // ListOrders serves GET /orders: a page of the account's orders, newest first, without codes.
 func (h *Handlers) ListOrders(c *fiber.Ctx) error {
-	acct := auth.FromRequest(c).Account
+	acct := principal.FromRequest(c).Account
 	q, err := listing.Parse(query(c), listing.Orders, acct.ID, listing.ParamStatus, listing.ParamExternalOrderCode)
 	if err != nil {
 		return err

@@ -5,8 +5,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/apiserver/principal"
 	"github.com/codeport/codeport/apiserver/store"
 )
 
@@ -28,7 +28,7 @@ func (h *Webhooks) Events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	page, err := notify.ListEvents(c.UserContext(), h.db.Pool, auth.FromRequest(c).Account.ID, q)
+	page, err := notify.ListEvents(c.UserContext(), h.db.Pool, principal.FromRequest(c).Account.ID, q)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (h *Webhooks) Replay(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.notifier.Replay(c.UserContext(), h.db, auth.FromRequest(c).Account.ID, h.environment, r)
+	res, err := h.notifier.Replay(c.UserContext(), h.db, principal.FromRequest(c).Account.ID, h.environment, r)
 	if err != nil {
 		return err
 	}
