@@ -110,7 +110,7 @@ test: deps verify-generated vet lint vulncheck test-go fuzz-short ## Everything 
 # mid-execution, though nothing failed.
 FUZZTIME ?= 30s
 # FuzzHTTP sends raw requests of every route to a real server over TCP (apiserver's database).
-FUZZ_TARGETS := ./apiserver/orders:FuzzPlaceOrder ./apiserver/catalog:FuzzCatalogQuery ./apiserver/auth:FuzzParseKey \
+FUZZ_TARGETS := ./internal/orders:FuzzPlaceOrder ./internal/catalog:FuzzCatalogQuery ./internal/auth:FuzzParseKey \
 	./internal/strictjson:FuzzCheck ./apiserver:FuzzHTTP
 
 .PHONY: bench

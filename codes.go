@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/store"
 )
 
 func newCodesCommand() *cobra.Command {

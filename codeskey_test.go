@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // TestAnotherCodesKeyIsRefused: the database records the key its codes are sealed under, and

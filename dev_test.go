@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/devenv"
+	"github.com/codeport/codeport/internal/devenv"
 	"github.com/codeport/codeport/internal/poll"
 )
 

@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/codeport/codeport/apiserver/devenv"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/devenv"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // syncBuffer collects output written by the dev command's goroutines.

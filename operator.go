@@ -22,9 +22,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/controllers"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
 )
 
 func newOperatorCommand() *cobra.Command {

@@ -15,13 +15,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codeport/codeport/apiserver"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/logbuffer"
+	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // logBufferSize is how many bytes of log lines a serving process holds before writing them

@@ -15,16 +15,16 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/openapi"
-	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/apiserver/store"
 	v1 "github.com/codeport/codeport/apiserver/v1"
 	v2 "github.com/codeport/codeport/apiserver/v2"
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/orders"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // Config is what varies between deployments of the API.

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // TestCacheInvalidationMetrics checks that /metrics shows what a change notification dropped:

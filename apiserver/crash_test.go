@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/store"
 )
 
 const workerProcessEnv = "CODEPORT_TEST_WORKER_DATABASE"

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/recovery"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/wallet"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/wallet"
 )
 
 const cursorMessage = "cursor is not valid for this list; use a nextCursor this list returned"

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/apiserver/store/storetest"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // awayFromMinuteEnd waits until a window has at least 5 s left, so a sequence of requests

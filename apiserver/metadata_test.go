@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/catalog"
+	"github.com/codeport/codeport/internal/catalog"
 	"github.com/codeport/codeport/internal/poll"
 )
 

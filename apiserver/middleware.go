@@ -15,9 +15,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/auth"
 	"github.com/codeport/codeport/apiserver/principal"
 	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
 )

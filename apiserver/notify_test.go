@@ -24,11 +24,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/notify"
-	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // delivery is one request the webhook receiver saw.

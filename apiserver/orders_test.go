@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/codes"
+	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/poll"
 )
 

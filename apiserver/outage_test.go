@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store/storetest"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // setConnectable opens or closes a database to new connections and, when closing, drops the

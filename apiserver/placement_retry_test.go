@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // TestPlacementRetriesDeadlock: a writer that takes the account row before the balances (the

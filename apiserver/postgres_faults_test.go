@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // privatePostgres is a PostgreSQL server of this test alone, so it can be restarted.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // serveProcess runs `codeport serve` as a real process that the test can kill -9.

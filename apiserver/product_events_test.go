@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/notify"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
 )
 

@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // TestRefundLocksTheWalletLast: the finishing transaction of an order with undelivered units

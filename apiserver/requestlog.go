@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/internal/auth"
 )
 
 // requestLog writes one JSON line per finished request, byte for byte as log/slog's JSON handler

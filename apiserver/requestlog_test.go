@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/internal/auth"
 )
 
 // slogLine is the line log/slog's JSON handler writes for r, as the request log did through slog.

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/provisioning"
 )
 
 // registerKey issues one more key of the tenant, as the operator would for an ApiKey.

@@ -20,15 +20,15 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/codes"
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/notify"
-	"github.com/codeport/codeport/apiserver/orders"
-	"github.com/codeport/codeport/apiserver/provisioning"
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/orders"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // testDatabase is this package's database, created by TestMain.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/codeport/codeport/apiserver/fulfilment"
-	"github.com/codeport/codeport/apiserver/money"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/money"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // OrderMetrics count orders through their life.

@@ -16,10 +16,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/notify"
-	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // switchReceiver is a webhook endpoint that answers 503 while down and 200 otherwise, recording

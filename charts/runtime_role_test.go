@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/codeport/codeport/apiserver/store/storetest"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // TestCloudNativePGRuntimeRoleServesWithoutDDL sets PostgreSQL up the way the chart's

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/provisioning"
 )
 
 // Keys of an ApiKey's Secret.

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // followerFixture provisions partners acme and globex with a sandbox Wallet each and returns a

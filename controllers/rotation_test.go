@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/poll"
 )
 

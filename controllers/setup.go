@@ -1,5 +1,5 @@
 // Package controllers reconciles the codeport custom resources into the data plane: each
-// reconciler translates its kind into calls of apiserver/provisioning, the one write path for
+// reconciler translates its kind into calls of internal/provisioning, the one write path for
 // partner configuration.
 package controllers
 
@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/provisioning"
 )
 
 // Finalizer guards the data-plane side of Partner, Catalog and ApiKey: revoking keys and

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/recovery"
 )
 

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/provisioning"
+	"github.com/codeport/codeport/internal/provisioning"
 )
 
 // WalletTopUpReconciler credits each WalletTopUp once to the ledger of its Wallet's account. A

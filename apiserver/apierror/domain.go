@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/listing"
-	"github.com/codeport/codeport/apiserver/notify"
-	"github.com/codeport/codeport/apiserver/orders"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/listing"
+	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/orders"
 )
 
 // FromDomain words an error of the domain packages as the contract does: the one place where

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/listing"
-	"github.com/codeport/codeport/apiserver/orders"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/listing"
+	"github.com/codeport/codeport/internal/orders"
 )
 
 // TestRefusalsInTheContractsWords: every reason an order is refused for has its status and

@@ -6,7 +6,7 @@ package principal
 import (
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/codeport/codeport/apiserver/auth"
+	"github.com/codeport/codeport/internal/auth"
 )
 
 const local = "codeport.principal"

@@ -12,10 +12,10 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/apitime"
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/money"
 	"github.com/codeport/codeport/apiserver/principal"
+	"github.com/codeport/codeport/internal/apitime"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/money"
 )
 
 // Handlers serves /v1.

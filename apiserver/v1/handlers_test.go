@@ -5,8 +5,8 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // TestParagraphs: the legacy *Html fields are the plain text as HTML paragraphs, blank lines

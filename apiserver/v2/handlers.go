@@ -17,14 +17,14 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/listing"
-	"github.com/codeport/codeport/apiserver/orders"
 	"github.com/codeport/codeport/apiserver/principal"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/wallet"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/listing"
+	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/wallet"
 )
 
 // Handlers serves /v2 for one environment.

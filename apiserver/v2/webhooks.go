@@ -5,9 +5,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/codeport/codeport/apiserver/notify"
 	"github.com/codeport/codeport/apiserver/principal"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // Webhooks serves the recovery endpoints of an account's webhook events.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // unfinishedJobs counts the production fulfilment jobs not yet in a terminal state: the queue

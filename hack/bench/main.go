@@ -1,5 +1,5 @@
 // Command bench measures the partner API against baselines taken in the same run and prints
-// markdown tables. It provisions a realistic tenant set through apiserver/provisioning, starts
+// markdown tables. It provisions a realistic tenant set through internal/provisioning, starts
 // real `codeport serve` processes against a real PostgreSQL, and drives them with vegeta (over
 // fasthttp's client: see wireTransport).
 //
@@ -31,8 +31,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 type config struct {

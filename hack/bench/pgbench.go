@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // placementScript is the write shape of one order placement, as plain SQL: the order row, the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/store"
 )
 
 type scalePoint struct {

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/auth"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // Messages of the refusals the churn causes (the contract's texts).

@@ -35,8 +35,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store"
-	"github.com/codeport/codeport/apiserver/store/storetest"
+	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // codesKey encrypts the stock and webhook secrets at rest; every process and the import share it.

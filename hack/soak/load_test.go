@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/catalog"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // Operations of the load.

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // namespace holds every partner resource of the run.

@@ -30,7 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/codeport/codeport/apiserver/store"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // The phases of the load: a warm-up, not counted, then the same load before, during and after

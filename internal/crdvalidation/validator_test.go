@@ -16,7 +16,7 @@ import (
 	"github.com/codeport/codeport/internal/crdvalidation"
 )
 
-// The comparison with a real API server's answers is in apiserver/devenv, whose manifests this
+// The comparison with a real API server's answers is in internal/devenv, whose manifests this
 // package admits; these tests pin what a create does to the object admitted.
 
 func newValidator(t *testing.T) *crdvalidation.Validator {
@@ -84,7 +84,7 @@ func TestServesGroup(t *testing.T) {
 	}
 }
 
-// TestKubectlMessage pins the rendering of kubectl's checkErr; apiserver/devenv compares it with
+// TestKubectlMessage pins the rendering of kubectl's checkErr; internal/devenv compares it with
 // kubectl's own output where kubectl is installed.
 func TestKubectlMessage(t *testing.T) {
 	partner := schema.GroupKind{Group: "codeport.dev", Kind: "Partner"}

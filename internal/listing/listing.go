@@ -1,0 +1,208 @@
+// Package listing holds the rules of the API's cursor-paged lists (statements, order history):
+// their query parameters, their bounds and their opaque cursors. A cursor names the account and
+// the list it was issued for, so another account's cursor, or one of another list, is refused
+// rather than read as a position in this one.
+package listing
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/codeport/codeport/internal/money"
+	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/store"
+)
+
+// Bounds of a page.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+	// MaxExternalOrderCodeLength matches the longest externalOrderCode an order can have.
+	MaxExternalOrderCodeLength = 100
+)
+
+// Lists a cursor can belong to.
+const (
+	Statement = "s"
+	Orders    = "o"
+)
+
+// Param names a query parameter.
+type Param string
+
+// The query parameters of the lists.
+const (
+	ParamCurrency          Param = "currency"
+	ParamStatus            Param = "status"
+	ParamFrom              Param = "from"
+	ParamTo                Param = "to"
+	ParamRange             Param = "from,to"
+	ParamLimit             Param = "limit"
+	ParamCursor            Param = "cursor"
+	ParamExternalOrderCode Param = "externalOrderCode"
+)
+
+// Statuses are the order statuses a history can be filtered by.
+var Statuses = []string{"processing", "completed", "partially_completed", "failed"}
+
+// QueryError is a query parameter the rules refuse; apierror words it.
+type QueryError struct{ Param Param }
+
+func (e *QueryError) Error() string { return "invalid query parameter " + string(e.Param) }
+
+// Query is a parsed list request. Before is the decoded cursor: the position (time and id) the
+// page starts strictly below.
+type Query struct {
+	Currency, Status, ExternalOrderCode string
+	From, To                            *time.Time
+	Limit                               int
+	Before                              *Cursor
+}
+
+// Parse reads the parameters of a list from get (a request's query lookup). The cursor must
+// have been issued for list and account; allowed names the filters the list has.
+func Parse(get func(string) string, list string, account uuid.UUID, allowed ...Param) (Query, error) {
+	q := Query{Limit: DefaultLimit}
+	has := func(p Param) bool {
+		for _, a := range allowed {
+			if a == p {
+				return true
+			}
+		}
+		return false
+	}
+	if v := get(string(ParamCurrency)); v != "" && has(ParamCurrency) {
+		c := strings.ToUpper(strings.TrimSpace(v))
+		if _, err := money.Digits(c); err != nil || len(c) != 3 {
+			return Query{}, &QueryError{ParamCurrency}
+		}
+		q.Currency = c
+	}
+	if v := get(string(ParamStatus)); v != "" && has(ParamStatus) {
+		if !validStatus(v) {
+			return Query{}, &QueryError{ParamStatus}
+		}
+		q.Status = v
+	}
+	if v := get(string(ParamExternalOrderCode)); v != "" && has(ParamExternalOrderCode) {
+		code := strings.TrimSpace(v)
+		if code == "" || len([]rune(code)) > MaxExternalOrderCodeLength || !pgtext.Storable(code) {
+			return Query{}, &QueryError{ParamExternalOrderCode}
+		}
+		q.ExternalOrderCode = code
+	}
+	var err error
+	if q.From, err = instant(get(string(ParamFrom)), ParamFrom); err != nil {
+		return Query{}, err
+	}
+	if q.To, err = instant(get(string(ParamTo)), ParamTo); err != nil {
+		return Query{}, err
+	}
+	if q.From != nil && q.To != nil && !q.From.Before(*q.To) {
+		return Query{}, &QueryError{ParamRange}
+	}
+	if v := get(string(ParamLimit)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			return Query{}, &QueryError{ParamLimit}
+		}
+		q.Limit = n
+	}
+	if v := get(string(ParamCursor)); v != "" {
+		c, err := DecodeCursor(v, list, account)
+		if err != nil {
+			return Query{}, err
+		}
+		q.Before = &c
+	}
+	return q, nil
+}
+
+func validStatus(s string) bool {
+	for _, st := range Statuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// instant reads an RFC 3339 date-time or a date (YYYY-MM-DD, midnight UTC); "" is nil.
+func instant(v string, p Param) (*time.Time, error) {
+	if v == "" {
+		return nil, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
+		if t, err := time.Parse(layout, v); err == nil {
+			// PostgreSQL keeps microseconds and years 1 to 294276; out of that, no row matches
+			// anyway, but the bound must still be one PostgreSQL accepts.
+			if t.Year() < 1 || t.Year() > 9999 {
+				break
+			}
+			t = t.UTC()
+			return &t, nil
+		}
+	}
+	return nil, &QueryError{p}
+}
+
+// Cursor is a position in a list: the creation time and id of the last row of a page. ID is the
+// row's id as text (a ledger entry's number, an order's uuid).
+type Cursor struct {
+	At time.Time
+	ID string
+}
+
+// EncodeCursor is the opaque cursor of position c in the account's list.
+func EncodeCursor(list string, account uuid.UUID, c Cursor) string {
+	raw := fmt.Sprintf("%s1.%s.%d.%s", list, account, c.At.UnixMicro(), c.ID)
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// DecodeCursor reads a cursor issued by EncodeCursor for the same list and account.
+func DecodeCursor(s, list string, account uuid.UUID) (Cursor, error) {
+	bad := &QueryError{ParamCursor}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	parts := strings.Split(string(raw), ".")
+	if len(parts) != 4 || parts[0] != list+"1" || parts[1] != account.String() || parts[3] == "" ||
+		!pgtext.Storable(parts[3]) {
+		return Cursor{}, bad
+	}
+	micros, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	return Cursor{At: time.UnixMicro(micros).UTC(), ID: parts[3]}, nil
+}
+
+// LedgerKey is the statement position of a cursor (nil for none).
+func LedgerKey(c *Cursor) (*store.LedgerKey, error) {
+	if c == nil {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(c.ID, 10, 64)
+	if err != nil {
+		return nil, &QueryError{ParamCursor}
+	}
+	return &store.LedgerKey{At: c.At, ID: id}, nil
+}
+
+// OrderKey is the order-history position of a cursor (nil for none).
+func OrderKey(c *Cursor) (*store.OrderKey, error) {
+	if c == nil {
+		return nil, nil
+	}
+	id, err := uuid.Parse(c.ID)
+	if err != nil {
+		return nil, &QueryError{ParamCursor}
+	}
+	return &store.OrderKey{At: c.At, ID: id}, nil
+}

@@ -1,0 +1,280 @@
+package notify
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/codeport/codeport/internal/apitime"
+	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/store"
+)
+
+// Bounds of the event listing and of a replay.
+const (
+	DefaultEventPage = 50
+	MaxEventPage     = 200
+	// MaxReplayEvents is the most events one replay queues: a partner recovering from a long
+	// outage replays in steps (since = nextSince) rather than flooding its own receiver.
+	MaxReplayEvents = 500
+	// EventRetention is how long events are kept (listed and replayable) after they were raised.
+	EventRetention = 30 * 24 * time.Hour
+)
+
+// EventTypes are the webhook event types: the contract's, in its order, then the catalog events.
+var EventTypes = []string{EventOrderCompleted, EventOrderFailed, EventOrderPartiallyCompleted, EventBalanceLow,
+	EventProductUpdated, EventProductRemoved, EventCatalogUpdated}
+
+// EventView is one event as GET /webhooks/events lists it.
+type EventView struct {
+	ID        string       `json:"id"`
+	Type      string       `json:"type"`
+	CreatedAt apitime.Time `json:"createdAt"`
+	// Payload is the JSON every delivery of the event carries. The listing re-encodes it
+	// compactly, so its bytes (whitespace) can differ from the signed body of a delivery.
+	Payload  json.RawMessage `json:"payload"`
+	Delivery DeliveryView    `json:"delivery"`
+}
+
+// DeliveryView is an event's delivery state.
+type DeliveryView struct {
+	State         string        `json:"state"`
+	Attempts      int           `json:"attempts"`
+	LastAttemptAt *apitime.Time `json:"lastAttemptAt"`
+}
+
+// EventPage is the body of GET /webhooks/events.
+type EventPage struct {
+	Events []EventView `json:"events"`
+	// NextCursor continues the listing; null on the last page.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ParamProblem is what is wrong with a query parameter.
+type ParamProblem int
+
+// Problems of query parameters.
+const (
+	// ParamInvalid: the value is not one the parameter takes.
+	ParamInvalid ParamProblem = iota
+	// ParamMissing: a required parameter is absent.
+	ParamMissing
+	// ParamEmptyWindow: until is not later than since.
+	ParamEmptyWindow
+)
+
+// ParamError refuses a query parameter of the event listing or of a replay.
+type ParamError struct {
+	Param   string
+	Problem ParamProblem
+}
+
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("query parameter %s: problem %d", e.Param, e.Problem)
+}
+
+// ParseEventQuery reads the listing's query parameters; absent ones are empty strings.
+func ParseEventQuery(cursor, limit, eventType string) (store.WebhookEventQuery, error) {
+	q := store.WebhookEventQuery{Limit: DefaultEventPage}
+	if limit != "" {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > MaxEventPage {
+			return q, &ParamError{Param: "limit"}
+		}
+		q.Limit = n
+	}
+	if err := checkEventType(eventType); err != nil {
+		return q, err
+	}
+	q.Type = eventType
+	if cursor != "" {
+		c, ok := decodeCursor(cursor)
+		if !ok {
+			return q, &ParamError{Param: "cursor"}
+		}
+		q.After = &c
+	}
+	return q, nil
+}
+
+func checkEventType(eventType string) error {
+	if eventType == "" || slices.Contains(EventTypes, eventType) {
+		return nil
+	}
+	return &ParamError{Param: "type"}
+}
+
+// encodeCursor makes the opaque cursor of the position after e. It is not signed: a cursor only
+// positions the account's own listing, so a forged one shows nothing the caller could not see.
+func encodeCursor(e store.WebhookEvent) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(e.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + e.ID))
+}
+
+func decodeCursor(s string) (store.WebhookEventCursor, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.WebhookEventCursor{}, false
+	}
+	at, id, ok := strings.Cut(string(raw), "|")
+	// The id goes to PostgreSQL as text: a forged one it could not store is no position.
+	if !ok || id == "" || !pgtext.Storable(id) {
+		return store.WebhookEventCursor{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return store.WebhookEventCursor{}, false
+	}
+	return store.WebhookEventCursor{CreatedAt: t, ID: id}, true
+}
+
+// ListEvents returns a page of the account's events, newest first.
+func ListEvents(
+	ctx context.Context, q store.Querier, accountID uuid.UUID, query store.WebhookEventQuery,
+) (EventPage, error) {
+	events, err := store.ListWebhookEvents(ctx, q, accountID, query)
+	if err != nil {
+		return EventPage{}, err
+	}
+	page := EventPage{Events: make([]EventView, 0, len(events))}
+	for _, e := range events {
+		v := EventView{ID: e.ID, Type: e.Type, CreatedAt: apitime.Of(e.CreatedAt), Payload: json.RawMessage(e.Payload),
+			Delivery: DeliveryView{State: e.State, Attempts: e.Attempts}}
+		if e.LastAttemptAt != nil {
+			at := apitime.Of(*e.LastAttemptAt)
+			v.Delivery.LastAttemptAt = &at
+		}
+		page.Events = append(page.Events, v)
+	}
+	if len(events) == query.Limit {
+		next := encodeCursor(events[len(events)-1])
+		page.NextCursor = &next
+	}
+	return page, nil
+}
+
+// ReplayRequest is a parsed POST /webhooks/replay.
+type ReplayRequest struct {
+	Since, Until time.Time
+	Type         string
+}
+
+// ParseReplay reads the replay's query parameters (absent ones are empty strings) at now: since
+// is required, until defaults to now, and the window must not be empty.
+func ParseReplay(since, until, eventType string, now time.Time) (ReplayRequest, error) {
+	var r ReplayRequest
+	if since == "" {
+		return r, &ParamError{Param: "since", Problem: ParamMissing}
+	}
+	var err error
+	if r.Since, err = time.Parse(time.RFC3339Nano, since); err != nil {
+		return r, &ParamError{Param: "since"}
+	}
+	r.Until = now
+	if until != "" {
+		if r.Until, err = time.Parse(time.RFC3339Nano, until); err != nil {
+			return r, &ParamError{Param: "until"}
+		}
+	}
+	if !r.Until.After(r.Since) {
+		return r, &ParamError{Param: "until", Problem: ParamEmptyWindow}
+	}
+	if err := checkEventType(eventType); err != nil {
+		return r, err
+	}
+	r.Type = eventType
+	return r, nil
+}
+
+// ReplayResult is the body of a replay's 202.
+type ReplayResult struct {
+	// Queued is how many events were queued for delivery again.
+	Queued int `json:"queued"`
+	// MaxEvents is the bound of one replay.
+	MaxEvents int `json:"maxEvents"`
+	// NextSince, present when the bound was reached, is where the next replay continues.
+	NextSince *apitime.Time `json:"nextSince,omitempty"`
+}
+
+// ErrNoEndpoint is a replay of an account without a webhook endpoint.
+var ErrNoEndpoint = errors.New("no webhook endpoint")
+
+// Replay queues the account's delivered and failed events of the request's window for delivery
+// again, with their ids and bodies unchanged, at most MaxReplayEvents of them. Events still
+// pending are on their way already and are not queued twice.
+func (n *Notifier) Replay(
+	ctx context.Context, db *store.DB, accountID uuid.UUID, environment string, r ReplayRequest,
+) (ReplayResult, error) {
+	job, err := store.NewJob(DeliverArgs{}, QueueName(environment), n.maxAttempts)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	var replayed store.ReplayedEvents
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := store.WebhookFor(ctx, tx, accountID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return ErrNoEndpoint
+			}
+			return err
+		}
+		replayed, err = store.QueueWebhookReplay(ctx, tx, store.WebhookReplay{AccountID: accountID, Since: r.Since,
+			Until: r.Until, Type: r.Type, Limit: MaxReplayEvents, Job: job})
+		return err
+	})
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	res := ReplayResult{Queued: replayed.Queued, MaxEvents: MaxReplayEvents}
+	if replayed.Queued == MaxReplayEvents {
+		next := apitime.Of(replayed.Last)
+		res.NextSince = &next
+	}
+	return res, nil
+}
+
+// PruneArgs is the job that deletes events past EventRetention.
+type PruneArgs struct{}
+
+// Kind names the job.
+func (PruneArgs) Kind() string { return "codeport.prune_webhook_events" }
+
+// pruneBatch bounds one DELETE, so pruning a large backlog never holds many row locks at once.
+const pruneBatch = 5000
+
+type pruneWorker struct {
+	river.WorkerDefaults[PruneArgs]
+	db *store.DB
+}
+
+// Work deletes every event older than EventRetention whose delivery is not pending, in batches.
+func (w *pruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+	cutoff := time.Now().Add(-EventRetention)
+	for {
+		n, err := store.PruneWebhookEvents(ctx, w.db.Pool, cutoff, pruneBatch)
+		if err != nil || n < pruneBatch {
+			return err
+		}
+	}
+}
+
+// PruneEvery is how often the retention job runs (on the one elected River leader).
+const PruneEvery = time.Hour
+
+// PeriodicJobs are the notification jobs River runs on a schedule, worked from the notification
+// queue of environment (one the process works). River's elected leader, whichever environment
+// it serves, inserts them; pruning covers the events of every environment.
+func PeriodicJobs(environment string) []*river.PeriodicJob {
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(PruneEvery),
+		func() (river.JobArgs, *river.InsertOpts) {
+			return PruneArgs{}, &river.InsertOpts{Queue: QueueName(environment)}
+		}, nil)}
+}

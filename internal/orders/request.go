@@ -1,0 +1,402 @@
+// Package orders owns order placement and retrieval: decoding and validating a PlaceOrder
+// request against the account's catalog, the idempotent placement transaction (order, wallet
+// debit, fulfilment job), and the order representation partners poll.
+package orders
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/money"
+	"github.com/codeport/codeport/internal/strictjson"
+)
+
+// Bounds of a request that the spec leaves open; generous for real use, small enough that one
+// request cannot exhaust the server.
+const (
+	MaxExternalOrderCodeLength = 100
+	MaxLines                   = 500
+)
+
+// LineRequest is one orderProducts item as sent.
+type LineRequest struct {
+	ProductCode string
+	Quantity    int64
+	Price       *int64
+	Currency    string
+	SKU         string
+}
+
+// Request is a decoded PlaceOrder body.
+type Request struct {
+	ExternalOrderCode string
+	Currency          string
+	Price             *int64
+	Lines             []LineRequest
+	// Metadata is the partner's key/value pairs, nil when none were sent.
+	Metadata map[string]string
+}
+
+type rawLine struct {
+	ProductCode *string         `json:"productCode"`
+	ProductID   *string         `json:"productId"`
+	Quantity    json.RawMessage `json:"quantity"`
+	Price       json.RawMessage `json:"price"`
+	Currency    *string         `json:"currency"`
+	SKU         *string         `json:"sku"`
+}
+
+type rawRequest struct {
+	ExternalOrderCode *string         `json:"externalOrderCode"`
+	Currency          *string         `json:"currency"`
+	Price             json.RawMessage `json:"price"`
+	OrderProducts     json.RawMessage `json:"orderProducts"`
+	Metadata          json.RawMessage `json:"metadata"`
+}
+
+var errNotInteger = errors.New("not an integer")
+
+// integer parses a JSON integer literal; null or absent is nil. 10 and 10.0 are accepted,
+// 10.5, "10" and 1e400 are not.
+func integer(raw json.RawMessage) (*int64, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return nil, errNotInteger
+	}
+	s := string(raw)
+	if whole, frac, ok := strings.Cut(s, "."); ok && strings.Trim(frac, "0") == "" && frac != "" {
+		s = whole
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return nil, errNotInteger
+	}
+	return &n, nil
+}
+
+func text(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return strings.TrimSpace(*s)
+}
+
+// The contract's spellings of the body's fields, from the tags encoding/json reads them by.
+var (
+	requestFields = jsonNames(rawRequest{})
+	lineFields    = jsonNames(rawLine{})
+)
+
+func jsonNames(v any) []string {
+	t := reflect.TypeOf(v)
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+// exactFieldNames refuses a key of the request or of a line that is one of the contract's
+// fields in other letter case: encoding/json would take "ExternalOrderCode" for
+// externalOrderCode, and a partner's typo would then work by accident here and nowhere else.
+func exactFieldNames(parents []string, key string) error {
+	var fields []string
+	switch {
+	case len(parents) == 0:
+		fields = requestFields
+	case len(parents) == 1 && parents[0] == "orderProducts":
+		fields = lineFields
+	default:
+		return nil
+	}
+	for _, f := range fields {
+		if key == f {
+			return nil
+		}
+		if strings.EqualFold(key, f) {
+			return &Refusal{Reason: FieldNameCase, Key: key, Field: f}
+		}
+	}
+	return nil
+}
+
+// checkBody refuses what encoding/json would let pass: duplicate keys, text PostgreSQL cannot
+// store, fields in the wrong letter case. malformed reports a body it could not read, which the
+// decoder then refuses in its own words.
+func checkBody(body []byte) (malformed bool, refusal *Refusal) {
+	err := strictjson.Check(body, exactFieldNames)
+	var e *strictjson.Error
+	if !errors.As(err, &e) {
+		return false, nil
+	}
+	switch e.Problem {
+	case strictjson.DuplicateKey:
+		return false, &Refusal{Reason: DuplicateKey, Key: e.Key, Location: e.Location}
+	case strictjson.InvalidText:
+		return false, &Refusal{Reason: TextNotStorable, Location: e.Location, InKey: e.InKey}
+	case strictjson.Refused:
+		var r *Refusal
+		if errors.As(e.Err, &r) {
+			r.Location = e.Location
+			return false, r
+		}
+	}
+	return true, nil
+}
+
+// Decode parses a PlaceOrder body. Every problem is a *Refusal; nothing here can panic.
+func Decode(body []byte) (Request, error) {
+	var raw rawRequest
+	if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || trimmed[0] != '{' {
+		return Request{}, refuse(BodyNotAnObject)
+	}
+	malformed, refusal := checkBody(body)
+	if refusal != nil {
+		return Request{}, refusal
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return Request{}, refuse(NotValidated)
+		}
+		return Request{}, refuse(BodyNotAnObject)
+	}
+	if dec.More() {
+		return Request{}, refuse(BodyNotSingleObject)
+	}
+	if malformed {
+		// Unreachable while the check reads JSON as encoding/json does; if they ever disagree,
+		// a body the check could not read is not taken.
+		return Request{}, refuse(BodyNotAnObject)
+	}
+	req := Request{ExternalOrderCode: text(raw.ExternalOrderCode), Currency: strings.ToUpper(text(raw.Currency))}
+	switch {
+	case req.ExternalOrderCode == "":
+		return Request{}, refuse(ExternalOrderCodeMissing)
+	case utf8.RuneCountInString(req.ExternalOrderCode) > MaxExternalOrderCodeLength,
+		!utf8.ValidString(req.ExternalOrderCode):
+		return Request{}, refuse(ExternalOrderCodeTooLong)
+	case req.Currency == "":
+		return Request{}, refuse(CurrencyMissing)
+	}
+	if _, err := money.Digits(req.Currency); err != nil || len(req.Currency) != 3 {
+		return Request{}, refuse(CurrencyNotISO)
+	}
+	price, err := integer(raw.Price)
+	if err != nil {
+		return Request{}, refuse(NotValidated)
+	}
+	req.Price = price
+	if req.Metadata, refusal = decodeMetadata(raw.Metadata); refusal != nil {
+		return Request{}, refusal
+	}
+
+	var lines []json.RawMessage
+	trimmed := bytes.TrimSpace(raw.OrderProducts)
+	if len(trimmed) > 0 && string(trimmed) != "null" {
+		if err := json.Unmarshal(trimmed, &lines); err != nil {
+			return Request{}, refuse(NotValidated)
+		}
+	}
+	if len(lines) == 0 {
+		return Request{}, refuse(NoLines)
+	}
+	if len(lines) > MaxLines {
+		return Request{}, refuse(TooManyLines)
+	}
+	req.Lines = make([]LineRequest, 0, len(lines))
+	for _, rawItem := range lines {
+		var item rawLine
+		if err := json.Unmarshal(rawItem, &item); err != nil {
+			return Request{}, refuse(InvalidLine)
+		}
+		line := LineRequest{
+			ProductCode: text(item.ProductCode),
+			Currency:    strings.ToUpper(text(item.Currency)),
+			SKU:         text(item.SKU),
+		}
+		if line.ProductCode == "" {
+			// Some partners' integrations send productId, as an example in the spec does.
+			line.ProductCode = text(item.ProductID)
+		}
+		qty, err := integer(item.Quantity)
+		if err != nil || qty == nil || *qty < 1 || line.ProductCode == "" {
+			return Request{}, refuse(InvalidLine)
+		}
+		line.Quantity = *qty
+		if line.Price, err = integer(item.Price); err != nil {
+			return Request{}, refuse(NotValidated)
+		}
+		req.Lines = append(req.Lines, line)
+	}
+	return req, nil
+}
+
+// Hash is the canonical digest of a request: two bodies that mean the same order (whitespace,
+// key order, productId vs productCode, 10 vs 10.0) hash alike, and any change of meaning does not.
+func (r *Request) Hash() []byte {
+	type line struct {
+		P string `json:"p"`
+		Q int64  `json:"q"`
+		A *int64 `json:"a"`
+		C string `json:"c"`
+		S string `json:"s"`
+	}
+	canonical := struct {
+		E string `json:"e"`
+		C string `json:"c"`
+		A *int64 `json:"a"`
+		L []line `json:"l"`
+		// Omitted when empty, so orders without metadata hash as they always have. Map keys
+		// are encoded sorted: the order in which a partner sends them does not matter.
+		M map[string]string `json:"m,omitempty"`
+	}{E: r.ExternalOrderCode, C: r.Currency, A: r.Price, M: r.Metadata}
+	for _, l := range r.Lines {
+		canonical.L = append(canonical.L,
+			line{P: l.ProductCode, Q: l.Quantity, A: l.Price, C: l.Currency, S: strings.ToUpper(l.SKU)})
+	}
+	b, _ := json.Marshal(canonical) // cannot fail: plain strings and integers
+	sum := sha256.Sum256(b)
+	return sum[:]
+}
+
+// PlannedLine is a validated line with its unit price resolved.
+type PlannedLine struct {
+	Product   *catalog.Product
+	UnitPrice int64
+	Quantity  int64
+	SKU       string
+}
+
+// Plan is a validated order: what to record, debit and fulfil.
+type Plan struct {
+	Currency      string
+	Lines         []PlannedLine
+	Total         int64
+	TotalQuantity int64
+}
+
+// Validate checks a request against the account's catalog and limits, in the order of the
+// spec's message table, line by line. A refusal names the productCode as sent.
+func Validate(req *Request, snap *catalog.Snapshot, acct *auth.Account) (Plan, error) {
+	plan := Plan{Currency: req.Currency, Lines: make([]PlannedLine, 0, len(req.Lines))}
+	for _, l := range req.Lines {
+		p, ok := snap.Get(l.ProductCode)
+		if !ok {
+			return Plan{}, refuseProduct(ProductNotFound, l.ProductCode, 0)
+		}
+		if !p.Orderable() {
+			return Plan{}, refuseProduct(ProductNotAvailable, l.ProductCode, 0)
+		}
+		lineCurrency := l.Currency
+		if lineCurrency == "" {
+			lineCurrency = req.Currency
+		}
+		if lineCurrency != p.CurrencyCode {
+			return Plan{}, &Refusal{Reason: LineCurrencyMismatch, Product: l.ProductCode, ProductCurrency: p.CurrencyCode,
+				Requested: lineCurrency}
+		}
+		if req.Currency != p.CurrencyCode {
+			return Plan{}, refuseProduct(WrongOrderCurrency, l.ProductCode, 0)
+		}
+		if e := checkSKU(l, p); e != nil {
+			return Plan{}, e
+		}
+		unit, e := unitPrice(l, p)
+		if e != nil {
+			return Plan{}, e
+		}
+		lineTotal, err := money.Mul(unit, l.Quantity)
+		if err != nil {
+			return Plan{}, refuse(NotValidated)
+		}
+		if plan.Total, err = money.Add(plan.Total, lineTotal); err != nil {
+			return Plan{}, refuse(NotValidated)
+		}
+		if plan.TotalQuantity, err = money.Add(plan.TotalQuantity, l.Quantity); err != nil || plan.TotalQuantity > maxUnits {
+			return Plan{}, refuse(LimitExceeded)
+		}
+		plan.Lines = append(plan.Lines,
+			PlannedLine{Product: p, UnitPrice: unit, Quantity: l.Quantity, SKU: strings.ToUpper(l.SKU)})
+	}
+	if req.Price != nil && *req.Price != plan.Total {
+		return Plan{}, &Refusal{Reason: TotalMismatch, Amount: plan.Total}
+	}
+	if acct.MaxQuantityPerOrder > 0 && plan.TotalQuantity > int64(acct.MaxQuantityPerOrder) {
+		return Plan{}, refuse(LimitExceeded)
+	}
+	return plan, nil
+}
+
+// maxUnits caps the units of one order whatever the account's limits, because every unit is a
+// row of delivered codes.
+const maxUnits = 100_000
+
+func checkSKU(l LineRequest, p *catalog.Product) *Refusal {
+	if l.SKU == "" {
+		return nil
+	}
+	country, rest, ok := strings.Cut(strings.ToUpper(l.SKU), "-")
+	language, code, ok2 := strings.Cut(rest, "-")
+	if !ok || !ok2 || code != p.ProductCode {
+		return refuse(NotValidated)
+	}
+	if country != strings.ToUpper(p.CountryCode) {
+		return refuseProduct(NotOrderableInCountry, l.ProductCode, 0)
+	}
+	for _, lang := range p.Languages {
+		if strings.EqualFold(lang.LanguageCode, language) {
+			return nil
+		}
+	}
+	return refuse(NotValidated)
+}
+
+func unitPrice(l LineRequest, p *catalog.Product) (int64, *Refusal) {
+	if p.Open() {
+		if l.Price == nil {
+			return 0, refuseProduct(PriceRequired, l.ProductCode, 0)
+		}
+		price := *l.Price
+		if p.DenominationMin != nil && price < *p.DenominationMin {
+			return 0, refuseProduct(PriceBelowMinimum, l.ProductCode, *p.DenominationMin)
+		}
+		if p.DenominationMax != nil && price > *p.DenominationMax {
+			return 0, refuseProduct(PriceAboveMaximum, l.ProductCode, *p.DenominationMax)
+		}
+		if price < 0 {
+			return 0, refuseProduct(PriceBelowMinimum, l.ProductCode, 0)
+		}
+		if step := p.DenominationStep; step != nil && *step > 1 {
+			base := int64(0)
+			if p.DenominationMin != nil {
+				base = *p.DenominationMin
+			}
+			if (price-base)%*step != 0 {
+				return 0, &Refusal{Reason: PriceOffStep, Product: l.ProductCode, Amount: base, Step: *step}
+			}
+		}
+		return price, nil
+	}
+	expected := int64(0)
+	if p.Price != nil {
+		expected = *p.Price
+	}
+	if l.Price != nil && *l.Price != expected {
+		return 0, refuseProduct(PriceMismatch, l.ProductCode, expected)
+	}
+	return expected, nil
+}

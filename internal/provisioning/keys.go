@@ -1,0 +1,81 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/store"
+)
+
+// Key is a credential issued by an ApiKey resource.
+type Key struct {
+	Namespace   string
+	Partner     string
+	Environment string
+	// Kind is "apiKey" or "bearerToken".
+	Kind string
+	// Source identifies the issuing resource ("namespace/name"); one source has at most one
+	// active key.
+	Source    string
+	Rotation  int64
+	Plaintext string
+	// PreviousKeyGrace, when positive, keeps the key this one replaces valid for that long
+	// instead of revoking it at once (an ApiKey's previousKeyGracePeriod, on rotation).
+	PreviousKeyGrace time.Duration
+}
+
+// RegisterKey stores the key's digest for the partner's account and revokes every other key of
+// the same source, in one transaction: issuing a new key revokes the previous one at once, or,
+// with PreviousKeyGrace, gives it that long (see store.ExpireKeysOf). Registering the same key
+// again changes nothing, so callers may repeat it freely.
+func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, err error) {
+	env, ok := auth.ParseKey(k.Plaintext)
+	if !ok || env != k.Environment {
+		return 0, fmt.Errorf("key for %s is not a well-formed %s key", k.Source, k.Environment)
+	}
+	acct, err := p.account(ctx, k.Namespace, k.Partner, k.Environment)
+	if err != nil {
+		return 0, err
+	}
+	digest := auth.Digest(k.Plaintext)
+	err = p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := store.APIKey{AccountID: acct.ID, Kind: k.Kind, Digest: digest[:], KeyPrefix: auth.DisplayPrefix(k.Plaintext),
+			Source: k.Source, Rotation: k.Rotation}
+		if _, err := store.InsertKey(tx, &row); err != nil {
+			return err
+		}
+		if k.PreviousKeyGrace > 0 {
+			_, err := store.ExpireKeysOf(tx, k.Source, digest[:], k.PreviousKeyGrace)
+			return err
+		}
+		revoked, err = store.RevokeKeysOf(tx, k.Source, digest[:])
+		return err
+	})
+	return revoked, err
+}
+
+// RevokeKeys revokes every key issued by source.
+func (p *Provisioner) RevokeKeys(ctx context.Context, source string) (int64, error) {
+	return store.RevokeKeysOf(p.db.Gorm.WithContext(ctx), source, nil)
+}
+
+// PreviousKey is the key of source still valid in a rotation's grace period, if any.
+func (p *Provisioner) PreviousKey(ctx context.Context, source string) (store.ExpiringKey, bool, error) {
+	return store.ExpiringKeyOf(ctx, p.db.Gorm, source)
+}
+
+// RevokeExpiredKeys records as revoked the keys of source whose grace period has ended (the API
+// refuses them already).
+func (p *Provisioner) RevokeExpiredKeys(ctx context.Context, source string) (int64, error) {
+	return store.RevokeExpiredKeysOf(ctx, p.db.Gorm, source)
+}
+
+// KeyState reports whether a key is registered and whether it is still active.
+func (p *Provisioner) KeyState(ctx context.Context, plaintext string) (exists, active bool, err error) {
+	digest := auth.Digest(plaintext)
+	return store.KeyState(ctx, p.db.Gorm, digest[:])
+}

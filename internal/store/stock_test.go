@@ -1,0 +1,105 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/internal/store"
+)
+
+// TestClaimStockReadsOnlyAvailableCodes: a claim reads a handful of pages however many codes were
+// delivered before it, whatever the statistics say. Right after an import they say every code is
+// available; ordering the claim by id alone then walked the primary key from the first code
+// ever imported, past every delivered one, two pages each.
+func TestClaimStockReadsOnlyAvailableCodes(t *testing.T) {
+	ctx := context.Background()
+	w := newWallet(t, "0", nil)
+	var orderID uuid.UUID
+	err := w.db.Pool.QueryRow(ctx, `INSERT INTO orders (account_id, external_order_code, payload_hash, currency,
+		total_price, total_quantity, estimated_ready_at) VALUES ($1, 'stock', '\x01', 'EUR', 0, 1, now()) RETURNING id`,
+		w.account).Scan(&orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const product, imported, delivered = "10000000000001", 3000, 2500
+	// The product's codes, one import, and another product's after them.
+	_, err = w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at)
+		SELECT CASE WHEN g <= $1 THEN $2 ELSE '10000000000002' END, '\x00', sha256(g::text::bytea), 'b',
+		       now() + g * interval '1 microsecond'
+		FROM generate_series(1, $1 + 500) g`, imported, product)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool.Exec(ctx, `ANALYZE code_stock`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO order_lines (order_id, line_no, product_code, unit_price,
+			quantity, currency) SELECT $1, g, $2, 0, 100, 'EUR' FROM generate_series(0, $3) g`,
+		orderID, product, delivered/100); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for line := range delivered / 100 {
+		var n int
+		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+			got, err := store.ClaimStock(ctx, tx,
+				[]store.StockWant{{OrderID: orderID, LineNo: line, ProductCode: product, Quantity: 100}})
+			n = got[store.LineRef{OrderID: orderID, LineNo: line}]
+			return err
+		})
+		if err != nil || n != 100 {
+			t.Fatalf("took %d codes (%v), want 100", n, err)
+		}
+		var first, newest int64
+		if err := w.db.Pool.QueryRow(ctx, `SELECT min(stock_id), max(stock_id) FROM delivered_codes
+			WHERE order_id = $1 AND line_no = $2`, orderID, line).Scan(&first, &newest); err != nil {
+			t.Fatal(err)
+		}
+		if first <= last {
+			t.Fatalf("code %d handed out after %d: not oldest import first", first, last)
+		}
+		last = newest
+	}
+
+	// The index of available codes holds the delivered ones' entries until a vacuum, a couple of
+	// hundred to a page: a claim steps over those pages. Walking the delivered codes themselves
+	// reads two pages for each.
+	if pages := claimPages(t, w.db, product); pages > delivered/25 {
+		t.Fatalf("a claim of one code after %d delivered read %d pages: it walks the delivered codes", delivered, pages)
+	}
+}
+
+// claimPages is how many buffer pages one claim of a code of product reads, in a transaction
+// rolled back.
+func claimPages(t *testing.T, db *store.DB, product string) int {
+	t.Helper()
+	var pages int
+	rollback := errors.New("rollback")
+	err := db.InTx(t.Context(), func(tx pgx.Tx) error {
+		var out string
+		row := tx.QueryRow(t.Context(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+store.ClaimStockSQL, product, 1)
+		if err := row.Scan(&out); err != nil {
+			return err
+		}
+		var plans []struct {
+			Plan struct {
+				Hit  int `json:"Shared Hit Blocks"`
+				Read int `json:"Shared Read Blocks"`
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+			t.Fatalf("plan %s: %v", out, err)
+		}
+		pages = plans[0].Plan.Hit + plans[0].Plan.Read
+		return rollback
+	})
+	if !errors.Is(err, rollback) {
+		t.Fatal(err)
+	}
+	return pages
+}

@@ -1,0 +1,243 @@
+// Package storetest gives each test package a database of its own on a real PostgreSQL server,
+// with the production migrations applied, and drops it afterwards.
+//
+// The server comes from TEST_DATABASE_URL, which `make test` sets through hack/testenv.sh (it
+// finds a running server or starts a throwaway one). Tests never fall back to a fake.
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/codeport/codeport/internal/store"
+)
+
+// Database is a throwaway database on the test server.
+type Database struct {
+	// URL connects to the database itself.
+	URL   string
+	Name  string
+	admin string
+}
+
+// ServerURL returns the admin URL of the test server or an error that says how to get one.
+func ServerURL() (string, error) {
+	u := os.Getenv("TEST_DATABASE_URL")
+	if u == "" {
+		return "", fmt.Errorf("TEST_DATABASE_URL is not set: run `make test`, or `eval \"$(hack/testenv.sh)\"` first, " +
+			"which finds or starts a PostgreSQL server")
+	}
+	return u, nil
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// Create makes a new empty database whose name starts with prefix and, when migrate is true,
+// applies every migration to it.
+func Create(ctx context.Context, prefix string, migrate bool) (*Database, error) {
+	admin, err := ServerURL()
+	if err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return nil, fmt.Errorf("random database suffix: %w", err)
+	}
+	name := "cpt_" + unsafeName.ReplaceAllString(strings.ToLower(prefix), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	name += "_" + hex.EncodeToString(suffix)
+
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("create test database %s: %w", name, err)
+	}
+	dbURL, err := withDatabase(admin, name)
+	if err != nil {
+		return nil, err
+	}
+	d := &Database{URL: dbURL, Name: name, admin: admin}
+	if migrate {
+		if err := d.migrate(ctx); err != nil {
+			_ = d.Drop(ctx)
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *Database) migrate(ctx context.Context) error {
+	db, err := store.Open(ctx, d.URL, store.Options{MaxConns: 2})
+	if err != nil {
+		return fmt.Errorf("open test database: %w", err)
+	}
+	defer db.Close()
+	m, err := store.NewMigrator(db.SQL)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Drop removes the database, disconnecting anyone still on it.
+func (d *Database) Drop(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, d.admin)
+	if err != nil {
+		return fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop test database %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// New creates a migrated database for one test (or benchmark) and drops it when the test ends.
+// It fails the test, never skips it, when no server is available.
+func New(tb testing.TB) *Database {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := Create(ctx, tb.Name(), true)
+	if err != nil {
+		tb.Fatalf("test database: %v", err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Drop(ctx); err != nil {
+			tb.Errorf("drop test database: %v", err)
+		}
+	})
+	return d
+}
+
+// Open creates a migrated database for one test, as New does, and opens it with opts; the pool
+// is closed, then the database dropped, when the test ends.
+func Open(tb testing.TB, opts store.Options) *store.DB {
+	tb.Helper()
+	url := New(tb).URL
+	db, err := store.Open(context.Background(), url, opts)
+	if err != nil {
+		tb.Fatalf("open test database: %v", err)
+	}
+	tb.Cleanup(db.Close)
+	return db
+}
+
+// packageDatabaseEnv hands the package's database to the fuzz workers the test binary starts.
+const packageDatabaseEnv = "CODEPORT_TEST_PACKAGE_DATABASE"
+
+// Main runs a package's tests against one migrated database shared by the package, for use in
+// TestMain: os.Exit(storetest.Main(m, "orders", func(url string) { testDatabaseURL = url })).
+func Main(m *testing.M, prefix string, use func(url string)) int {
+	// Fuzzing re-executes the test binary as workers that run only the fuzz function: creating a
+	// database per worker would outlast short fuzz runs, so they share the package's, which the
+	// coordinator keeps until they are done (a fuzz target that needs one keeps its rows apart).
+	for _, arg := range os.Args {
+		if strings.HasPrefix(arg, "-test.fuzzworker") {
+			if url := os.Getenv(packageDatabaseEnv); url != "" {
+				use(url)
+			}
+			return m.Run()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	d, err := Create(ctx, prefix, true)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "test database: %v\n", err)
+		return 1
+	}
+	use(d.URL)
+	if err := os.Setenv(packageDatabaseEnv, d.URL); err != nil {
+		fmt.Fprintf(os.Stderr, "test database: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.Drop(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "drop test database: %v\n", err)
+	}
+	return code
+}
+
+// RedisURL returns TEST_REDIS_URL or an error that says how to get a server.
+func RedisURL() (string, error) {
+	u := os.Getenv("TEST_REDIS_URL")
+	if u == "" {
+		return "", fmt.Errorf("TEST_REDIS_URL is not set: run `make test`, or `eval \"$(hack/testenv.sh)\"` first, " +
+			"which finds or starts a Redis server")
+	}
+	return u, nil
+}
+
+func withDatabase(serverURL, name string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("parse TEST_DATABASE_URL: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// Redis returns a client of the test Redis server, closed when the test ends. It fails the test,
+// never skips it, when no server answers.
+func Redis(tb testing.TB) *redis.Client {
+	tb.Helper()
+	u, err := RedisURL()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		tb.Fatalf("TEST_REDIS_URL: %v", err)
+	}
+	c := redis.NewClient(opts)
+	tb.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		tb.Fatalf("test Redis at %s: %v", u, err)
+	}
+	return c
+}
+
+// WaitForLockWaiter returns once a session of db's database waits for a lock, for tests that
+// replay an interleaving of transactions step by step; it gives up after ten seconds.
+func WaitForLockWaiter(ctx context.Context, db *store.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if err != nil {
+			return fmt.Errorf("look for a lock waiter: %w", err)
+		}
+		if waiting {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("no session waited for a lock within 10s")
+}
