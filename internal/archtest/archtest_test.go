@@ -1,0 +1,94 @@
+// Package archtest checks the layout's dependency rules on the real import graph, build tags
+// included, where lint sees only each file's own imports.
+package archtest
+
+import (
+	"bytes"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/codeport/codeport"
+
+// edgeOnly are the frameworks that belong to the HTTP layer (apiserver) alone.
+var edgeOnly = []string{"github.com/gofiber/fiber", "github.com/valyala/fasthttp"}
+
+// wiring may reach anything: it assembles whole environments for `codeport dev`.
+var wiring = []string{module + "/internal/devenv"}
+
+// graph is every package the patterns reach, with its direct imports.
+func graph(t *testing.T, tags string, patterns ...string) (roots []string, imports map[string][]string) {
+	t.Helper()
+	list := func(args ...string) []string {
+		t.Helper()
+		cmd := exec.Command("go", append([]string{"list", "-tags", tags}, args...)...)
+		cmd.Dir = "../.."
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+		}
+		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	}
+	roots = list(patterns...)
+	imports = map[string][]string{}
+	for _, line := range list(append([]string{"-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, patterns...)...) {
+		fields := strings.Fields(line)
+		imports[fields[0]] = fields[1:]
+	}
+	return roots, imports
+}
+
+// reach is the import chain from root to the first package under one of forbidden, or nil.
+func reach(root string, imports map[string][]string, forbidden []string) []string {
+	from := map[string]string{root: ""}
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if slices.ContainsFunc(forbidden, func(f string) bool { return p == f || strings.HasPrefix(p, f+"/") }) {
+			var chain []string
+			for ; p != ""; p = from[p] {
+				chain = append([]string{p}, chain...)
+			}
+			return chain
+		}
+		for _, next := range imports[p] {
+			if _, seen := from[next]; !seen {
+				from[next] = p
+				queue = append(queue, next)
+			}
+		}
+	}
+	return nil
+}
+
+func TestFrameworksStayAtTheEdges(t *testing.T) {
+	for _, tags := range []string{"", "faults", "soak"} {
+		roots, imports := graph(t, tags, "./controllers/...", "./internal/...", "./apiserver")
+		checked := 0
+		for _, root := range roots {
+			switch {
+			case root == module+"/apiserver":
+				// The HTTP layer must reach them, or this test would be checking nothing.
+				if reach(root, imports, edgeOnly) == nil {
+					t.Errorf("tags %q: %s does not reach %v: is the check still looking at the graph?",
+						tags, root, edgeOnly)
+				}
+				continue
+			case slices.Contains(wiring, root):
+				continue
+			}
+			checked++
+			if chain := reach(root, imports, edgeOnly); chain != nil {
+				t.Errorf("tags %q: %s reaches an HTTP framework:\n\t%s", tags, root, strings.Join(chain, "\n\t-> "))
+			}
+		}
+		if checked < 10 {
+			t.Errorf("tags %q: only %d packages checked: %v", tags, checked, roots)
+		}
+	}
+}
