@@ -185,20 +185,29 @@ func (c *checker) object(depth int) error {
 			return err
 		}
 		c.leave(true)
-		c.space()
-		if c.pos >= len(c.data) {
-			return c.fail(Syntax)
+		end, err := c.separator('}')
+		if err != nil {
+			return err
 		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case '}':
-			c.pos++
+		if end {
 			return nil
-		default:
-			return c.fail(Syntax)
 		}
 	}
+}
+
+// separator reads what follows a member or element: a comma, or closer, which ends the object
+// or array (end).
+func (c *checker) separator(closer byte) (end bool, err *Error) {
+	c.space()
+	switch {
+	case c.peek(','):
+		c.pos++
+		return false, nil
+	case c.peek(closer):
+		c.pos++
+		return true, nil
+	}
+	return false, c.fail(Syntax)
 }
 
 func dotted(nested bool, key string) string {
@@ -261,18 +270,12 @@ func (c *checker) array(depth int) error {
 			return err
 		}
 		c.leave(false)
-		c.space()
-		if c.pos >= len(c.data) {
-			return c.fail(Syntax)
+		end, err := c.separator(']')
+		if err != nil {
+			return err
 		}
-		switch c.data[c.pos] {
-		case ',':
-			c.pos++
-		case ']':
-			c.pos++
+		if end {
 			return nil
-		default:
-			return c.fail(Syntax)
 		}
 	}
 }
