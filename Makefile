@@ -91,6 +91,10 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin), once per
 		$(GOLANGCI_LINT) run --build-tags "$$tags" ./... || exit 1; \
 	done
 
+.PHONY: tidy
+tidy: ## Fail when go mod tidy would change go.mod or go.sum.
+	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; exit 1; }
+
 # The vulnerability database's own site is out of reach of the machines and CI; the module proxy
 # is not, and serves the reports as golang.org/x/vulndb: hack/vulndb.sh builds the database from
 # it once per new version, and keeps it for when the proxy is out of reach too.
@@ -110,7 +114,7 @@ deps: ## Install the system packages the tests need (as root with apt-get), or n
 	@hack/deps.sh
 
 .PHONY: test
-test: deps verify-generated vet lint vulncheck test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint tidy vulncheck test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out
