@@ -95,6 +95,13 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin), once per
 tidy: ## Fail when go mod tidy would change go.mod or go.sum.
 	@go mod tidy -diff || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit"; exit 1; }
 
+# Every shell script in the repository, including the CI entry point, which has no .sh suffix.
+SHELL_SCRIPTS = $$(git ls-files '*.sh' .ci/run)
+
+.PHONY: shellcheck
+shellcheck: deps ## shellcheck every shell script (installed by hack/deps.sh).
+	shellcheck $(SHELL_SCRIPTS)
+
 # The vulnerability database's own site is out of reach of the machines and CI; the module proxy
 # is not, and serves the reports as golang.org/x/vulndb: hack/vulndb.sh builds the database from
 # it once per new version, and keeps it for when the proxy is out of reach too.
@@ -114,7 +121,7 @@ deps: ## Install the system packages the tests need (as root with apt-get), or n
 	@hack/deps.sh
 
 .PHONY: test
-test: deps verify-generated vet lint tidy vulncheck test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint tidy shellcheck vulncheck test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out

@@ -47,9 +47,9 @@ if [[ "${build_apiserver}" == true ]]; then
     k8s_dir="$(go env GOMODCACHE)/k8s.io/kubernetes@v${K8S_VERSION}"
   fi
   # k8s.io/kubernetes points its staging modules at ./staging; pin each to the published version.
-  for mod in $(grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "${k8s_dir}/go.mod" | awk '{print $1}'); do
+  while read -r mod; do
     go mod edit -replace="${mod}=${mod}@${STAGING_VERSION}"
-  done
+  done < <(grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "${k8s_dir}/go.mod" | awk '{print $1}')
   printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\nfunc main() {}\n' > tools.go
   go mod tidy >/dev/null 2>&1 || true
   k8s_minor="${K8S_VERSION#*.}"

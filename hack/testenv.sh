@@ -19,7 +19,8 @@ pg_bindir() {
     pg_config --bindir; return
   fi
   local d
-  d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+  # An unmatched glob stays literal and fails the initdb check below.
+  d="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)"
   [[ -n "$d" && -x "$d/initdb" ]] && { echo "$d"; return; }
   return 1
 }
