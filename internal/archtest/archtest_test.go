@@ -92,3 +92,39 @@ func TestFrameworksStayAtTheEdges(t *testing.T) {
 		}
 	}
 }
+
+// notLinked are the packages the codeport binary must not link: a MySQL driver, and the column
+// types that brought one in (internal/store has its own).
+var notLinked = []string{"github.com/go-sql-driver/mysql", "gorm.io/driver/mysql", "gorm.io/datatypes"}
+
+// pqOnlyVia are the packages allowed to bring github.com/lib/pq into the binary, for their own use:
+// embedded-postgres, which `codeport dev` starts its database with, connects through it, and
+// River's database/sql driver (store's migrations run River's over goose's *sql.DB) uses its types.
+var pqOnlyVia = []string{
+	"github.com/fergusstrange/embedded-postgres",
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql",
+}
+
+func TestBinaryLinksNoOtherSQLDriver(t *testing.T) {
+	for _, tags := range []string{"", "faults", "soak"} {
+		_, imports := graph(t, tags, ".")
+		if len(imports) < 100 {
+			t.Fatalf("tags %q: only %d packages in the binary: is the check still looking at the graph?",
+				tags, len(imports))
+		}
+		if chain := reach(module, imports, notLinked); chain != nil {
+			t.Errorf("tags %q: the binary links %s:\n\t%s", tags, chain[len(chain)-1], strings.Join(chain, "\n\t-> "))
+		}
+		// Drop the sanctioned edges, then github.com/lib/pq must be out of reach.
+		pruned := make(map[string][]string, len(imports))
+		for p, deps := range imports {
+			if !slices.Contains(pqOnlyVia, p) {
+				pruned[p] = deps
+			}
+		}
+		if chain := reach(module, pruned, []string{"github.com/lib/pq"}); chain != nil {
+			t.Errorf("tags %q: the binary links github.com/lib/pq other than through %v:\n\t%s",
+				tags, pqOnlyVia, strings.Join(chain, "\n\t-> "))
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package catalog
 
 import (
-	"gorm.io/datatypes"
-
 	"github.com/codeport/codeport/internal/store"
 )
 
@@ -85,7 +83,7 @@ func TestProducts() []Product {
 			Platform:           "Any",
 			Type:               "digital",
 			Tags:               []string{"sandbox", "test"},
-			Languages:          datatypes.JSONSlice[store.ProductLanguage]{{LanguageCode: "en", Name: "English"}},
+			Languages:          store.JSONSlice[store.ProductLanguage]{{LanguageCode: "en", Name: "English"}},
 			Status:             StatusActive,
 			ExpiryPolicy:       "Test codes cannot be redeemed",
 		}

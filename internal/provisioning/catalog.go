@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"gorm.io/datatypes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -193,7 +192,7 @@ func productRow(in *v1alpha1.CatalogProduct, defaultPct string, position int) (s
 		}
 		*d.into = pgtype.Date{Time: t, Valid: true}
 	}
-	langs := make(datatypes.JSONSlice[store.ProductLanguage], 0, len(in.Languages))
+	langs := make(store.JSONSlice[store.ProductLanguage], 0, len(in.Languages))
 	for _, l := range in.Languages {
 		if l.LanguageCode == "" {
 			return row, "every language needs a languageCode"
@@ -208,12 +207,12 @@ func productRow(in *v1alpha1.CatalogProduct, defaultPct string, position int) (s
 				return row, "promotion dates must be YYYY-MM-DD"
 			}
 		}
-		promo := datatypes.NewJSONType(store.ProductPromotion{Type: in.Promotion.Type, Details: in.Promotion.Details,
+		promo := store.NewJSONObject(store.ProductPromotion{Type: in.Promotion.Type, Details: in.Promotion.Details,
 			StartDate: in.Promotion.StartDate, EndDate: in.Promotion.EndDate})
 		row.Promotion = &promo
 	}
 	if in.ServiceFee != nil {
-		fee := datatypes.NewJSONType(store.ProductServiceFee{Type: in.ServiceFee.Type, Value: in.ServiceFee.Value})
+		fee := store.NewJSONObject(store.ProductServiceFee{Type: in.ServiceFee.Type, Value: in.ServiceFee.Value})
 		row.ServiceFee = &fee
 	}
 	return row, ""

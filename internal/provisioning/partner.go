@@ -10,8 +10,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/lib/pq"
-	"gorm.io/datatypes"
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -164,9 +162,9 @@ func accountRow(
 		return store.Account{}, err
 	}
 	a := store.Account{
-		PartnerID: partnerID, Environment: environment, IPWhitelist: pq.StringArray(whitelist),
+		PartnerID: partnerID, Environment: environment, IPWhitelist: store.TextArray(whitelist),
 		RateLimitPerMinute: DefaultRequestsPerMinute, OrderingEnabled: true, WalletEnabled: true,
-		DailySpendLimits: datatypes.JSONMap{}, Suspended: suspended,
+		DailySpendLimits: store.JSONMap{}, Suspended: suspended,
 	}
 	if policy.RateLimit != nil && policy.RateLimit.RequestsPerMinute > 0 {
 		a.RateLimitPerMinute = int(policy.RateLimit.RequestsPerMinute)
@@ -264,7 +262,7 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 			SealedSecret: sealed,
 			// A stored secret is kept only when it opened, that is, under the current key.
 			SecretKeyRef: p.secrets.Key(),
-			EventTypes:   pq.StringArray(append([]string{}, want.Events...)),
+			EventTypes:   store.TextArray(append([]string{}, want.Events...)),
 			Enabled:      true,
 		}
 		if have.URL == endpoint.URL && bytes.Equal(have.SealedSecret, endpoint.SealedSecret) &&

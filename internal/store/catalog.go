@@ -14,7 +14,7 @@ var ErrNotFound = errors.New("not found")
 
 // catalogColumns and productColumns are the columns the Catalog and CatalogProduct models hold;
 // numerics are read as the decimal text the models keep, and tags as the text form its
-// pq.StringArray parses.
+// TextArray parses.
 const (
 	catalogColumns = `id, namespace, name, description, valid_from, valid_to, catalog_type_id,
 	default_discount_percentage::text AS default_discount_percentage, created_at, updated_at, deleted_at`

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"gorm.io/datatypes"
 
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -55,7 +54,7 @@ func productRow(i int, price int64) store.CatalogProduct {
 		ProductCode: fmt.Sprintf("1%013d", i), Name: fmt.Sprintf("Product %d", i), Brand: "Acme",
 		CountryCode: "DE", CurrencyCode: "EUR", BuyingCurrencyCode: "EUR", DenominationType: "fixed",
 		Price: &price, BuyingPrice: &price, DiscountPercentage: "7.5", Type: "digital", Status: "active",
-		Tags: []string{"gaming"}, Languages: datatypes.JSONSlice[store.ProductLanguage]{{LanguageCode: "en",
+		Tags: []string{"gaming"}, Languages: store.JSONSlice[store.ProductLanguage]{{LanguageCode: "en",
 			Name: "English", Description: "A product"}},
 	}
 }
@@ -219,8 +218,8 @@ func TestUpsertCatalogWritesWhatChanged(t *testing.T) {
 // digest forgot would make its changes invisible to UpsertCatalog.
 func TestProductDigestCoversEveryColumn(t *testing.T) {
 	base := productRow(1, 1000)
-	base.Promotion = ptrTo(datatypes.NewJSONType(store.ProductPromotion{}))
-	base.ServiceFee = ptrTo(datatypes.NewJSONType(store.ProductServiceFee{}))
+	base.Promotion = ptrTo(store.NewJSONObject(store.ProductPromotion{}))
+	base.ServiceFee = ptrTo(store.NewJSONObject(store.ProductServiceFee{}))
 	ignored := map[string]bool{"CatalogID": true, "ProductCode": true, "Position": true, "CreatedAt": true,
 		"UpdatedAt": true}
 	want := store.ProductDigest(&base)
@@ -248,13 +247,13 @@ func TestProductDigestCoversEveryColumn(t *testing.T) {
 			p.Languages = append(slices.Clone(base.Languages), store.ProductLanguage{})
 		case "Promotion":
 			eachFieldChanged(base.Promotion.Data(), func(name string, promo store.ProductPromotion) {
-				p.Promotion = ptrTo(datatypes.NewJSONType(promo))
+				p.Promotion = ptrTo(store.NewJSONObject(promo))
 				differs(t, "Promotion."+name, &p)
 			})
 			p.Promotion = nil
 		case "ServiceFee":
 			eachFieldChanged(base.ServiceFee.Data(), func(name string, fee store.ProductServiceFee) {
-				p.ServiceFee = ptrTo(datatypes.NewJSONType(fee))
+				p.ServiceFee = ptrTo(store.NewJSONObject(fee))
 				differs(t, "ServiceFee."+name, &p)
 			})
 			p.ServiceFee = nil

@@ -5,8 +5,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/lib/pq"
-	"gorm.io/datatypes"
 )
 
 // Environments of an account. A serve process accepts keys of exactly one of them.
@@ -57,13 +55,13 @@ type Account struct {
 	ID                  uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
 	PartnerID           uuid.UUID `gorm:"type:uuid"`
 	Environment         string
-	IPWhitelist         pq.StringArray `gorm:"type:cidr[]"`
+	IPWhitelist         TextArray `gorm:"type:cidr[]"`
 	RateLimitPerMinute  int
 	OrderingEnabled     bool
 	WalletEnabled       bool
 	MaxQuantityPerOrder *int
 	// DailySpendLimits maps currency to minor units.
-	DailySpendLimits datatypes.JSONMap `gorm:"type:jsonb"`
+	DailySpendLimits JSONMap `gorm:"type:jsonb"`
 	// LowBalanceThreshold is a decimal in major units, applied to every currency.
 	LowBalanceThreshold string `gorm:"type:numeric"`
 	Suspended           bool
@@ -130,10 +128,10 @@ type CatalogProduct struct {
 	ProductType        string
 	Platform           string
 	Type               string
-	Tags               pq.StringArray `gorm:"type:text[]"`
-	Languages          datatypes.JSONSlice[ProductLanguage]
-	Promotion          *datatypes.JSONType[ProductPromotion]
-	ServiceFee         *datatypes.JSONType[ProductServiceFee]
+	Tags               TextArray `gorm:"type:text[]"`
+	Languages          JSONSlice[ProductLanguage]
+	Promotion          *JSONObject[ProductPromotion]
+	ServiceFee         *JSONObject[ProductServiceFee]
 	Status             string
 	Preorder           bool
 	FirstSale          pgtype.Date
@@ -250,7 +248,7 @@ type WebhookEndpoint struct {
 	SealedSecret []byte
 	// SecretKeyRef names the codes key SealedSecret is sealed under.
 	SecretKeyRef KeyRef
-	EventTypes   pq.StringArray `gorm:"type:text[]"`
+	EventTypes   TextArray `gorm:"type:text[]"`
 	Enabled      bool
 	UpdatedAt    time.Time
 }
@@ -265,7 +263,7 @@ type WebhookEvent struct {
 	ID          string    `gorm:"primaryKey"`
 	AccountID   uuid.UUID `gorm:"type:uuid"`
 	Type        string
-	Payload     datatypes.JSON `gorm:"type:jsonb"`
+	Payload     JSON `gorm:"type:jsonb"`
 	CreatedAt   time.Time
 	DeliveredAt *time.Time
 	// State is WebhookPending, WebhookDelivered or WebhookFailed.
