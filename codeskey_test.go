@@ -15,8 +15,8 @@ import (
 
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // TestAnotherCodesKeyIsRefused: the database records the key its codes are sealed under, and
@@ -77,8 +77,8 @@ func TestAnotherCodesKeyIsRefused(t *testing.T) {
 	}
 	otherState := t.TempDir()
 	err = runDev(t.Context(), io.Discard, devOptions{databaseURL: db.URL, manifests: "config/samples",
-		stateDir: otherState, addrs: map[string]string{store.EnvironmentProduction: "127.0.0.1:0",
-			store.EnvironmentSandbox: "127.0.0.1:0"}})
+		stateDir: otherState, addrs: map[string]string{string(tenancy.Production): "127.0.0.1:0",
+			string(tenancy.Sandbox): "127.0.0.1:0"}})
 	otherDevKey, readErr := os.ReadFile(filepath.Join(otherState, "codes.key"))
 	if readErr != nil {
 		t.Fatal(readErr)

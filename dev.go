@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 func newDevCommand() *cobra.Command {
@@ -40,7 +41,7 @@ they ask for are written to <state-dir>/credentials.json and stay the same acros
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), cmd.OutOrStdout(), devOptions{databaseURL: databaseURL, manifests: manifests,
 				stateDir: stateDir, smtpURL: smtpURL, smtpFrom: smtpFrom,
-				addrs: map[string]string{store.EnvironmentProduction: productionAddr, store.EnvironmentSandbox: sandboxAddr}})
+				addrs: map[string]string{string(tenancy.Production): productionAddr, string(tenancy.Sandbox): sandboxAddr}})
 		},
 	}
 	f := cmd.Flags()
@@ -230,7 +231,7 @@ func printDevBanner(
 	out io.Writer, baseURLs map[string]string, creds *devenv.Credentials, m *devenv.Manifests, credsPath string,
 ) {
 	fmt.Fprintf(out, "codeport dev: production API %s/v2, sandbox API %s/v2 (legacy /v1 on both)\n",
-		baseURLs[store.EnvironmentProduction], baseURLs[store.EnvironmentSandbox])
+		baseURLs[string(tenancy.Production)], baseURLs[string(tenancy.Sandbox)])
 	fmt.Fprintf(out,
 		"codeport dev: provisioned %d partner(s), %d catalog(s), %d key(s), %d wallet(s); credentials in %s\n",
 		len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets), credsPath)
@@ -240,7 +241,7 @@ func printDevBanner(
 	}
 	sort.Strings(partners)
 	for _, p := range partners {
-		if ep := creds.Partners[p][store.EnvironmentSandbox]; ep != nil && ep.APIKey != "" {
+		if ep := creds.Partners[p][string(tenancy.Sandbox)]; ep != nil && ep.APIKey != "" {
 			fmt.Fprintf(out, "codeport dev: try it (%s, sandbox):\n"+
 				"  curl -s -H 'x-api-key: %s' '%s/catalog/products?take=5'\n", p, ep.APIKey, ep.BaseURL)
 			break

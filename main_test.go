@@ -23,6 +23,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // syncBuffer collects output written by the dev command's goroutines.
@@ -115,7 +116,7 @@ func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, str
 			databaseURL: databaseURL,
 			manifests:   "config/samples",
 			stateDir:    state,
-			addrs:       map[string]string{store.EnvironmentProduction: "127.0.0.1:0", store.EnvironmentSandbox: "127.0.0.1:0"},
+			addrs:       map[string]string{string(tenancy.Production): "127.0.0.1:0", string(tenancy.Sandbox): "127.0.0.1:0"},
 		})
 	}()
 	creds := waitForDev(t, state, out, done)

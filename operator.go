@@ -25,6 +25,7 @@ import (
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 func newOperatorCommand() *cobra.Command {
@@ -86,7 +87,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				WatchNamespaces: m.watchNamespaces,
 				NoSpecTopUps:    !specTopUps,
 				BaseURLs: map[string]string{
-					store.EnvironmentSandbox: sandboxBaseURL, store.EnvironmentProduction: productionBaseURL,
+					string(tenancy.Sandbox): sandboxBaseURL, string(tenancy.Production): productionBaseURL,
 				},
 			})
 			if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/internal/logbuffer"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // logBufferSize is how many bytes of log lines a serving process holds before writing them
@@ -177,7 +178,7 @@ requests and running fulfilment jobs finish, then exits.`,
 // checkServeFlags refuses serve's flag values that cannot work, before anything starts.
 func checkServeFlags(environment, databaseURL string, sandboxTimeout, logFlushInterval time.Duration) error {
 	switch {
-	case environment != store.EnvironmentProduction && environment != store.EnvironmentSandbox:
+	case tenancy.Environment(environment) != tenancy.Production && tenancy.Environment(environment) != tenancy.Sandbox:
 		return fmt.Errorf("--environment must be production or sandbox, not %q", environment)
 	case databaseURL == "":
 		return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")

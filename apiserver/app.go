@@ -23,6 +23,7 @@ import (
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Config is what varies between deployments of the API.
@@ -104,7 +105,8 @@ type Server struct {
 // New builds the server and its route table.
 func New(cfg Config, deps Deps) *Server {
 	s := &Server{cfg: cfg, db: deps.DB, limiter: deps.Limiter, log: deps.Logger, metrics: deps.Metrics,
-		keys: auth.NewDirectory(deps.DB, cfg.Environment), catalogs: catalog.NewCache(deps.DB, cfg.Environment),
+		keys:       auth.NewDirectory(deps.DB, cfg.Environment),
+		catalogs:   catalog.NewCache(deps.DB, tenancy.Environment(cfg.Environment)),
 		requestIDs: newRequestIDs()}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -13,6 +13,7 @@ import (
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 const workerProcessEnv = "CODEPORT_TEST_WORKER_DATABASE"
@@ -33,7 +34,7 @@ func runWorkerProcess(url string) int {
 		return nil
 	}
 	f := fulfilment.NewFulfiller(db, cipher, time.Second, nil, linger)
-	cfg := fulfilment.DefaultWorkerConfig(store.EnvironmentSandbox)
+	cfg := fulfilment.DefaultWorkerConfig(string(tenancy.Sandbox))
 	cfg.Concurrency = 4
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	if _, err := fulfilment.StartWorkers(ctx, db, f, cfg); err != nil {
@@ -103,7 +104,7 @@ func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
 
 	// A new worker takes over; jobs the dead one held are rescued after RescueAfter.
 	f := fulfilment.NewFulfiller(s.db, s.cipher, time.Second, nil)
-	cfg := fulfilment.DefaultWorkerConfig(store.EnvironmentSandbox)
+	cfg := fulfilment.DefaultWorkerConfig(string(tenancy.Sandbox))
 	cfg.JobTimeout, cfg.RescueAfter = time.Second, 2*time.Second
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	w, err := fulfilment.StartWorkers(context.Background(), s.db, f, cfg)

@@ -20,11 +20,12 @@ import (
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // credential says how an interface carries its key: v2 uses x-api-key, legacy v1 a bearer token.
 type credential struct {
-	kind    string
+	kind    tenancy.KeyKind
 	extract func(c *fiber.Ctx) string
 	missing func() *apierror.Error
 	invalid func() *apierror.Error
@@ -32,7 +33,7 @@ type credential struct {
 
 // bearerCredential is the legacy v1 interface's Authorization: Bearer <token>.
 var bearerCredential = credential{
-	kind: "bearerToken",
+	kind: tenancy.BearerToken,
 	extract: func(c *fiber.Ctx) string {
 		scheme, token, ok := strings.Cut(strings.TrimSpace(c.Get(fiber.HeaderAuthorization)), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -45,7 +46,7 @@ var bearerCredential = credential{
 }
 
 var apiKeyCredential = credential{
-	kind:    "apiKey",
+	kind:    tenancy.APIKey,
 	extract: func(c *fiber.Ctx) string { return c.Get("x-api-key") },
 	missing: apierror.MissingAPIKey,
 	invalid: apierror.InvalidAPIKey,

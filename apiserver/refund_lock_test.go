@@ -12,6 +12,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // TestRefundLocksTheWalletLast: the finishing transaction of an order with undelivered units
@@ -40,7 +41,7 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 	}
 	f := fulfilment.NewFulfiller(s.db, s.cipher, time.Second, nil, hold)
 	done := make(chan error, 1)
-	go func() { done <- f.Fulfil(context.Background(), orderID, store.EnvironmentSandbox) }()
+	go func() { done <- f.Fulfil(context.Background(), orderID, string(tenancy.Sandbox)) }()
 	select {
 	case <-inHook:
 	case err := <-done:

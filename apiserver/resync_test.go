@@ -20,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // configTables are the tables provisioning writes.
@@ -113,8 +114,8 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	}
 	defer db.Close()
 	prov := provisioning.New(db, sharedCipher(t))
-	dir := auth.NewDirectory(db, store.EnvironmentProduction)
-	catalogs := catalog.NewCache(db, store.EnvironmentProduction)
+	dir := auth.NewDirectory(db, string(tenancy.Production))
+	catalogs := catalog.NewCache(db, tenancy.Production)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	handled := newMarkers()
@@ -135,7 +136,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 	// landing after the counters are read would count as the resync's.
 	handled.await(t, db)
 	for i := 0; i < partners; i += 100 {
-		if _, err := dir.Lookup(ctx, all[i].keys[1].Plaintext, store.KeyKindAPIKey); err != nil {
+		if _, err := dir.Lookup(ctx, all[i].keys[1].Plaintext, tenancy.APIKey); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,7 +321,7 @@ func newPartnerResources(t *testing.T, i, perCatalog int) partnerResources {
 			Namespace:   ns,
 			Partner:     name,
 			Environment: env,
-			Kind:        store.KeyKindAPIKey,
+			Kind:        string(tenancy.APIKey),
 			Source:      ns + "/" + name + "-" + env,
 			Plaintext:   plain,
 		})

@@ -9,7 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // ScenarioHeader asks the sandbox to fail a request the way production can.
@@ -54,7 +54,7 @@ func isPlaceOrder(c *fiber.Ctx) bool {
 // sandboxScenario forces the failure a sandbox request asks for in ScenarioHeader, after the key,
 // allowlist and rate-limit checks (whose headers the answer keeps). Production ignores the header.
 func (s *Server) sandboxScenario(c *fiber.Ctx) error {
-	if s.cfg.Environment != store.EnvironmentSandbox {
+	if tenancy.Environment(s.cfg.Environment) != tenancy.Sandbox {
 		return c.Next()
 	}
 	raw := c.Get(ScenarioHeader)

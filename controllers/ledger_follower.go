@@ -12,6 +12,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/recovery"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // walletRefreshInterval is how often the ledger is read for new entries: entries of one interval
@@ -50,7 +51,7 @@ type ledgerFollower struct {
 	// after heads[0].
 	heads []int64
 	// owners caches who owns an account: an account never changes owner.
-	owners map[string]provisioning.Owner
+	owners map[string]tenancy.Owner
 	// due are the accounts with entries not yet reflected by a refresh; sent is when each
 	// account's Wallets were last refreshed, for those refreshed within walletRefreshMaxWait.
 	due  map[string]bool
@@ -65,7 +66,7 @@ func newLedgerFollower(
 		client: c,
 		events: events,
 		now:    time.Now,
-		owners: map[string]provisioning.Owner{},
+		owners: map[string]tenancy.Owner{},
 		due:    map[string]bool{},
 		sent:   map[string]time.Time{},
 	}
@@ -182,7 +183,9 @@ func (l *ledgerFollower) refresh(ctx context.Context, accounts []string) {
 			slog.WarnContext(ctx, "ledger refresh: list wallets", slog.Any("err", err))
 			continue
 		}
-		l.send(ctx, list.Items, func(w *v1alpha1.Wallet) bool { return string(w.Spec.Environment) == owner.Environment })
+		l.send(ctx, list.Items, func(w *v1alpha1.Wallet) bool {
+			return tenancy.Environment(w.Spec.Environment) == owner.Environment
+		})
 	}
 }
 
@@ -199,13 +202,13 @@ func (l *ledgerFollower) send(ctx context.Context, wallets []v1alpha1.Wallet, ma
 	}
 }
 
-func (l *ledgerFollower) owner(ctx context.Context, account string) (provisioning.Owner, error) {
+func (l *ledgerFollower) owner(ctx context.Context, account string) (tenancy.Owner, error) {
 	if owner, ok := l.owners[account]; ok {
 		return owner, nil
 	}
 	owner, err := l.prov.AccountOwner(ctx, account)
 	if err != nil {
-		return provisioning.Owner{}, err
+		return tenancy.Owner{}, err
 	}
 	l.owners[account] = owner
 	return owner, nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // PartnerReconciler provisions a Partner's two accounts (allowlist, rate limit, ordering flags
@@ -80,8 +81,8 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 		return ctrl.Result{}, fmt.Errorf("provision accounts: %w", err)
 	}
 	p.Status.Accounts = v1alpha1.PartnerAccounts{
-		Sandbox:    res.Accounts[provisioning.EnvironmentSandbox].String(),
-		Production: res.Accounts[provisioning.EnvironmentProduction].String(),
+		Sandbox:    res.Accounts[string(tenancy.Sandbox)].String(),
+		Production: res.Accounts[string(tenancy.Production)].String(),
 	}
 	switch {
 	case webhookProblem != "":

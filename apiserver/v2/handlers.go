@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -177,7 +178,7 @@ func (h *Handlers) Wallet(c *fiber.Ctx) error {
 
 // SandboxScenarios serves GET /sandbox/scenarios; the production API has no such resource.
 func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
-	if h.environment != store.EnvironmentSandbox {
+	if tenancy.Environment(h.environment) != tenancy.Sandbox {
 		return apierror.RouteNotFound(c.Method(), c.Path())
 	}
 	return c.JSON(fiber.Map{"scenarios": catalog.Scenarios(h.slowSeconds)})

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // annotationLimit is the API server's limit on the total size of an object's annotations,
@@ -65,7 +66,7 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 	defer op.stop()
 	var replicas []*server
 	for range 2 {
-		s, err := startServe(binary, c.database.URL, "production")
+		s, err := startServe(binary, c.database.URL, string(tenancy.Production))
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // unfinishedJobs counts the production fulfilment jobs not yet in a terminal state: the queue
@@ -32,7 +33,7 @@ func completedFigures(ctx context.Context, cfg config, t *tenants, binary, dir s
 		WHERE queue = 'fulfilment_production' AND state = 'available'`).Error; err != nil {
 		return nil, 0, fmt.Errorf("cancel B3's jobs: %w", err)
 	}
-	srv, err := startServe(binary, t.database.URL, store.EnvironmentProduction)
+	srv, err := startServe(binary, t.database.URL, string(tenancy.Production))
 	if err != nil {
 		return nil, 0, err
 	}

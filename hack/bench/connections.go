@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // idleConnections is how many keep-alive connections the idle-connection figure holds open.
@@ -20,7 +20,7 @@ const idleConnections = 1000
 // its own, every key's state loaded over one connection first, so the difference is the
 // connections alone.
 func idleConnectionMemory(binary, databaseURL string, keys []string) (float64, error) {
-	srv, err := startServe(binary, databaseURL, store.EnvironmentProduction)
+	srv, err := startServe(binary, databaseURL, string(tenancy.Production))
 	if err != nil {
 		return 0, err
 	}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 type config struct {
@@ -251,7 +251,7 @@ func clusterFigures(ctx context.Context, cfg config, binary string) ([]row, erro
 // readPhase starts the production serve process and measures B1 and B2 against it; it returns
 // the rows, the baseline's list throughput and the process's peak RSS.
 func readPhase(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, float64, error) {
-	prod, err := startServe(binary, t.database.URL, store.EnvironmentProduction)
+	prod, err := startServe(binary, t.database.URL, string(tenancy.Production))
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -282,7 +282,7 @@ func readPhase(ctx context.Context, cfg config, t *tenants, binary string) ([]ro
 // working the production queue, so its figure is the placement path alone, as pgbench's is;
 // fulfilment is B4's subject. It returns the rows and the replica's peak RSS.
 func orderFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, error) {
-	api, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
+	api, err := startServe(binary, t.database.URL, string(tenancy.Production), "--workers=false")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -398,7 +398,7 @@ func sharedLimiterFigures(
 		return nil, 0, err
 	}
 	progress("B1 with the shared (Redis) rate limiter")
-	srv, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--redis-url", redisURL, "--workers=false")
+	srv, err := startServe(binary, t.database.URL, string(tenancy.Production), "--redis-url", redisURL, "--workers=false")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -453,14 +453,14 @@ func sharedLimiterFigures(
 // process's peak RSS.
 func completionFigures(ctx context.Context, cfg config, t *tenants, binary string) ([]row, float64, error) {
 	first := partnerName(0)
-	key, err := t.addKey(ctx, first, store.EnvironmentSandbox)
+	key, err := t.addKey(ctx, first, string(tenancy.Sandbox))
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := t.fund(ctx, first, store.EnvironmentSandbox); err != nil {
+	if err := t.fund(ctx, first, string(tenancy.Sandbox)); err != nil {
 		return nil, 0, err
 	}
-	sandbox, err := startServe(binary, t.database.URL, store.EnvironmentSandbox)
+	sandbox, err := startServe(binary, t.database.URL, string(tenancy.Sandbox))
 	if err != nil {
 		return nil, 0, err
 	}

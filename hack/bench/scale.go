@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 type scalePoint struct {
@@ -58,7 +58,7 @@ func measureScalePoint(
 	}
 	defer t.close()
 	progress("provisioned in %s", time.Since(started).Round(time.Millisecond))
-	srv, err := startServe(binary, t.database.URL, store.EnvironmentProduction, "--workers=false")
+	srv, err := startServe(binary, t.database.URL, string(tenancy.Production), "--workers=false")
 	if err != nil {
 		return scalePoint{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 const (
@@ -88,13 +89,13 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 		if _, err := t.prov.ApplyPartner(ctx, p, &res.ID, nil); err != nil {
 			return fmt.Errorf("partner %s: %w", name, err)
 		}
-		key, err := t.addKey(ctx, name, store.EnvironmentProduction)
+		key, err := t.addKey(ctx, name, string(tenancy.Production))
 		if err != nil {
 			return err
 		}
 		t.keys = append(t.keys, key)
 		if i < funded {
-			if err := t.fund(ctx, name, store.EnvironmentProduction); err != nil {
+			if err := t.fund(ctx, name, string(tenancy.Production)); err != nil {
 				return err
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // latencyLimit is the slowest answer allowed outside a replica's kill.
@@ -89,7 +90,7 @@ func killAffected(r *result) bool {
 // reason is a defect.
 func (ch *churn) explained(r *result) string {
 	msg := r.message
-	production := r.env == store.EnvironmentProduction
+	production := r.env == string(tenancy.Production)
 	rateLimited := r.status == http.StatusTooManyRequests && strings.HasPrefix(msg, "Rate limit exceeded.")
 	switch {
 	case r.status == http.StatusBadRequest && (r.partner == edited || r.partner == editedToo) && production &&
@@ -209,7 +210,7 @@ func (ch *churn) checkResult(
 	if !r.rateHeaders {
 		f.add("answer without X-RateLimit-* headers", "%s: %d %s", where, r.status, r.message)
 	}
-	if r.partner == limited && r.env == store.EnvironmentProduction && r.status != http.StatusTooManyRequests &&
+	if r.partner == limited && r.env == string(tenancy.Production) && r.status != http.StatusTooManyRequests &&
 		r.op != opProbe {
 		allowed[r.reset]++
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Messages of the refusals the churn causes (the contract's texts).
@@ -96,19 +96,19 @@ func (ch *churn) run(ctx context.Context) {
 	}{
 		{0.05, "top-ups on every Wallet", ch.topUp},
 		{0.10, "rotate " + partnerName(rotatedA) + " production key", func(ctx context.Context) error {
-			return ch.rotate(ctx, ch.l.partners[rotatedA], store.EnvironmentProduction)
+			return ch.rotate(ctx, ch.l.partners[rotatedA], string(tenancy.Production))
 		}},
 		{0.15, "rotate " + partnerName(rotatedSandbox) + " sandbox key", func(ctx context.Context) error {
-			return ch.rotate(ctx, ch.l.partners[rotatedSandbox], store.EnvironmentSandbox)
+			return ch.rotate(ctx, ch.l.partners[rotatedSandbox], string(tenancy.Sandbox))
 		}},
 		{0.20, "price change in Catalog edit", ch.editPrice},
 		{0.28, "suspend and resume " + partnerName(suspended), ch.suspendResume},
 		{0.38, "top-ups on every Wallet", ch.topUp},
 		{0.42, "SIGKILL the leader operator", ch.killLeader},
 		{0.55, "rotate " + partnerName(rotatedB) + " production key", func(ctx context.Context) error {
-			return ch.rotate(ctx, ch.l.partners[rotatedB], store.EnvironmentProduction)
+			return ch.rotate(ctx, ch.l.partners[rotatedB], string(tenancy.Production))
 		}},
-		{0.60, "delete ApiKey " + keyName(deleted, store.EnvironmentProduction), ch.deleteKey},
+		{0.60, "delete ApiKey " + keyName(deleted, string(tenancy.Production)), ch.deleteKey},
 		{0.68, "top-ups on every Wallet", ch.topUp},
 		{0.72, "SIGKILL production replica " + ch.l.production[1].name, ch.killReplica},
 	}
@@ -224,10 +224,10 @@ func awaitSecretChange(ctx context.Context, w watch.Interface, old string) (stri
 // after revoking the key) the key must be refused on every replica within a second.
 func (ch *churn) deleteKey(ctx context.Context) error {
 	p := ch.l.partners[deleted]
-	key := p.key(store.EnvironmentProduction)
+	key := p.key(string(tenancy.Production))
 	ch.retire(key)
 	k := &v1alpha1.ApiKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(deleted, store.EnvironmentProduction)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(deleted, string(tenancy.Production))},
 	}
 	if err := ch.c.k8s.Delete(ctx, k); err != nil {
 		return fmt.Errorf("delete ApiKey: %w", err)
@@ -241,9 +241,9 @@ func (ch *churn) deleteKey(ctx context.Context) error {
 	}
 	gone := time.Now()
 	took := ch.probeEach(ctx, ch.l.production, func(ctx context.Context, r *replica) (time.Duration, error) {
-		return ch.probeUntil(ctx, r, p, store.EnvironmentProduction, key, gone, 50*time.Millisecond, keyRefused)
+		return ch.probeUntil(ctx, r, p, string(tenancy.Production), key, gone, 50*time.Millisecond, keyRefused)
 	})
-	p.keys[store.EnvironmentProduction].Store(nil)
+	p.keys[string(tenancy.Production)].Store(nil)
 	for r, d := range took {
 		ch.logf("  %s: deleted key refused %s after the ApiKey was gone", r, d.Round(time.Millisecond))
 		if d > revocationLimit {
@@ -311,8 +311,8 @@ func (ch *churn) editPrice(ctx context.Context) error {
 	took := ch.probeEach(ctx, ch.l.production, func(ctx context.Context, r *replica) (time.Duration, error) {
 		var last answer
 		err := eventually(ctx, 30*time.Second, "new price on "+r.name, func() (bool, string) {
-			last = ch.l.do(ctx, r, p.key(store.EnvironmentProduction), http.MethodGet, "/v2/catalog/products/"+plentiful, nil)
-			ch.record(last, p, store.EnvironmentProduction)
+			last = ch.l.do(ctx, r, p.key(string(tenancy.Production)), http.MethodGet, "/v2/catalog/products/"+plentiful, nil)
+			ch.record(last, p, string(tenancy.Production))
 			return last.status == http.StatusOK && last.price == editedPrice, fmt.Sprintf("%d price %d", last.status, last.price)
 		})
 		return time.Since(since), err
@@ -356,7 +356,7 @@ func (ch *churn) killReplica(ctx context.Context) error {
 }
 
 func (ch *churn) replicasOf(environment string) []*replica {
-	if environment == store.EnvironmentSandbox {
+	if environment == string(tenancy.Sandbox) {
 		return []*replica{ch.l.sandbox}
 	}
 	return ch.l.production

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/catalog"
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Operations of the load.
@@ -121,20 +121,20 @@ func (w *worker) step(loop, ctx context.Context) {
 		return
 	}
 	x := w.rng.Float64()
-	prodKey := p.key(store.EnvironmentProduction) != ""
+	prodKey := p.key(string(tenancy.Production)) != ""
 	switch {
 	case x < 0.10 || !prodKey:
 		if w.rng.IntN(3) == 0 {
-			w.readCatalog(ctx, p, store.EnvironmentSandbox)
+			w.readCatalog(ctx, p, string(tenancy.Sandbox))
 			return
 		}
 		product, quantity := catalog.TestSuccessFixed, 1
 		if w.rng.IntN(4) == 0 {
 			product, quantity = catalog.TestPartial, 2
 		}
-		w.place(ctx, p, store.EnvironmentSandbox, product, quantity, 1000)
+		w.place(ctx, p, string(tenancy.Sandbox), product, quantity, 1000)
 	case x < 0.25:
-		w.readCatalog(ctx, p, store.EnvironmentProduction)
+		w.readCatalog(ctx, p, string(tenancy.Production))
 	case x < 0.33 && len(w.acked) > 0:
 		w.replay(ctx, false)
 	case x < 0.345 && len(w.acked) > 0:
@@ -144,7 +144,7 @@ func (w *worker) step(loop, ctx context.Context) {
 		if w.rng.IntN(5) == 0 {
 			product, quantity, price = scarce, 1+w.rng.IntN(3), scarcePrice
 		}
-		w.place(ctx, p, store.EnvironmentProduction, product, quantity, price)
+		w.place(ctx, p, string(tenancy.Production), product, quantity, price)
 	}
 }
 
@@ -160,7 +160,7 @@ func (w *worker) pickPartner() *partner {
 }
 
 func (l *load) replicaFor(environment string, rng *rand.Rand, not *replica) *replica {
-	if environment == store.EnvironmentSandbox {
+	if environment == string(tenancy.Sandbox) {
 		return l.sandbox
 	}
 	now := time.Now()
@@ -253,7 +253,7 @@ func (w *worker) send(
 		p.refusedUntil.set(time.Now().Add(time.Second))
 	case res.status == http.StatusTooManyRequests:
 		p.refusedUntil.set(time.Now().Add(500 * time.Millisecond))
-	case op == opCatalog && res.status == http.StatusOK && environment == store.EnvironmentProduction && res.price > 0:
+	case op == opCatalog && res.status == http.StatusOK && environment == string(tenancy.Production) && res.price > 0:
 		p.price.Store(res.price)
 	}
 	return res.result

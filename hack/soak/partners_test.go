@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // namespace holds every partner resource of the run.
@@ -135,7 +135,7 @@ func keyName(i int, environment string) string { return partnerName(i) + "-" + e
 func walletObj(i int, environment string) *v1alpha1.Wallet {
 	amount := "1000000.00"
 	switch {
-	case environment == store.EnvironmentSandbox:
+	case environment == string(tenancy.Sandbox):
 		amount = "100000.00"
 	case i == poor:
 		amount = "100.00"
@@ -151,7 +151,7 @@ func walletObj(i int, environment string) *v1alpha1.Wallet {
 	}
 }
 
-var environments = []string{store.EnvironmentProduction, store.EnvironmentSandbox}
+var environments = []string{string(tenancy.Production), string(tenancy.Sandbox)}
 
 // onboard creates the catalogs, partners, keys and wallets through the Kubernetes API only,
 // waits until the operator has provisioned them, and reads the keys from their Secrets.
@@ -196,8 +196,8 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 			return nil, err
 		}
 		for env, id := range map[string]string{
-			store.EnvironmentProduction: pr.Status.Accounts.Production,
-			store.EnvironmentSandbox:    pr.Status.Accounts.Sandbox,
+			string(tenancy.Production): pr.Status.Accounts.Production,
+			string(tenancy.Sandbox):    pr.Status.Accounts.Sandbox,
 		} {
 			if p.accounts[env], err = uuid.Parse(id); err != nil {
 				return nil, fmt.Errorf("partner %s account %s: %w", p.name, env, err)

@@ -30,7 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // The phases of the load: a warm-up, not counted, then the same load before, during and after
@@ -55,9 +55,9 @@ func TestSoak(t *testing.T) {
 	go machine.run(ctx)
 
 	c := newCluster(t)
-	prodA := startReplica(ctx, t, c, "production-a", store.EnvironmentProduction)
-	prodB := startReplica(ctx, t, c, "production-b", store.EnvironmentProduction)
-	sandbox := startReplica(ctx, t, c, "sandbox", store.EnvironmentSandbox)
+	prodA := startReplica(ctx, t, c, "production-a", string(tenancy.Production))
+	prodB := startReplica(ctx, t, c, "production-b", string(tenancy.Production))
+	sandbox := startReplica(ctx, t, c, "sandbox", string(tenancy.Sandbox))
 	startOperator := func() (*process, error) { return c.startOperator(ctx, prodA.base+"/v2", sandbox.base+"/v2") }
 	startTwoOperators(ctx, t, c, startOperator)
 	partners, err := c.onboard(ctx)

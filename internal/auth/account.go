@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Account is the configuration of one partner environment, as every request handler sees it.
@@ -48,7 +50,7 @@ func (a *Account) Allows(ip netip.Addr) bool {
 // Principal is an authenticated caller: the key presented and the account it belongs to.
 type Principal struct {
 	KeyID   uuid.UUID
-	KeyKind string
+	KeyKind tenancy.KeyKind
 	// ExpiresAt, when set, is when the key stops working: the previous key of a rotation with a
 	// grace period.
 	ExpiresAt time.Time

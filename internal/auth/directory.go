@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // ErrInvalidKey means the presented credential does not grant access here: malformed, unknown,
@@ -85,8 +86,8 @@ func (d *Directory) forget(drop func(digest [32]byte, p *Principal) bool) {
 	d.targeted.Add(1)
 }
 
-// Lookup returns the principal of a key of the given kind ("apiKey" or "bearerToken").
-func (d *Directory) Lookup(ctx context.Context, plaintext, kind string) (*Principal, error) {
+// Lookup returns the principal of a key of the given kind.
+func (d *Directory) Lookup(ctx context.Context, plaintext string, kind tenancy.KeyKind) (*Principal, error) {
 	env, ok := ParseKey(plaintext)
 	if !ok || env != d.environment {
 		return nil, ErrInvalidKey

@@ -15,6 +15,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 var databaseURL string
@@ -99,7 +100,7 @@ func TestLookup(t *testing.T) {
 	unknown, _ := auth.GenerateKey("production")
 	invalid["unknown key"] = struct{ key, kind string }{unknown, "apiKey"}
 	for name, tc := range invalid {
-		if _, err := dir.Lookup(ctx, tc.key, tc.kind); !errors.Is(err, auth.ErrInvalidKey) {
+		if _, err := dir.Lookup(ctx, tc.key, tenancy.KeyKind(tc.kind)); !errors.Is(err, auth.ErrInvalidKey) {
 			t.Errorf("%s: err = %v, want ErrInvalidKey", name, err)
 		}
 	}

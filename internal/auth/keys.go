@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"math/big"
 	"strings"
+
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Key format: <prefix><32 random base62 chars><6-char base62 checksum>. The checksum lets a
@@ -23,10 +25,10 @@ const (
 )
 
 func prefixFor(environment string) (string, error) {
-	switch environment {
-	case "sandbox":
+	switch tenancy.Environment(environment) {
+	case tenancy.Sandbox:
 		return prefixSandbox, nil
-	case "production":
+	case tenancy.Production:
 		return prefixProduction, nil
 	default:
 		return "", fmt.Errorf("unknown environment %q", environment)
@@ -84,9 +86,9 @@ func ParseKey(s string) (environment string, ok bool) {
 	}
 	switch {
 	case strings.HasPrefix(s, prefixSandbox):
-		environment = "sandbox"
+		environment = string(tenancy.Sandbox)
 	case strings.HasPrefix(s, prefixProduction):
-		environment = "production"
+		environment = string(tenancy.Production)
 	default:
 		return "", false
 	}

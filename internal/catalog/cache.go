@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/internal/recovery"
+	"github.com/codeport/codeport/internal/tenancy"
 
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/store"
@@ -27,7 +28,7 @@ import (
 // notifications arriving meanwhile are merged into the next one.
 type Cache struct {
 	db          *store.DB
-	environment string
+	environment tenancy.Environment
 	now         func() time.Time
 	// settle is how long a refresh waits for more notifications of the same burst.
 	settle time.Duration
@@ -64,7 +65,7 @@ const maxPatchCodes = 1000
 const refreshTimeout = time.Minute
 
 // NewCache serves the catalogs of environment from db.
-func NewCache(db *store.DB, environment string) *Cache {
+func NewCache(db *store.DB, environment tenancy.Environment) *Cache {
 	return &Cache{db: db, environment: environment, now: time.Now, settle: 20 * time.Millisecond,
 		entries: map[uuid.UUID]*cacheEntry{}}
 }
@@ -285,7 +286,7 @@ func (c *Cache) build(ctx context.Context, catalogID uuid.UUID, now time.Time) (
 			}
 		}
 	}
-	snap, err := newCatalogSnapshot(products, now.UTC().Format(time.DateOnly), c.environment == store.EnvironmentSandbox)
+	snap, err := newCatalogSnapshot(products, now.UTC().Format(time.DateOnly), c.environment == tenancy.Sandbox)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // sameSnapshot reports how got differs from want, or "" when a partner could not tell them apart:
@@ -202,9 +203,9 @@ func (w *productWriter) step(ctx context.Context, t *testing.T, db *store.DB) st
 func TestRefreshedSnapshotEqualsRebuild(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 8})
-	cache := NewCache(db, store.EnvironmentSandbox)
-	fresh := NewCache(db, store.EnvironmentSandbox)
-	dir := auth.NewDirectory(db, store.EnvironmentSandbox)
+	cache := NewCache(db, tenancy.Sandbox)
+	fresh := NewCache(db, tenancy.Sandbox)
+	dir := auth.NewDirectory(db, string(tenancy.Sandbox))
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() { _ = dir.Run(runCtx, cache) }()
@@ -248,7 +249,7 @@ func TestCatalogRefreshServesTheOldSnapshotMeanwhile(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 8})
 	catalogID := newProductWriter(t, db, 1, 10).catalog
-	cache := NewCache(db, store.EnvironmentProduction)
+	cache := NewCache(db, tenancy.Production)
 	// The burst below is sent within the time a refresh waits for more of it.
 	cache.settle = 200 * time.Millisecond
 	acct := &auth.Account{CatalogID: &catalogID}

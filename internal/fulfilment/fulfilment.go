@@ -20,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/catalog"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -117,7 +118,7 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 		}
 		ready := make([]*store.Order, 0, len(orders))
 		for _, o := range orders {
-			if environment == store.EnvironmentSandbox {
+			if tenancy.Environment(environment) == tenancy.Sandbox {
 				if wait := f.slowWait(o); wait > 0 {
 					snoozed[o.ID] = wait
 					continue
@@ -129,7 +130,7 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 			return nil
 		}
 		var d deliveries
-		if environment == store.EnvironmentSandbox {
+		if tenancy.Environment(environment) == tenancy.Sandbox {
 			d, err = f.deliverSandbox(ctx, tx, ready)
 		} else {
 			d, err = deliverStock(ctx, tx, ready)

@@ -21,6 +21,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -203,9 +204,9 @@ func TestFulfilSandbox(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			account := f.account(t, fmt.Sprint("sandbox-", i), store.EnvironmentSandbox)
-			id := f.place(t, account, store.EnvironmentSandbox, tt.lines, tt.debited, time.Now())
-			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+			account := f.account(t, fmt.Sprint("sandbox-", i), string(tenancy.Sandbox))
+			id := f.place(t, account, string(tenancy.Sandbox), tt.lines, tt.debited, time.Now())
+			if err := fulfiller.Fulfil(ctx, id, string(tenancy.Sandbox)); err != nil {
 				t.Fatal(err)
 			}
 			got, minted := f.outcomeOf(t, account, id)
@@ -218,7 +219,7 @@ func TestFulfilSandbox(t *testing.T) {
 				}
 			}
 			// A retried or rescued job finds the order finished and leaves it alone.
-			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+			if err := fulfiller.Fulfil(ctx, id, string(tenancy.Sandbox)); err != nil {
 				t.Fatal(err)
 			}
 			if again, _ := f.outcomeOf(t, account, id); fmt.Sprint(again) != fmt.Sprint(got) {
@@ -260,9 +261,9 @@ func TestFulfilFromStock(t *testing.T) {
 				}
 				imported = append(imported, code)
 			}
-			account := f.account(t, fmt.Sprint("stock-", i), store.EnvironmentProduction)
-			id := f.place(t, account, store.EnvironmentProduction, []line{{product, tt.quantity, 899}}, true, time.Now())
-			if err := fulfiller.Fulfil(ctx, id, store.EnvironmentProduction); err != nil {
+			account := f.account(t, fmt.Sprint("stock-", i), string(tenancy.Production))
+			id := f.place(t, account, string(tenancy.Production), []line{{product, tt.quantity, 899}}, true, time.Now())
+			if err := fulfiller.Fulfil(ctx, id, string(tenancy.Production)); err != nil {
 				t.Fatal(err)
 			}
 			got, delivered := f.outcomeOf(t, account, id)
@@ -283,10 +284,10 @@ func TestFulfilSlowSnoozes(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Hour, slog.New(slog.DiscardHandler))
-	account := f.account(t, "acme", store.EnvironmentSandbox)
+	account := f.account(t, "acme", string(tenancy.Sandbox))
 
-	recent := f.place(t, account, store.EnvironmentSandbox, []line{{slow, 1, 1000}}, true, time.Now())
-	err := fulfiller.Fulfil(ctx, recent, store.EnvironmentSandbox)
+	recent := f.place(t, account, string(tenancy.Sandbox), []line{{slow, 1, 1000}}, true, time.Now())
+	err := fulfiller.Fulfil(ctx, recent, string(tenancy.Sandbox))
 	var snooze *fulfilment.SnoozeError
 	if !errors.As(err, &snooze) || snooze.Delay <= 59*time.Minute || snooze.Delay > time.Hour {
 		t.Fatalf("Fulfil of a recent slow order = %v, want a snooze of the hour's rest", err)
@@ -295,8 +296,8 @@ func TestFulfilSlowSnoozes(t *testing.T) {
 		t.Errorf("snoozed order %+v, want processing without codes", got)
 	}
 
-	old := f.place(t, account, store.EnvironmentSandbox, []line{{slow, 1, 1000}}, true, time.Now().Add(-2*time.Hour))
-	if err := fulfiller.Fulfil(ctx, old, store.EnvironmentSandbox); err != nil {
+	old := f.place(t, account, string(tenancy.Sandbox), []line{{slow, 1, 1000}}, true, time.Now().Add(-2*time.Hour))
+	if err := fulfiller.Fulfil(ctx, old, string(tenancy.Sandbox)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := f.outcomeOf(t, account, old); got.status != store.OrderCompleted || got.delivered[0] != 1 {
@@ -321,10 +322,10 @@ func TestFulfilHookFailureRollsBackTheFinish(t *testing.T) {
 		return nil
 	}
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler), hook)
-	account := f.account(t, "acme", store.EnvironmentSandbox)
-	id := f.place(t, account, store.EnvironmentSandbox, []line{{deliversHalf, 4, 500}}, true, time.Now())
+	account := f.account(t, "acme", string(tenancy.Sandbox))
+	id := f.place(t, account, string(tenancy.Sandbox), []line{{deliversHalf, 4, 500}}, true, time.Now())
 
-	if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); !errors.Is(err, hookErr) {
+	if err := fulfiller.Fulfil(ctx, id, string(tenancy.Sandbox)); !errors.Is(err, hookErr) {
 		t.Fatalf("Fulfil = %v, want the hook's error", err)
 	}
 	if got, _ := f.outcomeOf(t, account, id); fmt.Sprint(got) != fmt.Sprint(outcome{status: store.OrderProcessing,
@@ -333,12 +334,12 @@ func TestFulfilHookFailureRollsBackTheFinish(t *testing.T) {
 	}
 
 	fail = false
-	if err := fulfiller.Fulfil(ctx, id, store.EnvironmentSandbox); err != nil {
+	if err := fulfiller.Fulfil(ctx, id, string(tenancy.Sandbox)); err != nil {
 		t.Fatal(err)
 	}
 	if len(heard) != 1 || heard[0].Status != store.OrderPartiallyCompleted || heard[0].Order.ID != id ||
 		heard[0].Order.Delivered != 2 || heard[0].Order.RefundedAmount != 1000 ||
-		heard[0].Environment != store.EnvironmentSandbox {
+		heard[0].Environment != string(tenancy.Sandbox) {
 		t.Errorf("the hook heard %+v, want the partial finish of %s", heard, id)
 	}
 }
@@ -402,14 +403,14 @@ func TestFulfilManyConcurrently(t *testing.T) {
 	if err != nil || res.Imported != stock {
 		t.Fatalf("import: %+v, %v", res, err)
 	}
-	accounts := []uuid.UUID{f.account(t, "many-0", store.EnvironmentProduction),
-		f.account(t, "many-1", store.EnvironmentProduction), f.account(t, "many-2", store.EnvironmentProduction)}
+	accounts := []uuid.UUID{f.account(t, "many-0", string(tenancy.Production)),
+		f.account(t, "many-1", string(tenancy.Production)), f.account(t, "many-2", string(tenancy.Production))}
 	// 40 orders of 1 to 3 units: 80 units wanted of 50 in stock.
 	var ids []uuid.UUID
 	owner := map[uuid.UUID]uuid.UUID{}
 	for i := range 40 {
 		account := accounts[i%len(accounts)]
-		id := f.place(t, account, store.EnvironmentProduction, []line{{product, 1 + i%3, price}}, true, time.Now())
+		id := f.place(t, account, string(tenancy.Production), []line{{product, 1 + i%3, price}}, true, time.Now())
 		ids, owner[id] = append(ids, id), account
 	}
 	// Eight fulfilments of ten orders each: every order is in two of them.
@@ -420,7 +421,7 @@ func TestFulfilManyConcurrently(t *testing.T) {
 			batch = append(batch, ids[(w*5+k)%len(ids)])
 		}
 		go func() {
-			errs <- errors.Join(fulfiller.FulfilMany(ctx, store.EnvironmentProduction, batch)...)
+			errs <- errors.Join(fulfiller.FulfilMany(ctx, string(tenancy.Production), batch)...)
 		}()
 	}
 	for range 8 {
@@ -481,10 +482,10 @@ func (f *fixture) checkDeliveries(t *testing.T, ids []uuid.UUID, owner map[uuid.
 func TestFulfilManyIsolatesAFailingOrder(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	account := f.account(t, "acme", store.EnvironmentSandbox)
+	account := f.account(t, "acme", string(tenancy.Sandbox))
 	var ids []uuid.UUID
 	for range 3 {
-		ids = append(ids, f.place(t, account, store.EnvironmentSandbox, []line{{alwaysSucceeds, 1, 1000}}, true, time.Now()))
+		ids = append(ids, f.place(t, account, string(tenancy.Sandbox), []line{{alwaysSucceeds, 1, 1000}}, true, time.Now()))
 	}
 	bad := ids[1]
 	hookErr := errors.New("webhook queue unavailable")
@@ -497,7 +498,7 @@ func TestFulfilManyIsolatesAFailingOrder(t *testing.T) {
 		return nil
 	}
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler), hook)
-	errs := fulfiller.FulfilMany(ctx, store.EnvironmentSandbox, ids)
+	errs := fulfiller.FulfilMany(ctx, string(tenancy.Sandbox), ids)
 	for i, id := range ids {
 		got, _ := f.outcomeOf(t, account, id)
 		if id == bad {
@@ -519,12 +520,12 @@ func TestFulfilManyRaisesEachOrdersEvent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	hook := func(url string, events ...string) provisioning.Webhooks {
-		return provisioning.Webhooks{store.EnvironmentSandbox: {URL: url, Secret: []byte("whsec_test"), Events: events}}
+		return provisioning.Webhooks{string(tenancy.Sandbox): {URL: url, Secret: []byte("whsec_test"), Events: events}}
 	}
-	everything := f.accountWithWebhooks(t, "everything", store.EnvironmentSandbox, hook("https://a.example/hook"))
-	failures := f.accountWithWebhooks(t, "failures", store.EnvironmentSandbox,
+	everything := f.accountWithWebhooks(t, "everything", string(tenancy.Sandbox), hook("https://a.example/hook"))
+	failures := f.accountWithWebhooks(t, "failures", string(tenancy.Sandbox),
 		hook("https://b.example/hook", notify.EventOrderFailed))
-	none := f.account(t, "none", store.EnvironmentSandbox)
+	none := f.account(t, "none", string(tenancy.Sandbox))
 	type placed struct {
 		account uuid.UUID
 		product string
@@ -540,12 +541,12 @@ func TestFulfilManyRaisesEachOrdersEvent(t *testing.T) {
 	}
 	var ids []uuid.UUID
 	for _, o := range orders {
-		ids = append(ids, f.place(t, o.account, store.EnvironmentSandbox, []line{{o.product, 1, 1000}}, true, time.Now()))
+		ids = append(ids, f.place(t, o.account, string(tenancy.Sandbox), []line{{o.product, 1, 1000}}, true, time.Now()))
 	}
 	notifier := notify.NewNotifier(false, notify.DefaultRetry())
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler),
 		notifier.OrderFinished)
-	if err := errors.Join(fulfiller.FulfilMany(ctx, store.EnvironmentSandbox, ids)...); err != nil {
+	if err := errors.Join(fulfiller.FulfilMany(ctx, string(tenancy.Sandbox), ids)...); err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range orders {

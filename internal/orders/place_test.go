@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // These tests place and read orders through orders.Service on a database of their own, with
@@ -67,7 +68,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("catalog: %v %v", err, res.Invalid)
 	}
 	f.catalog = res.ID
-	f.service = orders.NewService(db, catalog.NewCache(db, store.EnvironmentProduction), cipher,
+	f.service = orders.NewService(db, catalog.NewCache(db, tenancy.Production), cipher,
 		orders.DefaultEstimate(), slog.New(slog.DiscardHandler))
 	return f
 }
@@ -96,11 +97,11 @@ func (f *fixture) onboard(t *testing.T, name string, p partner) *auth.Account {
 	}
 	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name},
-			Environment: store.EnvironmentProduction, LowBalanceThreshold: p.threshold, TopUps: p.topUps}}
+			Environment: v1alpha1.EnvironmentProduction, LowBalanceThreshold: p.threshold, TopUps: p.topUps}}
 	if res, err := f.prov.ApplyWallet(ctx, w); err != nil || len(res.Invalid) > 0 {
 		t.Fatalf("wallet: %v %v", err, res.Invalid)
 	}
-	return f.account(t, name, store.EnvironmentProduction)
+	return f.account(t, name, string(tenancy.Production))
 }
 
 // account issues the partner a key of environment and returns its account as the API loads it.
@@ -404,7 +405,7 @@ func TestPlaceHearsLowBalanceOncePerCrossing(t *testing.T) {
 					t.Fatalf("after order %d the response's wallet says lowBalance %v, want %v", i, v.Wallet.LowBalance, low)
 				}
 			}
-			want := []heard{{environment: store.EnvironmentProduction, currency: tt.topUp.Currency,
+			want := []heard{{environment: string(tenancy.Production), currency: tt.topUp.Currency,
 				balanceAfter: tt.balances[tt.crossing], threshold: tt.thresholdMinor, ordered: int64(tt.crossing + 1)}}
 			if got := f.heard(t, acct); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("the hook committed %+v, want %+v (it sees the order it is called for)", got, want)
@@ -567,7 +568,7 @@ func TestGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandbox := f.account(t, "acme", store.EnvironmentSandbox)
+	sandbox := f.account(t, "acme", string(tenancy.Sandbox))
 	tests := []struct {
 		name      string
 		acct      *auth.Account

@@ -5,16 +5,8 @@ import (
 	"errors"
 
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
-
-// The environments every partner has.
-const (
-	EnvironmentSandbox    = store.EnvironmentSandbox
-	EnvironmentProduction = store.EnvironmentProduction
-)
-
-// Owner is the partner (namespace and name) and environment an account belongs to.
-type Owner = store.Owner
 
 // IsNotFound reports whether err says that what was looked up is not in the database.
 func IsNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
@@ -32,6 +24,6 @@ func (p *Provisioner) LedgerAccountsAfter(ctx context.Context, after int64) (map
 }
 
 // AccountOwner is who owns the account; an unknown account is an IsNotFound error.
-func (p *Provisioner) AccountOwner(ctx context.Context, account string) (Owner, error) {
+func (p *Provisioner) AccountOwner(ctx context.Context, account string) (tenancy.Owner, error) {
 	return store.AccountOwner(ctx, p.db.Pool, account)
 }

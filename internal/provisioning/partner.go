@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // Defaults for what a Partner leaves unset.
@@ -21,8 +22,8 @@ const (
 	DefaultRequestsPerMinute = 600
 )
 
-// Environments returns the two environments every partner has, in a stable order.
-func Environments() []string { return []string{store.EnvironmentSandbox, store.EnvironmentProduction} }
+// Environments returns tenancy.Environments as the strings the models and workers carry.
+func Environments() []string { return []string{string(tenancy.Sandbox), string(tenancy.Production)} }
 
 // PartnerResult is what applying a partner did.
 type PartnerResult struct {
@@ -89,7 +90,7 @@ func EffectivePolicy(spec *v1alpha1.PartnerSpec, environment string) v1alpha1.Ac
 	out := spec.AccessPolicy
 	var o *v1alpha1.AccessPolicy
 	if spec.Environments != nil {
-		if environment == store.EnvironmentSandbox {
+		if tenancy.Environment(environment) == tenancy.Sandbox {
 			o = spec.Environments.Sandbox
 		} else {
 			o = spec.Environments.Production

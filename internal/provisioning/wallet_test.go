@@ -12,6 +12,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // rowVersions are the (xmin, xmax) of an account's rows and its ledger size: a write changes
@@ -36,7 +37,7 @@ func rowVersions(t *testing.T, db *store.DB, account string) string {
 func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	db, prov, res := onboardAcme(t, 4)
-	account := res.Accounts[store.EnvironmentProduction].String()
+	account := res.Accounts[string(tenancy.Production)].String()
 	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
 		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
 			LowBalanceThreshold: "100.00", TopUps: []v1alpha1.TopUp{
@@ -83,7 +84,7 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 	ctx := context.Background()
 	db, prov, res := onboardAcme(t, 12)
-	account := res.Accounts[store.EnvironmentProduction].String()
+	account := res.Accounts[string(tenancy.Production)].String()
 	top := provisioning.TopUp{Namespace: "ns", Partner: "acme", Environment: "production", ID: "wire-1",
 		Currency: "EUR", Amount: "250.00", Source: provisioning.TopUpSource("wire-1")}
 	const callers = 8

@@ -7,18 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Environments of an account. A serve process accepts keys of exactly one of them.
-const (
-	EnvironmentSandbox    = "sandbox"
-	EnvironmentProduction = "production"
-)
-
-// Kinds of API credential.
-const (
-	KeyKindAPIKey      = "apiKey"
-	KeyKindBearerToken = "bearerToken"
-)
-
 // Order statuses; every status but processing is terminal.
 const (
 	OrderProcessing         = "processing"

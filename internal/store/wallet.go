@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/internal/money"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // SetLowBalanceThreshold sets an account's threshold (decimal major units) and re-evaluates the
@@ -115,22 +116,17 @@ func RecordTopUpSource(ctx context.Context, q Querier, accountID uuid.UUID, refe
 	return nil
 }
 
-// Owner names the partner environment an account belongs to.
-type Owner struct {
-	Namespace, Partner, Environment string
-}
-
 // AccountOwner returns who owns an account.
-func AccountOwner(ctx context.Context, q Querier, accountID string) (Owner, error) {
-	var o Owner
+func AccountOwner(ctx context.Context, q Querier, accountID string) (tenancy.Owner, error) {
+	var o tenancy.Owner
 	err := q.QueryRow(ctx, `SELECT p.namespace, p.name, a.environment FROM accounts a
 		JOIN partners p ON p.id = a.partner_id WHERE a.id = $1`, accountID).
 		Scan(&o.Namespace, &o.Partner, &o.Environment)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Owner{}, ErrNotFound
+		return tenancy.Owner{}, ErrNotFound
 	}
 	if err != nil {
-		return Owner{}, fmt.Errorf("find owner of account %s: %w", accountID, err)
+		return tenancy.Owner{}, fmt.Errorf("find owner of account %s: %w", accountID, err)
 	}
 	return o, nil
 }
