@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the system packages the tests need are installed: the PostgreSQL server binaries
 # and psql, redis-server, Chromium (the API reference page is checked in a real headless
-# browser) and shellcheck (make test checks the shell scripts). As root on a machine with
+# browser), shellcheck (make test checks the shell scripts), and python3 and node (the webhook
+# signature snippets of docs/guide.md are run). As root on a machine with
 # apt-get, missing packages are installed; otherwise the script stops with one line naming what
 # to install.
 set -euo pipefail
@@ -18,6 +19,8 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
