@@ -75,6 +75,12 @@ verify-generated: generate manifests helm ## Fail when generated files are out o
 		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
 		git status --porcelain -- api config charts; git --no-pager diff -- api config charts | head -50; exit 1; fi
 
+# The flag tables of docs/configuration.md are generated from the commands' flags; the root
+# package's test fails when they differ.
+.PHONY: docs
+docs: ## Regenerate the flag tables of docs/configuration.md from the commands.
+	go test -count=1 -run '^TestConfigurationDocListsEveryFlag$$' . -args -update-docs
+
 ##@ Quality
 .PHONY: fmt
 fmt:
