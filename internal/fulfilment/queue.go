@@ -74,8 +74,8 @@ func DefaultWorkerConfig(environments ...string) WorkerConfig {
 // Defaults of WorkerConfig: orders in flight and transactions at once per environment. A
 // fulfilment transaction takes about the same round trips for one order as for a hundred, so
 // under load a process keeps up by finishing many orders per transaction; four transactions of
-// up to 100 orders kept up with placements in B7 where two of up to 100 or 50 did not
-// (docs/performance.md).
+// up to 100 orders kept up with placements in make bench's B7 where two of up to 100 or 50 did
+// not.
 const (
 	DefaultConcurrency  = 400
 	DefaultTransactions = 4
