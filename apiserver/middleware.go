@@ -52,7 +52,7 @@ var apiKeyCredential = credential{
 	invalid: apierror.InvalidAPIKey,
 }
 
-// access is the request pipeline of DESIGN.md, in its order: key (401) → IP allowlist (403) →
+// access is the request pipeline of docs/architecture.md, in its order: key (401) → IP allowlist (403) →
 // rate limit (429) → handler. Requests that fail before a key is established are limited per
 // client IP, so guessing keys costs the same as using one. Every response carries the
 // X-RateLimit-* headers, errors included.

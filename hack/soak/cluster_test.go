@@ -46,7 +46,7 @@ const codesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 // does in a cluster.
 const leaseNamespace = "codeport-system"
 
-// cluster is the deployed topology of DESIGN.md on this machine: a real kube-apiserver and etcd,
+// cluster is the deployed topology of docs/architecture.md on this machine: a real kube-apiserver and etcd,
 // a PostgreSQL database and a Redis database of the run's own, and the codeport processes
 // (operators and API replicas) that the test starts, kills and restarts.
 type cluster struct {

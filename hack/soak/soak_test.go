@@ -1,6 +1,6 @@
 //go:build soak
 
-// Package soak runs the deployed topology of DESIGN.md on one machine, as a cluster runs it: two
+// Package soak runs the deployed topology of docs/architecture.md on one machine, as a cluster runs it: two
 // operator processes with leader election against a real kube-apiserver and etcd, two
 // production API replicas sharing rate limits through Redis and one sandbox replica, all on one
 // PostgreSQL database, under partner traffic while platform engineers change things. It asserts

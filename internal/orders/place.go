@@ -128,7 +128,7 @@ func (s *Service) recordRetrying(
 	}
 }
 
-// record writes the placement of DESIGN.md: idempotency insert (with the lines and the
+// record writes the placement of docs/architecture.md: idempotency insert (with the lines and the
 // fulfilment job) → limits → debit. It returns the debit's ledger result (zero when the order
 // debited nothing). The store pipelines the common case in two round trips; an order under a
 // daily spend limit, or whose debit crosses the low-balance threshold, is written in a
