@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -67,49 +66,54 @@ func firstDifference(got, want string) string {
 	return ""
 }
 
-// flagTables renders a section per visible command, depth first in --help's order, with every
-// flag --help lists for it (its own and those inherited from its parents), help excepted.
+// flagTables renders a section per visible command, depth first in --help's order.
 func flagTables(root *cobra.Command) string {
-	var b bytes.Buffer
+	var b strings.Builder
 	var walk func(*cobra.Command)
 	walk = func(cmd *cobra.Command) {
 		if cmd.Hidden || cmd.Name() == "help" {
 			return
 		}
 		if cmd.Runnable() {
-			fmt.Fprintf(&b, "### `%s`\n\n%s.\n\n", cmd.CommandPath(), strings.TrimSuffix(cmd.Short, "."))
-			var flags []*pflag.Flag
-			add := func(f *pflag.Flag) {
-				if f.Name != "help" && !f.Hidden {
-					flags = append(flags, f)
-				}
-			}
-			cmd.LocalFlags().VisitAll(add)
-			cmd.InheritedFlags().VisitAll(add)
-			slices.SortFunc(flags, func(a, b *pflag.Flag) int { return strings.Compare(a.Name, b.Name) })
-			if len(flags) == 0 {
-				b.WriteString("No flags.\n\n")
-			} else {
-				b.WriteString("| Flag | Type | Default | Meaning |\n|---|---|---|---|\n")
-				for _, f := range flags {
-					name := "`--" + f.Name + "`"
-					if f.Shorthand != "" {
-						name = "`-" + f.Shorthand + "`, " + name
-					}
-					def := ""
-					if f.DefValue != "" && f.DefValue != "[]" && (f.Value.Type() != "bool" || f.DefValue != "false") {
-						def = "`" + f.DefValue + "`"
-					}
-					fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, f.Value.Type(), def, cell(f.Usage))
-				}
-				b.WriteString("\n")
-			}
+			fmt.Fprintf(&b, "### `%s`\n\n%s.\n\n%s", cmd.CommandPath(), strings.TrimSuffix(cmd.Short, "."), flagTable(cmd))
 		}
 		for _, sub := range cmd.Commands() {
 			walk(sub)
 		}
 	}
 	walk(root)
+	return b.String()
+}
+
+// flagTable is a table of every flag --help lists for cmd (its own and those inherited from its
+// parents), help excepted.
+func flagTable(cmd *cobra.Command) string {
+	var flags []*pflag.Flag
+	add := func(f *pflag.Flag) {
+		if f.Name != "help" && !f.Hidden {
+			flags = append(flags, f)
+		}
+	}
+	cmd.LocalFlags().VisitAll(add)
+	cmd.InheritedFlags().VisitAll(add)
+	if len(flags) == 0 {
+		return "No flags.\n\n"
+	}
+	slices.SortFunc(flags, func(a, b *pflag.Flag) int { return strings.Compare(a.Name, b.Name) })
+	var b strings.Builder
+	b.WriteString("| Flag | Type | Default | Meaning |\n|---|---|---|---|\n")
+	for _, f := range flags {
+		name := "`--" + f.Name + "`"
+		if f.Shorthand != "" {
+			name = "`-" + f.Shorthand + "`, " + name
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "[]" && (f.Value.Type() != "bool" || f.DefValue != "false") {
+			def = "`" + f.DefValue + "`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, f.Value.Type(), def, cell(f.Usage))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

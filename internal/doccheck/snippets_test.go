@@ -149,6 +149,8 @@ func TestWebhookSnippetsVerifyCodeportSignatures(t *testing.T) {
 		`"createdAt":"2026-11-25T08:00:00.000Z","data":{"orderId":"0193","externalOrderCode":"shop-1","status":"completed"}}`)
 	now := time.Now().Unix()
 	sign := func(id string, at int64, payload []byte) string { return notify.Sign([]byte(secret), id, at, payload) }
+	tampered := bytes.Replace(body, []byte("completed"), []byte("failed"), 1)
+	otherSecret := "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 24))
 
 	type request struct {
 		name, secret, id string
@@ -160,9 +162,9 @@ func TestWebhookSnippetsVerifyCodeportSignatures(t *testing.T) {
 	requests := []request{
 		{"genuine", secret, "msg_1", now, sign("msg_1", now, body), body, "accepted"},
 		{"one of several signatures", secret, "msg_1", now, "v1,AAAA " + sign("msg_1", now, body), body, "accepted"},
-		{"body changed", secret, "msg_1", now, sign("msg_1", now, body), bytes.Replace(body, []byte("completed"), []byte("failed"), 1), "rejected"},
+		{"body changed", secret, "msg_1", now, sign("msg_1", now, body), tampered, "rejected"},
 		{"id changed", secret, "msg_2", now, sign("msg_1", now, body), body, "rejected"},
-		{"signed with another secret", "whsec_" + base64.StdEncoding.EncodeToString(make([]byte, 24)), "msg_1", now, sign("msg_1", now, body), body, "rejected"},
+		{"signed with another secret", otherSecret, "msg_1", now, sign("msg_1", now, body), body, "rejected"},
 		{"ten minutes old", secret, "msg_1", now - 600, sign("msg_1", now-600, body), body, "rejected"},
 	}
 	for _, s := range snippets {
