@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // updateDocs rewrites the generated flag tables instead of comparing them (make docs).
@@ -120,4 +127,54 @@ func flagTable(cmd *cobra.Command) string {
 // cell escapes text for a Markdown table cell.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// TestReadmeTourRuns runs the README's tour, as written, against `codeport dev` on the samples:
+// every command must succeed (curl failing on an HTTP error, jq on a body it cannot read). Only
+// the addresses are the test's: the credentials file of its state directory and the sandbox
+// listener dev bound.
+func TestReadmeTourRuns(t *testing.T) {
+	tour := readmeTour(t)
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: the README's tour needs it (hack/deps.sh installs it): %v", tool, err)
+		}
+	}
+	db := storetest.New(t)
+	state := t.TempDir()
+	creds, _, stop := startDev(t, db.URL, state)
+	defer stop()
+	sandbox := strings.TrimSuffix(creds.Partners["partners/acme"]["sandbox"].BaseURL, "/v2")
+	script := strings.NewReplacer(
+		".codeport/credentials.json", filepath.Join(state, "credentials.json"),
+		"http://127.0.0.1:8081", sandbox,
+		"curl -s ", "curl -sSf ",
+	).Replace(tour)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's tour failed: %v\n%s\n--- script:\n%s", err, out, script)
+	}
+	for _, want := range []string{`"status":"ok"`, "Success (Fixed)", `"externalOrderCode":"tour-1"`, "order_debit"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("the tour's output lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// readmeTour is the first shell block of the README's Tour section.
+func readmeTour(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## Tour\n")
+	_, block, ok2 := strings.Cut(section, "```sh\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no Tour section with a sh block")
+	}
+	return block
 }
