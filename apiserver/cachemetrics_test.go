@@ -6,12 +6,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestCacheInvalidationMetrics checks that /metrics shows what a change notification dropped:
@@ -48,11 +46,7 @@ func TestCacheInvalidationMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: acme.namespace, Name: acme.name},
-		Spec: v1alpha1.PartnerSpec{DisplayName: acme.name, ContactEmail: acme.name + "@example.com",
-			CatalogRef: &v1alpha1.LocalObjectReference{Name: "eu"},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"},
-				RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 99999}}}}
+	p := partnerOf(acme.namespace, acme.name, testfixture.WithCatalogRef("eu"), testfixture.WithRateLimit(99999))
 	if _, err := s.prov.ApplyPartner(ctx, p, &catalog.ID, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 func ifNoneMatch(tags string) http.Header { return http.Header{"If-None-Match": {tags}} }
@@ -108,11 +107,7 @@ func TestETagFollowsCatalogChanges(t *testing.T) {
 // catalogRef changes.
 func (s *stack) moveToCatalog(t *testing.T, tn *tenant, name string, id uuid.UUID) {
 	t.Helper()
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.name},
-		Spec: v1alpha1.PartnerSpec{DisplayName: tn.name, ContactEmail: tn.name + "@example.com",
-			CatalogRef: &v1alpha1.LocalObjectReference{Name: name},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"},
-				RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}}
+	p := partnerOf(tn.namespace, tn.name, testfixture.WithCatalogRef(name))
 	if _, err := s.prov.ApplyPartner(t.Context(), p, &id, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestRedisOutageFallsBackToProcessLimits (F3): with the shared limiter unreachable, requests
@@ -35,7 +36,7 @@ func TestRedisOutageFallsBackToProcessLimits(t *testing.T) {
 	limiter := ratelimit.NewFallback(ratelimit.NewRedis(rdb), ratelimit.NewMemory(), nil)
 	s := newStack(t, stackOptions{limiter: limiter, logs: logs, metrics: true, noWorker: true})
 	limiter.SetLogger(s.logger)
-	tn := s.onboard(t, "acme", withRateLimit(3))
+	tn := s.onboard(t, "acme", testfixture.WithRateLimit(3))
 	awayFromMinuteEnd()
 	for i := range 3 {
 		if r := s.call(t, "production", "GET", "/v2/ping", tn.keys["production"], nil); r.status != 200 {
@@ -189,10 +190,7 @@ func TestTenantIsolationEveryEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := s.onboard(t, "beta", nil)
-	p := &v1alpha1.Partner{}
-	p.Namespace, p.Name = b.namespace, b.name
-	p.Spec = v1alpha1.PartnerSpec{DisplayName: "beta", ContactEmail: "beta@example.com",
-		AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"}}}
+	p := testfixture.Partner(b.name, testfixture.InNamespace(b.namespace), testfixture.WithAllowlist("127.0.0.1", "::1"))
 	if _, err := s.prov.ApplyPartner(t.Context(), p, &res.ID, nil); err != nil {
 		t.Fatal(err)
 	}

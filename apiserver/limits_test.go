@@ -10,6 +10,7 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // awayFromMinuteEnd waits until a window has at least 5 s left, so a sequence of requests
@@ -28,7 +29,7 @@ func TestRateLimit(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newStack(t, stackOptions{limiter: limiter})
-			tn := s.onboard(t, "acme", withRateLimit(5))
+			tn := s.onboard(t, "acme", testfixture.WithRateLimit(5))
 			awayFromMinuteEnd()
 			for i := range 5 {
 				// Errors count too: the third request is a 404.
@@ -66,7 +67,7 @@ func TestSharedLimitAcrossReplicas(t *testing.T) {
 	// Two stacks are two replicas sharing one Redis: together they allow the budget once.
 	a := newStack(t, stackOptions{limiter: ratelimit.NewRedis(rdb)})
 	b := newStack(t, stackOptions{limiter: ratelimit.NewRedis(rdb), noWorker: true})
-	tn := a.onboard(t, "acme", withRateLimit(4))
+	tn := a.onboard(t, "acme", testfixture.WithRateLimit(4))
 	awayFromMinuteEnd()
 	statuses := []int{}
 	for i := range 6 {

@@ -116,17 +116,7 @@ func (s *stack) setWebhooksWith(
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &v1alpha1.Partner{}
-	p.Namespace, p.Name = tn.namespace, tn.name
-	p.Spec = v1alpha1.PartnerSpec{
-		DisplayName:  tn.name,
-		ContactEmail: tn.name + "@example.com",
-		AccessPolicy: v1alpha1.AccessPolicy{
-			IPWhitelist: []string{"127.0.0.1", "::1"},
-			RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000},
-		},
-	}
-	if _, err := prov.ApplyPartner(t.Context(), p, &id, webhooks); err != nil {
+	if _, err := prov.ApplyPartner(t.Context(), partnerOf(tn.namespace, tn.name), &id, webhooks); err != nil {
 		t.Fatal(err)
 	}
 }

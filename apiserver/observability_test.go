@@ -19,6 +19,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // lockedBuffer collects logs written concurrently.
@@ -79,7 +80,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 func TestMetricsAndLogs(t *testing.T) {
 	logs := &lockedBuffer{}
 	s := newStack(t, stackOptions{metrics: true, logs: logs})
-	tn := s.onboard(t, "acme", withRateLimit(1000))
+	tn := s.onboard(t, "acme", testfixture.WithRateLimit(1000))
 	rcv := newReceiver(t, 0)
 	s.setWebhook(t, tn, rcv.server.URL)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})

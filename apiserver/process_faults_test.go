@@ -5,50 +5,31 @@ package apiserver_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // serveProcess runs `codeport serve` as a real process that the test can kill -9.
 type serveProcess struct {
-	t                         *testing.T
-	binary, addr, databaseURL string
-	mu                        sync.Mutex
-	cmd                       *exec.Cmd
-	kills                     int
+	t     *testing.T
+	proc  *testprocess.Process
+	kills int
 }
 
-func (p *serveProcess) start() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	// The process is restarted every 0.7 s at the latest; opening the default eight idle
-	// connections would take a good part of each life.
-	cmd := exec.Command(p.binary, "serve", "--environment", "sandbox", "--addr", p.addr, "--metrics-addr", "",
-		"--database-url", p.databaseURL, "--codes-key", sharedCodesKey, "--fulfilment-rescue-after", "3s",
-		"--database-min-idle-conns", "1")
-	cmd.Stderr = nil
-	if err := cmd.Start(); err != nil {
+// restart kills the process and starts it again on its address, without waiting for it: the
+// load retries until it answers.
+func (p *serveProcess) restart() {
+	if err := p.proc.Restart(context.Background()); err != nil {
 		p.t.Fatal(err)
 	}
-	p.cmd = cmd
-}
-
-func (p *serveProcess) kill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
 	p.kills++
 }
 
@@ -69,8 +50,7 @@ func (p *serveProcess) killUntil(done <-chan struct{}, accepted *atomic.Int32) {
 			return
 		case <-killer.C:
 			if n := accepted.Load(); n >= killedAt+killEvery || time.Since(lastKill) > 700*time.Millisecond {
-				p.kill()
-				p.start()
+				p.restart()
 				lastKill, killedAt = time.Now(), n
 			}
 		case <-giveUp:
@@ -84,24 +64,19 @@ func (p *serveProcess) killUntil(done <-chan struct{}, accepted *atomic.Int32) {
 // and reaches a terminal state, no code is delivered twice, and the ledger equals the balance.
 func TestKillServeDuringLoad(t *testing.T) {
 	db := storetest.New(t)
-	binary := filepath.Join(t.TempDir(), "codeport")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/codeport/codeport").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100000.00"})
 	acct := s.account(t, tn, "sandbox")
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	proc := &serveProcess{t: t, binary: binary, addr: addr, databaseURL: db.URL}
-	proc.start()
-	defer proc.kill()
+	// The process is restarted every 0.7 s at the latest; opening the default eight idle
+	// connections would take a good part of each life.
+	addr := testprocess.Addr(t)
+	proc := &serveProcess{t: t, proc: testprocess.Start(t, &testprocess.Process{Name: "serve",
+		Binary: testprocess.Binary(t),
+		Args: []string{"serve", "--environment", "sandbox", "--addr", addr, "--metrics-addr", "",
+			"--database-url", db.URL, "--codes-key", sharedCodesKey, "--fulfilment-rescue-after", "3s",
+			"--database-min-idle-conns", "1"}})}
 
 	const total = 1000
 	var accepted atomic.Int32

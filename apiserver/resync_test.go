@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
@@ -21,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // configTables are the tables provisioning writes.
@@ -281,24 +281,10 @@ func newPartnerResources(t *testing.T, i, perCatalog int) partnerResources {
 	r := partnerResources{
 		catalog:  c,
 		products: products,
-		partner: &v1alpha1.Partner{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.PartnerSpec{
-				DisplayName:  name,
-				ContactEmail: name + "@example.com",
-				CatalogRef:   &v1alpha1.LocalObjectReference{Name: c.Name},
-				AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "10.0.0.0/8"}},
-			},
-		},
-		wallet: &v1alpha1.Wallet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.WalletSpec{
-				PartnerRef:          v1alpha1.LocalObjectReference{Name: name},
-				Environment:         "production",
-				LowBalanceThreshold: "10.00",
-				TopUps:              []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "100.00"}},
-			},
-		},
+		partner: testfixture.Partner(name, testfixture.InNamespace(ns), testfixture.WithCatalogRef(c.Name),
+			testfixture.WithAllowlist("127.0.0.1", "10.0.0.0/8")),
+		wallet: testfixture.Wallet(name, "production", testfixture.InNamespace(ns), testfixture.Named(name),
+			testfixture.WithThreshold("10.00"), testfixture.WithTopUps(testfixture.TopUp("t1", "EUR", "100.00"))),
 	}
 	if i%10 == 0 {
 		// One endpoint for both environments, or (every other one) production's own.

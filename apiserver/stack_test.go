@@ -14,14 +14,11 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/notify"
@@ -29,6 +26,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // testDatabase is this package's database, created by TestMain.
@@ -169,9 +167,8 @@ func ptr[T any](v T) *T { return &v }
 
 // testCatalog is a small catalog exercising every product shape.
 func testCatalog(namespace string) (*v1alpha1.Catalog, []v1alpha1.CatalogProduct) {
-	c := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "eu"},
-		Spec: v1alpha1.CatalogSpec{Description: "EU", ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), CatalogTypeID: 1,
-			DefaultDiscountPercentage: "5"}}
+	c := testfixture.Catalog("eu", testfixture.InNamespace(namespace), testfixture.WithDescription("EU", 1),
+		testfixture.WithDiscount("5"))
 	en := []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}, {LanguageCode: "de", Name: "Deutsch"}}
 	products := []v1alpha1.CatalogProduct{
 		{ProductCode: "10000000000001", EAN: "5901234123457", Name: "Game Credit 20 EUR", ShortName: "Credit 20",
@@ -203,50 +200,31 @@ type tenant struct {
 	keys            map[string]string // "sandbox", "production", "bearer:production"
 }
 
-// withRateLimit is an onboard mutation that limits the partner to perMinute requests a minute.
-func withRateLimit(perMinute int32) func(*v1alpha1.Partner) {
-	return func(p *v1alpha1.Partner) { p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: perMinute} }
-}
-
 // onboard provisions a partner (with the test catalog, both keys, a production bearer token and
-// wallets) through the provisioning package, as the operator would.
+// wallets) through the provisioning package, as the operator would; mutate, when set, changes
+// the partner first.
 func (s *stack) onboard(t testing.TB, name string, mutate func(*v1alpha1.Partner)) *tenant {
 	t.Helper()
-	ctx := context.Background()
 	ns := "t-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	c, products := testCatalog(ns)
-	res, err := s.prov.ApplyCatalog(ctx, c, products)
-	if err != nil || len(res.Invalid) > 0 {
-		t.Fatalf("catalog: %v %v", err, res.Invalid)
-	}
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: name + "@example.com",
-			CatalogRef: &v1alpha1.LocalObjectReference{Name: "eu"},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1", "::1"},
-				RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 100000}}}}
+	var opts []testfixture.PartnerOption
 	if mutate != nil {
-		mutate(p)
+		opts = append(opts, testfixture.PartnerWith(mutate))
 	}
-	if _, err := s.prov.ApplyPartner(ctx, p, &res.ID, nil); err != nil {
+	tn, err := testfixture.Onboard(context.Background(), s.prov, partnerOf(ns, name, opts...),
+		testfixture.WithCatalog(c, products...), testfixture.WithKeys(testfixture.APIKeyIn("sandbox"),
+			testfixture.APIKeyIn("production"), testfixture.BearerTokenIn("production")))
+	if err != nil {
 		t.Fatal(err)
 	}
-	tn := &tenant{namespace: ns, name: name, keys: map[string]string{}}
-	for _, k := range []struct{ env, kind, slot string }{
-		{"sandbox", "apiKey", "sandbox"},
-		{"production", "apiKey", "production"},
-		{"production", "bearerToken", "bearer:production"},
-	} {
-		plain, err := auth.GenerateKey(k.env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.prov.RegisterKey(ctx, provisioning.Key{Namespace: ns, Partner: name, Environment: k.env, Kind: k.kind,
-			Source: ns + "/" + name + "-" + k.slot, Plaintext: plain}); err != nil {
-			t.Fatal(err)
-		}
-		tn.keys[k.slot] = plain
-	}
-	return tn
+	return &tenant{namespace: ns, name: name, keys: tn.Keys}
+}
+
+// partnerOf is a tenant's Partner as onboard declares it (loopback allowed, a rate limit no test
+// reaches unless it sets its own), changed by opts.
+func partnerOf(ns, name string, opts ...testfixture.PartnerOption) *v1alpha1.Partner {
+	return testfixture.Partner(name, append([]testfixture.PartnerOption{testfixture.InNamespace(ns),
+		testfixture.WithAllowlist("127.0.0.1", "::1"), testfixture.WithRateLimit(100000)}, opts...)...)
 }
 
 // topUp credits a wallet through provisioning.
@@ -254,16 +232,8 @@ func (s *stack) topUp(
 	t testing.TB, tn *tenant, env string, threshold string, topUps ...v1alpha1.TopUp,
 ) provisioning.WalletResult {
 	t.Helper()
-	w := &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.name + "-" + env},
-		Spec: v1alpha1.WalletSpec{
-			PartnerRef:          v1alpha1.LocalObjectReference{Name: tn.name},
-			Environment:         v1alpha1.Environment(env),
-			LowBalanceThreshold: threshold,
-			TopUps:              topUps,
-		},
-	}
-	res, err := s.prov.ApplyWallet(context.Background(), w)
+	res, err := s.prov.ApplyWallet(context.Background(), testfixture.Wallet(tn.name, env,
+		testfixture.InNamespace(tn.namespace), testfixture.WithThreshold(threshold), testfixture.WithTopUps(topUps...)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestEstimatedReadyAtReadsTheSame: the 202 and a later read of the same order give one string
@@ -39,7 +40,7 @@ var etaFormat = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z
 func TestRateLimitHeaderNamesAsWritten(t *testing.T) {
 	s := newStack(t, stackOptions{noWorker: true})
 	tn := s.onboard(t, "acme", nil)
-	limited := s.onboard(t, "limited", withRateLimit(1))
+	limited := s.onboard(t, "limited", testfixture.WithRateLimit(1))
 	awayFromMinuteEnd()
 	contract := []string{"X-RateLimit-Limit: ", "X-RateLimit-Remaining: ", "X-RateLimit-Reset: ", "X-Request-Id: "}
 	cases := []struct {

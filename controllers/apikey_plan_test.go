@@ -18,6 +18,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // countingReader serves objs and counts its Gets.
@@ -46,20 +47,13 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	_ = v1alpha1.AddToScheme(scheme)
 
 	const ns = "plan"
-	partner := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	partner := testfixture.Partner("acme", testfixture.InNamespace(ns), testfixture.WithContact("Acme", "ops@acme.example"))
 	if _, err := prov.ApplyPartner(ctx, partner, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	k := &v1alpha1.ApiKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-production", UID: "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001"},
-		Spec: v1alpha1.ApiKeySpec{
-			PartnerRef:  v1alpha1.LocalObjectReference{Name: "acme"},
-			Environment: v1alpha1.EnvironmentProduction,
-			SecretName:  "acme-production-key",
-			Rotation:    1,
-		},
-	}
+	k := testfixture.APIKey("acme", "production", testfixture.InNamespace(ns), testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) {
+		k.UID, k.Spec.Rotation = "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001", 1
+	}))
 	keySecret := func(plaintext, rotation string, owned bool) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{

@@ -12,13 +12,11 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 func shardObj(ns, name, catalog string, products ...v1alpha1.CatalogProduct) *v1alpha1.CatalogShard {
-	return &v1alpha1.CatalogShard{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.CatalogShardSpec{CatalogRef: v1alpha1.LocalObjectReference{Name: catalog}, Products: products},
-	}
+	return testfixture.CatalogShard(name, catalog, products, testfixture.InNamespace(ns))
 }
 
 // codeRange returns products with productCodes from..from+n-1 (14 digits), priced 1000.

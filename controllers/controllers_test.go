@@ -20,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 const timeout = 20 * time.Second
@@ -30,43 +31,22 @@ const timeout = 20 * time.Second
 const watchBound = 10 * time.Second
 
 func catalogObj(ns string, products ...v1alpha1.CatalogProduct) *v1alpha1.Catalog {
-	return &v1alpha1.Catalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eu"},
-		Spec: v1alpha1.CatalogSpec{
-			ValidFrom:                 metav1.NewTime(time.Now().Add(-time.Hour)),
-			DefaultDiscountPercentage: "5",
-			Products:                  products,
-		},
-	}
+	return testfixture.Catalog("eu", testfixture.InNamespace(ns), testfixture.WithDiscount("5"),
+		testfixture.WithProducts(products...))
 }
 
 func product(code string, price int64) v1alpha1.CatalogProduct {
-	return v1alpha1.CatalogProduct{ProductCode: code, Name: "Product " + code, CountryCode: "DE", CurrencyCode: "EUR",
-		Price: ptr(price), Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed}, Status: "active"}
+	return testfixture.Product(code, testfixture.WithPrice(price))
 }
 
 func partnerObj(ns string) *v1alpha1.Partner {
-	return &v1alpha1.Partner{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{
-			DisplayName:  "Acme",
-			ContactEmail: "ops@acme.example",
-			CatalogRef:   &v1alpha1.LocalObjectReference{Name: "eu"},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}},
-		},
-	}
+	return testfixture.Partner("acme", testfixture.InNamespace(ns), testfixture.WithContact("Acme", "ops@acme.example"),
+		testfixture.WithCatalogRef("eu"), testfixture.WithAllowlist("127.0.0.1/32"))
 }
 
 func apiKeyObj(ns, name, environment string, kind v1alpha1.ApiKeyType) *v1alpha1.ApiKey {
-	return &v1alpha1.ApiKey{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ApiKeySpec{
-			PartnerRef:  v1alpha1.LocalObjectReference{Name: "acme"},
-			Environment: v1alpha1.Environment(environment),
-			Type:        kind,
-			SecretName:  name + "-key",
-		},
-	}
+	return testfixture.APIKey("acme", environment, testfixture.InNamespace(ns), testfixture.Named(name),
+		testfixture.OfType(kind))
 }
 
 func ready(conditions []metav1.Condition, generation int64) (bool, string) {
@@ -629,18 +609,8 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, _ := onboard(t, ns)
 	ctx := context.Background()
-	w := &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
-		Spec: v1alpha1.WalletSpec{
-			PartnerRef:          v1alpha1.LocalObjectReference{Name: "acme"},
-			Environment:         "sandbox",
-			LowBalanceThreshold: "100.00",
-			TopUps: []v1alpha1.TopUp{
-				{ID: "wire-1", Currency: "EUR", Amount: "500.00"},
-				{ID: "wire-2", Currency: "EUR", Amount: "250.50"},
-			},
-		},
-	}
+	w := testfixture.Wallet("acme", "sandbox", testfixture.InNamespace(ns), testfixture.WithThreshold("100.00"),
+		testfixture.WithTopUps(testfixture.TopUp("wire-1", "EUR", "500.00"), testfixture.TopUp("wire-2", "EUR", "250.50")))
 	create(t, w)
 	poll.Until(t, timeout, "top-ups applied", func() (bool, string) {
 		get(t, ns, "acme-sandbox", w)
@@ -767,9 +737,8 @@ func TestScale200Partners(t *testing.T) {
 		k := apiKeyObj(ns, p.Name, "production", v1alpha1.ApiKeyTypeAPIKey)
 		k.Spec.PartnerRef.Name = p.Name
 		create(t, k)
-		create(t, &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name},
-			Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: p.Name}, Environment: "production",
-				TopUps: []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}}}})
+		create(t, testfixture.Wallet(p.Name, "production", testfixture.InNamespace(ns), testfixture.Named(p.Name),
+			testfixture.WithTopUps(testfixture.TopUp("initial", "EUR", "100.00"))))
 	}
 	poll.Until(t, 3*time.Minute, "200 partners ready", func() (bool, string) {
 		readyCount := func(list []metav1.Condition) bool { return meta.IsStatusConditionTrue(list, v1alpha1.ConditionReady) }

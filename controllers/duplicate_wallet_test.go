@@ -10,14 +10,12 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 func walletObj(ns, name, environment string, topUps ...v1alpha1.TopUp) *v1alpha1.Wallet {
-	return &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"},
-			Environment: v1alpha1.Environment(environment), TopUps: topUps},
-	}
+	return testfixture.Wallet("acme", environment, testfixture.InNamespace(ns), testfixture.Named(name),
+		testfixture.WithTopUps(topUps...))
 }
 
 // TestDuplicateWalletIsRefused: a second Wallet for the same partner and environment is refused

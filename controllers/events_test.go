@@ -9,11 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // eventsOf returns the events recorded about the kind/name in ns, as "Type Reason: note".
@@ -56,11 +56,8 @@ func TestEventsRecordChanges(t *testing.T) {
 		"Normal Applied: Generation 1 applied: Sandbox and production accounts provisioned")
 	waitEvent(t, ns, "Catalog", "eu", "Normal Applied: Generation 1 applied: 2 products in service")
 
-	w := &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox",
-			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "10.00"}}},
-	}
+	w := testfixture.Wallet("acme", "sandbox", testfixture.InNamespace(ns),
+		testfixture.WithTopUps(testfixture.TopUp("wire-1", "EUR", "10.00")))
 	create(t, w)
 	waitEvent(t, ns, "Wallet", "acme-sandbox", "Normal TopUpApplied: Top-up wire-1 credited 10.00 EUR")
 	waitEvent(t, ns, "Wallet", "acme-sandbox", "Normal Applied: Generation 1 applied")
@@ -84,10 +81,7 @@ func TestEventsRecordChanges(t *testing.T) {
 		}
 	})
 	waitEvent(t, ns, "Catalog", "eu", "Warning ConfigMapNotFound: ConfigMap missing-feed not found")
-	orphan := &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orphan"},
-		Spec:       v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "nobody"}, Environment: "sandbox"},
-	}
+	orphan := testfixture.Wallet("nobody", "sandbox", testfixture.InNamespace(ns), testfixture.Named("orphan"))
 	create(t, orphan)
 	waitEvent(t, ns, "Wallet", "orphan", "Warning PartnerNotFound: Partner not found")
 	update(t, ns, "acme", &p, func() { p.Spec.CatalogRef = &v1alpha1.LocalObjectReference{Name: "nowhere"} })

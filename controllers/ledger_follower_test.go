@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -16,6 +15,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // followerFixture provisions partners acme and globex with a sandbox Wallet each and returns a
@@ -33,19 +33,12 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 	var wallets []client.Object
 	accounts := map[string]string{}
 	for _, name := range []string{"acme", "globex"} {
-		p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: "ops@" + name + ".example"}}
+		p := testfixture.Partner(name, testfixture.InNamespace(ns), testfixture.WithContact(name, "ops@"+name+".example"))
 		if _, err := prov.ApplyPartner(ctx, p, nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		w := &v1alpha1.Wallet{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-sandbox"},
-			Spec: v1alpha1.WalletSpec{
-				PartnerRef:  v1alpha1.LocalObjectReference{Name: name},
-				Environment: v1alpha1.EnvironmentSandbox,
-				TopUps:      []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "10.00"}},
-			},
-		}
+		w := testfixture.Wallet(name, "sandbox", testfixture.InNamespace(ns),
+			testfixture.WithTopUps(testfixture.TopUp("t1", "EUR", "10.00")))
 		if _, err := prov.ApplyWallet(ctx, w); err != nil {
 			t.Fatal(err)
 		}

@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestLedgerRefreshesAreCoalesced: while orders land continuously, the Wallet's status is
@@ -24,9 +24,8 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, _ := onboard(t, ns)
 	ctx := context.Background()
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme-sandbox"},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "sandbox",
-			TopUps: []v1alpha1.TopUp{{ID: "wire-1", Currency: "EUR", Amount: "100000.00"}}}}
+	w := testfixture.Wallet("acme", "sandbox", testfixture.InNamespace(ns),
+		testfixture.WithTopUps(testfixture.TopUp("wire-1", "EUR", "100000.00")))
 	create(t, w)
 	poll.Until(t, timeout, "top-up applied", func() (bool, string) {
 		get(t, ns, w.Name, w)

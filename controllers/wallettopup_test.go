@@ -12,14 +12,13 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 func topUpObj(ns, name, wallet, id, currency, amount string) *v1alpha1.WalletTopUp {
-	return &v1alpha1.WalletTopUp{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.WalletTopUpSpec{WalletRef: v1alpha1.LocalObjectReference{Name: wallet}, ID: id,
-			Currency: currency, Amount: amount, Note: "wire " + id},
-	}
+	topUp := testfixture.TopUp(id, currency, amount)
+	topUp.Note = "wire " + id
+	return testfixture.WalletTopUp(wallet, topUp, testfixture.InNamespace(ns), testfixture.Named(name))
 }
 
 // waitTopUp waits until the WalletTopUp's Ready condition has reason and returns it.

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/notify"
@@ -22,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -66,20 +65,13 @@ func (f *fixture) accountWithWebhooks(
 	t *testing.T, partner, environment string, webhooks provisioning.Webhooks,
 ) uuid.UUID {
 	t.Helper()
-	ctx := context.Background()
-	res, err := f.prov.ApplyPartner(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: partner},
-		Spec: v1alpha1.PartnerSpec{DisplayName: partner, ContactEmail: partner + "@example.com"}}, nil, webhooks)
+	tn, err := testfixture.Onboard(context.Background(), f.prov, testfixture.Partner(partner, testfixture.InNamespace("ns")),
+		testfixture.WithWebhooks(webhooks), testfixture.WithKeys(),
+		testfixture.WithBalance(environment, "", testfixture.TopUp("t1", "EUR", "1000.00")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.prov.ApplyWallet(ctx, &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: partner},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: partner},
-			Environment: v1alpha1.Environment(environment),
-			TopUps:      []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "1000.00"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.Accounts[environment]
+	return tn.Account(environment)
 }
 
 // line is an order line: quantity units of product at price (EUR cents).

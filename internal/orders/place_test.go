@@ -8,10 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
@@ -23,6 +21,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // These tests place and read orders through orders.Service on a database of their own, with
@@ -55,14 +54,12 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{db: db, prov: provisioning.New(db, cipher)}
-	c := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "main"},
-		Spec: v1alpha1.CatalogSpec{Description: "Test", ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)),
-			CatalogTypeID: 1}}
+	c := testfixture.Catalog("main", testfixture.InNamespace(namespace), testfixture.WithDescription("Test", 1))
+	gaming := func(p *v1alpha1.CatalogProduct) { p.MainCategory, p.Denomination = "Gaming", v1alpha1.Denomination{} }
 	res, err := f.prov.ApplyCatalog(ctx, c, []v1alpha1.CatalogProduct{
-		{ProductCode: eurCredit, Name: "Credit 20 EUR", Brand: "Acme", CountryCode: "DE", CurrencyCode: "EUR",
-			Price: ptr(int64(2000)), MainCategory: "Gaming", Status: "active"},
-		{ProductCode: yenCredit, Name: "Credit 500 JPY", Brand: "Acme", CountryCode: "JP", CurrencyCode: "JPY",
-			Price: ptr(int64(500)), MainCategory: "Gaming", Status: "active"},
+		testfixture.Product(eurCredit, testfixture.WithName("Credit 20 EUR", "Acme"), gaming),
+		testfixture.Product(yenCredit, testfixture.WithName("Credit 500 JPY", "Acme"), testfixture.SoldIn("JP", "JPY"),
+			testfixture.WithPrice(500), gaming),
 	})
 	if err != nil || len(res.Invalid) > 0 {
 		t.Fatalf("catalog: %v %v", err, res.Invalid)
@@ -87,37 +84,31 @@ type partner struct {
 // as the API loads it for a key.
 func (f *fixture) onboard(t *testing.T, name string, p partner) *auth.Account {
 	t.Helper()
-	ctx := context.Background()
-	partnerCR := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.PartnerSpec{DisplayName: name, ContactEmail: name + "@example.com",
-			CatalogRef:   &v1alpha1.LocalObjectReference{Name: "main"},
-			AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1"}, Ordering: p.ordering}}}
-	if _, err := f.prov.ApplyPartner(ctx, partnerCR, &f.catalog, nil); err != nil {
+	production := string(tenancy.Production)
+	tn, err := testfixture.Onboard(context.Background(), f.prov, testfixture.Partner(name,
+		testfixture.InNamespace(namespace), testfixture.WithCatalogRef("main"), testfixture.WithAllowlist("127.0.0.1"),
+		testfixture.WithOrdering(p.ordering)), testfixture.WithKeys(testfixture.APIKeyIn(production)),
+		testfixture.WithBalance(production, p.threshold, p.topUps...))
+	if err != nil {
 		t.Fatal(err)
 	}
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name},
-			Environment: v1alpha1.EnvironmentProduction, LowBalanceThreshold: p.threshold, TopUps: p.topUps}}
-	if res, err := f.prov.ApplyWallet(ctx, w); err != nil || len(res.Invalid) > 0 {
-		t.Fatalf("wallet: %v %v", err, res.Invalid)
-	}
-	return f.account(t, name, string(tenancy.Production))
+	return f.lookup(t, tn.Keys[production], production)
 }
 
 // account issues the partner a key of environment and returns its account as the API loads it.
 func (f *fixture) account(t *testing.T, partner, environment string) *auth.Account {
 	t.Helper()
-	ctx := context.Background()
-	key, err := auth.GenerateKey(environment)
+	key, err := testfixture.IssueKey(context.Background(), f.prov, namespace, partner, testfixture.APIKeyIn(environment))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.prov.RegisterKey(ctx, provisioning.Key{Namespace: namespace, Partner: partner,
-		Environment: environment, Kind: "apiKey", Source: namespace + "/" + partner + "-" + environment,
-		Plaintext: key}); err != nil {
-		t.Fatal(err)
-	}
-	principal, err := auth.NewDirectory(f.db, environment).Lookup(ctx, key, "apiKey")
+	return f.lookup(t, key, environment)
+}
+
+// lookup is the account of key as the API of environment loads it.
+func (f *fixture) lookup(t *testing.T, key, environment string) *auth.Account {
+	t.Helper()
+	principal, err := auth.NewDirectory(f.db, environment).Lookup(context.Background(), key, tenancy.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,13 +6,12 @@ import (
 	"sync"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // rowVersions are the (xmin, xmax) of an account's rows and its ledger size: a write changes
@@ -38,10 +37,9 @@ func TestApplyWalletOfAppliedSpecWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	db, prov, res := onboardAcme(t, 4)
 	account := res.Accounts[string(tenancy.Production)].String()
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
-			LowBalanceThreshold: "100.00", TopUps: []v1alpha1.TopUp{
-				{ID: "t1", Currency: "EUR", Amount: "500.00"}, {ID: "t2", Currency: "JPY", Amount: "9000"}}}}
+	w := testfixture.Wallet("acme", "production", testfixture.InNamespace("ns"), testfixture.Named("acme"),
+		testfixture.WithThreshold("100.00"),
+		testfixture.WithTopUps(testfixture.TopUp("t1", "EUR", "500.00"), testfixture.TopUp("t2", "JPY", "9000")))
 	apply := func() provisioning.WalletResult {
 		t.Helper()
 		r, err := prov.ApplyWallet(ctx, w)
@@ -153,9 +151,8 @@ func TestApplyTopUpOnceUnderConcurrency(t *testing.T) {
 func TestSpecTopUpsTurnedOff(t *testing.T) {
 	ctx := context.Background()
 	_, prov, _ := onboardAcme(t, 4)
-	w := &v1alpha1.Wallet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.WalletSpec{PartnerRef: v1alpha1.LocalObjectReference{Name: "acme"}, Environment: "production",
-			TopUps: []v1alpha1.TopUp{{ID: "t1", Currency: "EUR", Amount: "500.00"}}}}
+	w := testfixture.Wallet("acme", "production", testfixture.InNamespace("ns"), testfixture.Named("acme"),
+		testfixture.WithTopUps(testfixture.TopUp("t1", "EUR", "500.00")))
 	if _, err := prov.ApplyWallet(ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -177,8 +174,7 @@ func onboardAcme(t *testing.T, conns int32) (*store.DB, *provisioning.Provisione
 	t.Helper()
 	db := storetest.Open(t, store.Options{MaxConns: conns})
 	prov := provisioning.New(db, nil)
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	p := testfixture.Partner("acme", testfixture.InNamespace("ns"), testfixture.WithContact("Acme", "ops@acme.example"))
 	res, err := prov.ApplyPartner(context.Background(), p, nil, nil)
 	if err != nil {
 		t.Fatal(err)
