@@ -34,6 +34,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // annotationLimit is the API server's limit on the total size of an object's annotations,
@@ -147,16 +148,14 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 func catalogShards(n int) []v1alpha1.CatalogShard {
 	var shards []v1alpha1.CatalogShard
 	for from := 0; from < n; from += v1alpha1.MaxShardProducts {
-		s := v1alpha1.CatalogShard{
-			TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CatalogShard"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace,
-				Name: fmt.Sprintf("%s-%04d", bigCatalog, from/v1alpha1.MaxShardProducts)},
-			Spec: v1alpha1.CatalogShardSpec{CatalogRef: v1alpha1.LocalObjectReference{Name: bigCatalog}},
-		}
+		var products []v1alpha1.CatalogProduct
 		for i := from; i < min(n, from+v1alpha1.MaxShardProducts); i++ {
-			s.Spec.Products = append(s.Spec.Products, realisticProduct(i))
+			products = append(products, realisticProduct(i))
 		}
-		shards = append(shards, s)
+		s := testfixture.CatalogShard(fmt.Sprintf("%s-%04d", bigCatalog, from/v1alpha1.MaxShardProducts), bigCatalog,
+			products, testfixture.InNamespace(tenantNamespace))
+		s.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "CatalogShard"}
+		shards = append(shards, *s)
 	}
 	return shards
 }
@@ -168,21 +167,16 @@ const catalogKeys = 8
 // createBigCatalogTenant creates the Catalog (its products come from shards), a partner bound
 // to it and the partner's production ApiKeys.
 func (c *cluster) createBigCatalogTenant(ctx context.Context) error {
+	ns := testfixture.InNamespace(tenantNamespace)
 	objs := []client.Object{
-		&v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: bigCatalog},
-			Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)),
-				DefaultDiscountPercentage: "5"}},
-		&v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: bigCatalog},
-			Spec: v1alpha1.PartnerSpec{DisplayName: "Distributor", ContactEmail: "ops@distributor.example",
-				CatalogRef: &v1alpha1.LocalObjectReference{Name: bigCatalog},
-				AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"},
-					RateLimit: &v1alpha1.RateLimitSpec{RequestsPerMinute: 1_000_000}}}},
+		testfixture.Catalog(bigCatalog, ns, testfixture.WithDiscount("5")),
+		testfixture.Partner(bigCatalog, ns, testfixture.WithContact("Distributor", "ops@distributor.example"),
+			testfixture.WithCatalogRef(bigCatalog), testfixture.WithAllowlist("127.0.0.1/32"),
+			testfixture.WithRateLimit(1_000_000)),
 	}
 	for i := range catalogKeys {
-		name := fmt.Sprintf("%s-production-%d", bigCatalog, i)
-		objs = append(objs, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name},
-			Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: bigCatalog},
-				Environment: v1alpha1.EnvironmentProduction, SecretName: name + "-key"}})
+		objs = append(objs, testfixture.APIKey(bigCatalog, "production", ns,
+			testfixture.Named(fmt.Sprintf("%s-production-%d", bigCatalog, i))))
 	}
 	for _, o := range objs {
 		if err := c.k8s.Create(ctx, o); err != nil {

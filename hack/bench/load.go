@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 type result struct{ max, p50, p99 float64 }
@@ -173,7 +173,7 @@ func startBaseline(bodies map[string][]byte, redisURL string) (string, func(), e
 	if err != nil {
 		return "", nil, fmt.Errorf("baseline: %w", err)
 	}
-	addr, err := freeAddr()
+	addr, err := testprocess.FreeAddr()
 	if err != nil {
 		return "", nil, err
 	}
@@ -194,14 +194,10 @@ func startBaseline(bodies map[string][]byte, redisURL string) (string, func(), e
 		}
 		args, probe = append(args, path+"="+file), path
 	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("start baseline: %w", err)
-	}
-	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = os.RemoveAll(dir) }
-	if err := waitReady("http://" + addr + probe); err != nil {
+	proc := &testprocess.Process{Name: "baseline", Binary: exe, Args: args, ReadyURL: "http://" + addr + probe,
+		ReadyTimeout: readyTimeout, Output: os.Stderr}
+	stop := func() { proc.Kill(); _ = os.RemoveAll(dir) }
+	if err := proc.Start(context.Background()); err != nil {
 		stop()
 		return "", nil, err
 	}

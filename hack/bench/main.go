@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 type config struct {
@@ -152,9 +152,9 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	binary := filepath.Join(dir, "codeport")
-	if out, err := exec.Command("go", "build", "-o", binary, "github.com/codeport/codeport").CombinedOutput(); err != nil {
-		return fmt.Errorf("build: %w\n%s", err, out)
+	binary, err := testprocess.Build(ctx, dir, false)
+	if err != nil {
+		return err
 	}
 
 	var t *tenants

@@ -49,7 +49,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 const (
@@ -366,23 +369,8 @@ func benchPartnerName(i int) string { return fmt.Sprintf("p%04d", i) }
 // createTenants creates the catalog and n partners, each with a sandbox and a production ApiKey
 // and a production Wallet, the partner first.
 func (c *cluster) createTenants(ctx context.Context, n int) error {
-	price := int64(2000)
-	catalog := &v1alpha1.Catalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: "main"},
-		Spec: v1alpha1.CatalogSpec{
-			ValidFrom:                 metav1.NewTime(time.Now().Add(-time.Hour)),
-			DefaultDiscountPercentage: "5",
-			Products: []v1alpha1.CatalogProduct{{
-				ProductCode:  "10000000000001",
-				Name:         "Credit 20",
-				CountryCode:  "DE",
-				CurrencyCode: "EUR",
-				Price:        &price,
-				Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed},
-				Status:       "active",
-			}},
-		},
-	}
+	catalog := testfixture.Catalog("main", testfixture.InNamespace(tenantNamespace), testfixture.WithDiscount("5"),
+		testfixture.WithProducts(testfixture.Product("10000000000001", testfixture.WithName("Credit 20", ""))))
 	if err := c.k8s.Create(ctx, catalog); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
@@ -391,24 +379,14 @@ func (c *cluster) createTenants(ctx context.Context, n int) error {
 		defer close(objs)
 		for i := range n {
 			name := benchPartnerName(i)
-			objs <- &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name},
-				Spec: v1alpha1.PartnerSpec{DisplayName: "Partner " + name, ContactEmail: "ops@" + name + ".example",
-					CatalogRef:   &v1alpha1.LocalObjectReference{Name: "main"},
-					AccessPolicy: v1alpha1.AccessPolicy{IPWhitelist: []string{"127.0.0.1/32"}}}}
-			for _, e := range []v1alpha1.Environment{v1alpha1.EnvironmentSandbox, v1alpha1.EnvironmentProduction} {
-				objs <- &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name + "-" + string(e)},
-					Spec: v1alpha1.ApiKeySpec{PartnerRef: v1alpha1.LocalObjectReference{Name: name}, Environment: e,
-						SecretName: name + "-" + string(e) + "-key"}}
+			ns := testfixture.InNamespace(tenantNamespace)
+			objs <- testfixture.Partner(name, ns, testfixture.WithContact("Partner "+name, "ops@"+name+".example"),
+				testfixture.WithCatalogRef("main"), testfixture.WithAllowlist("127.0.0.1/32"))
+			for _, e := range provisioning.Environments() {
+				objs <- testfixture.APIKey(name, e, ns)
 			}
-			objs <- &v1alpha1.Wallet{
-				ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name},
-				Spec: v1alpha1.WalletSpec{
-					PartnerRef:          v1alpha1.LocalObjectReference{Name: name},
-					Environment:         v1alpha1.EnvironmentProduction,
-					LowBalanceThreshold: "10.00",
-					TopUps:              []v1alpha1.TopUp{{ID: "initial", Currency: "EUR", Amount: "100.00"}},
-				},
-			}
+			objs <- testfixture.Wallet(name, "production", ns, testfixture.Named(name), testfixture.WithThreshold("10.00"),
+				testfixture.WithTopUps(testfixture.TopUp("initial", "EUR", "100.00")))
 		}
 	}()
 	return c.createAll(ctx, objs)
@@ -548,87 +526,52 @@ func (c *cluster) checkOneKeyEach(ctx context.Context, n int) error {
 // operator is a running `codeport operator` process; its logs go to a file.
 type operator struct {
 	name, log, metrics string
-	cmd                *exec.Cmd
+	proc               *testprocess.Process
 	started            time.Time
-	exited             chan struct{}
 }
 
 func (c *cluster) startOperator(binary, name string, extra ...string) (*operator, error) {
-	metrics, err := freeAddr()
+	metrics, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	probes, err := freeAddr()
+	probes, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(c.dir, strings.NewReplacer(" ", "-", ",", "").Replace(name)+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
 	args := append([]string{"operator",
 		"--kubeconfig", c.kubeconfig, "--database-url", c.database.URL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
 		"--sandbox-base-url", "https://sandbox.api.example/v2", "--production-base-url", "https://api.example/v2",
 	}, extra...)
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("start operator: %w", err)
+	// Started without waiting for readiness: the cold start is measured from the start.
+	proc := &testprocess.Process{Name: "operator " + name, Binary: binary, Args: args, LogFile: logPath}
+	if err := proc.Start(context.Background()); err != nil {
+		return nil, err
 	}
-	op := &operator{
-		name:    name,
-		log:     logPath,
-		metrics: "http://" + metrics + "/metrics",
-		cmd:     cmd,
-		started: time.Now(),
-		exited:  make(chan struct{}),
-	}
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close()
-		close(op.exited)
-	}()
-	return op, nil
+	started := time.Now()
+	return &operator{name: name, log: logPath, metrics: "http://" + metrics + "/metrics", proc: proc, started: started},
+		nil
 }
 
-func (o *operator) running() bool {
-	select {
-	case <-o.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (o *operator) running() bool { return o.proc.Running() }
 
 // stop ends the process the way Kubernetes does (SIGTERM), and waits.
-func (o *operator) stop() {
-	if o.running() {
-		_ = o.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-o.exited:
-		case <-time.After(30 * time.Second):
-			_ = o.cmd.Process.Kill()
-			<-o.exited
-		}
-	}
-}
+func (o *operator) stop() { o.proc.Stop(30 * time.Second) }
 
 // kill ends the process with SIGKILL: no lease release, no cleanup.
 func (o *operator) kill() error {
-	if err := o.cmd.Process.Kill(); err != nil {
+	if err := o.proc.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
-	<-o.exited
+	<-o.proc.Exited()
 	return nil
 }
 
 // memory reads VmHWM and VmRSS of the process, in MB.
 func (o *operator) memory() (hwm, rss float64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.cmd.Process.Pid))
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", o.proc.PID()))
 	if err != nil {
 		return 0, 0, fmt.Errorf("read status: %w", err)
 	}
@@ -648,7 +591,7 @@ func (o *operator) memory() (hwm, rss float64, err error) {
 		}
 	}
 	if hwm == 0 || rss == 0 {
-		return 0, 0, fmt.Errorf("no VmHWM/VmRSS for %d", o.cmd.Process.Pid)
+		return 0, 0, fmt.Errorf("no VmHWM/VmRSS for %d", o.proc.PID())
 	}
 	return hwm, rss, s.Err()
 }

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // codesKey encrypts the bench's codes at rest; any 32 bytes do.
@@ -19,7 +19,7 @@ const codesKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 // server is a running `codeport serve` process.
 type server struct {
-	cmd *exec.Cmd
+	proc *testprocess.Process
 	// base is the API's URL up to /v2; metrics serves /metrics and /debug/pprof/.
 	base, metrics string
 }
@@ -27,29 +27,29 @@ type server struct {
 // startServe starts `codeport serve` the way a deployment runs it: metrics on their own port,
 // JSON request logs on stderr (discarded here, but still written).
 func startServe(binary, databaseURL, environment string, extra ...string) (*server, error) {
-	addr, err := freeAddr()
+	addr, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := freeAddr()
+	metrics, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--environment", environment, "--addr", addr, "--metrics-addr", metrics, "--pprof",
-		"--database-url", databaseURL, "--codes-key", codesKey}, extra...)
-	cmd := exec.Command(binary, args...)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start serve: %w", err)
-	}
-	s := &server{cmd: cmd, base: "http://" + addr + "/v2", metrics: "http://" + metrics}
-	if err := waitReady("http://" + addr + "/readyz"); err != nil {
-		s.stop()
+	proc := &testprocess.Process{Name: "serve " + environment, Binary: binary,
+		Args: append([]string{"serve", "--environment", environment, "--addr", addr, "--metrics-addr", metrics, "--pprof",
+			"--database-url", databaseURL, "--codes-key", codesKey}, extra...),
+		ReadyURL: "http://" + addr + "/readyz", ReadyTimeout: readyTimeout, Output: io.Discard}
+	if err := proc.Start(context.Background()); err != nil {
+		proc.Kill()
 		return nil, err
 	}
-	return s, nil
+	return &server{proc: proc, base: "http://" + addr + "/v2", metrics: "http://" + metrics}, nil
 }
 
-func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
+// readyTimeout is how long a process the bench starts may take to be ready.
+const readyTimeout = 30 * time.Second
+
+func (s *server) stop() { s.proc.Kill() }
 
 // peakRSS reads the high-water mark of the process's resident memory, in MB.
 func (s *server) peakRSS() (float64, error) { return s.memoryStatus("VmHWM:") }
@@ -59,7 +59,7 @@ func (s *server) residentMB() (float64, error) { return s.memoryStatus("VmRSS:")
 
 // memoryStatus reads field (in kB) of the process's /proc status, in MB.
 func (s *server) memoryStatus(field string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.proc.PID()))
 	if err != nil {
 		return 0, fmt.Errorf("read status: %w", err)
 	}
@@ -72,7 +72,7 @@ func (s *server) memoryStatus(field string) (float64, error) {
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no %s for %d", field, s.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s for %d", field, s.proc.PID())
 }
 
 // cpuProfile records a CPU profile of the process while load runs, into file.
@@ -105,29 +105,6 @@ func (s *server) saveProfile(ctx context.Context, profile, file string) error {
 		return fmt.Errorf("profile: %w", err)
 	}
 	return out.Close()
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitReady(url string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil { //nolint:noctx // readiness poll
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("serve not ready at %s", url)
 }
 
 func fetch(url, key string) ([]byte, error) {

@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 const (
@@ -62,8 +59,7 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 	for i := range items {
 		items[i] = benchProduct(i)
 	}
-	cat := &v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "main"},
-		Spec: v1alpha1.CatalogSpec{ValidFrom: metav1.NewTime(time.Now().Add(-time.Hour)), DefaultDiscountPercentage: "5"}}
+	cat := testfixture.Catalog("main", testfixture.InNamespace(namespace), testfixture.WithDiscount("5"))
 	res, err := t.prov.ApplyCatalog(ctx, cat, items)
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
@@ -71,34 +67,20 @@ func (t *tenants) provision(ctx context.Context, partners, products, funded int)
 	if len(res.Invalid) > 0 {
 		return fmt.Errorf("catalog: invalid products %v", res.Invalid)
 	}
+	production := string(tenancy.Production)
 	t.keys = make([]string, 0, partners)
 	for i := range partners {
-		name := partnerName(i)
-		p := &v1alpha1.Partner{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Spec: v1alpha1.PartnerSpec{
-				DisplayName:  "Bench",
-				ContactEmail: "bench@example.com",
-				CatalogRef:   &v1alpha1.LocalObjectReference{Name: "main"},
-				AccessPolicy: v1alpha1.AccessPolicy{
-					IPWhitelist: []string{"127.0.0.1"},
-					RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: 100_000_000},
-				},
-			},
+		opts := []testfixture.OnboardOption{testfixture.WithKeys(testfixture.APIKeyIn(production))}
+		if i < funded {
+			opts = append(opts, fund(production))
 		}
-		if _, err := t.prov.ApplyPartner(ctx, p, &res.ID, nil); err != nil {
-			return fmt.Errorf("partner %s: %w", name, err)
-		}
-		key, err := t.addKey(ctx, name, string(tenancy.Production))
+		tn, err := testfixture.Onboard(ctx, t.prov, testfixture.Partner(partnerName(i), testfixture.InNamespace(namespace),
+			testfixture.WithContact("Bench", "bench@example.com"), testfixture.WithCatalogRef("main"),
+			testfixture.WithAllowlist("127.0.0.1"), testfixture.WithRateLimit(100_000_000)), opts...)
 		if err != nil {
 			return err
 		}
-		t.keys = append(t.keys, key)
-		if i < funded {
-			if err := t.fund(ctx, name, string(tenancy.Production)); err != nil {
-				return err
-			}
-		}
+		t.keys = append(t.keys, tn.Keys[production])
 	}
 	return nil
 }
@@ -149,27 +131,20 @@ func partnerName(i int) string { return fmt.Sprintf("p%05d", i) }
 
 // addKey registers a new key of a partner's account in environment and returns its plaintext.
 func (t *tenants) addKey(ctx context.Context, partner, environment string) (string, error) {
-	key, err := auth.GenerateKey(environment)
-	if err != nil {
-		return "", fmt.Errorf("generate key: %w", err)
-	}
-	if _, err := t.prov.RegisterKey(ctx, provisioning.Key{Namespace: namespace, Partner: partner, Environment: environment,
-		Kind: "apiKey", Source: namespace + "/" + partner + "-" + environment, Plaintext: key}); err != nil {
-		return "", fmt.Errorf("key of %s: %w", partner, err)
-	}
-	return key, nil
+	return testfixture.IssueKey(ctx, t.prov, namespace, partner, testfixture.APIKeyIn(environment))
+}
+
+// benchTopUp credits a wallet with more than any run spends.
+func benchTopUp() v1alpha1.TopUp { return testfixture.TopUp("bench", "EUR", "100000000.00") }
+
+// fund is the onboarding of a funded wallet of environment.
+func fund(environment string) testfixture.OnboardOption {
+	return testfixture.WithBalance(environment, "", benchTopUp())
 }
 
 // fund tops a partner's wallet in environment up with more than any run spends.
 func (t *tenants) fund(ctx context.Context, partner, environment string) error {
-	w := &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partner + "-" + environment},
-		Spec: v1alpha1.WalletSpec{
-			PartnerRef:  v1alpha1.LocalObjectReference{Name: partner},
-			Environment: v1alpha1.Environment(environment),
-			TopUps:      []v1alpha1.TopUp{{ID: "bench", Currency: "EUR", Amount: "100000000.00"}},
-		},
-	}
+	w := testfixture.Wallet(partner, environment, testfixture.InNamespace(namespace), testfixture.WithTopUps(benchTopUp()))
 	if _, err := t.prov.ApplyWallet(ctx, w); err != nil {
 		return fmt.Errorf("wallet of %s: %w", partner, err)
 	}

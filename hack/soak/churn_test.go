@@ -331,8 +331,8 @@ func (ch *churn) killLeader(ctx context.Context) error {
 		return err
 	}
 	killed := time.Now()
-	leader.kill()
-	ch.logf("  killed %s", leader.name)
+	leader.Kill()
+	ch.logf("  killed %s", leader.Name)
 	if _, err := ch.start(); err != nil {
 		return err
 	}
@@ -340,7 +340,7 @@ func (ch *churn) killLeader(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ch.logf("  %s leads %s after the kill", next.name, time.Since(killed).Round(time.Millisecond))
+	ch.logf("  %s leads %s after the kill", next.Name, time.Since(killed).Round(time.Millisecond))
 	return nil
 }
 

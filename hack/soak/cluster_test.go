@@ -4,22 +4,18 @@ package soak
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +33,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // codesKey encrypts the stock and webhook secrets at rest; every process and the import share it.
@@ -86,7 +83,6 @@ func newCluster(t *testing.T) *cluster {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	c.binary = filepath.Join(dir, "codeport")
 	if prebuilt := os.Getenv("SOAK_BINARY"); prebuilt != "" {
 		c.binary = prebuilt
 		t.Logf("using the codeport binary %s (SOAK_BINARY)", prebuilt)
@@ -95,9 +91,8 @@ func newCluster(t *testing.T) *cluster {
 		// Built without -race: the processes under test share two CPUs with the load generator,
 		// and the race detector's cost would turn the latency bounds into measurements of it.
 		// `make test-go` runs the same code in process with -race.
-		build := exec.Command("go", "build", "-o", c.binary, "github.com/codeport/codeport")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
+		if c.binary, err = testprocess.Build(context.Background(), dir, false); err != nil {
+			t.Fatal(err)
 		}
 		t.Logf("built codeport in %s", time.Since(start).Round(time.Millisecond))
 	}
@@ -231,140 +226,23 @@ func (c *cluster) startKubernetes() {
 // process is one codeport process. Its stdout and stderr go to a log file of its own; a restart
 // appends to the same file after a marker line.
 type process struct {
-	name, log string
-	args      []string
-	binary    string
+	*testprocess.Process
 	// metrics is the operator's metrics address (plain HTTP), empty for serve.
 	metrics string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	// spent is the CPU time of the runs that have exited.
-	spent time.Duration
 }
 
-func (p *process) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("log of %s: %w", p.name, err)
-	}
-	fmt.Fprintf(f, "=== soak: start %s at %s\n", p.name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(p.binary, p.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	// Should the test binary die, the kernel takes its processes with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("start %s: %w", p.name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close()
-		p.mu.Lock()
-		p.spent += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		p.mu.Unlock()
-		close(exited)
-	}()
-	p.cmd, p.exited = cmd, exited
-	return nil
-}
-
-func (p *process) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.exited == nil {
-		return false
-	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *process) kill() { p.signal(syscall.SIGKILL, 0) }
-
-// stop sends SIGTERM, waits up to grace, then kills.
-func (p *process) stop(grace time.Duration) { p.signal(syscall.SIGTERM, grace) }
-
-func (p *process) signal(sig syscall.Signal, grace time.Duration) {
-	p.mu.Lock()
-	cmd, exited := p.cmd, p.exited
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-exited:
-		return
-	case <-time.After(grace):
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
-}
-
-func (c *cluster) newProcess(name string, args ...string) *process {
+func (c *cluster) newProcess(name, ready string, args ...string) *process {
 	c.mu.Lock()
 	c.serial++
 	n := c.serial
 	c.mu.Unlock()
-	p := &process{name: name, binary: c.binary, args: args, log: filepath.Join(c.dir, fmt.Sprintf("%02d-%s.log", n, name))}
+	p := &process{Process: &testprocess.Process{Name: name, Binary: c.binary, Args: args, ReadyURL: ready,
+		LogFile: filepath.Join(c.dir, fmt.Sprintf("%02d-%s.log", n, name))}}
 	c.mu.Lock()
 	c.processes = append(c.processes, p)
 	c.mu.Unlock()
-	c.t.Cleanup(func() { p.stop(5 * time.Second) })
+	c.t.Cleanup(func() { p.Stop(5 * time.Second) })
 	return p
-}
-
-// cpu is the CPU time (user and system) the process has used over all its runs so far.
-func (p *process) cpu() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	spent := p.spent
-	if p.cmd == nil || p.exited == nil {
-		return spent
-	}
-	select {
-	case <-p.exited:
-		return spent // the exit added this run
-	default:
-	}
-	_, _, used, _ := procStat(p.cmd.Process.Pid)
-	return spent + used
-}
-
-// procStat reads a live process's command name, parent and CPU time (user and system) from
-// /proc, and the CPU time of its children that have exited and been waited for; a process
-// that is gone reads as zero.
-func procStat(pid int) (comm string, ppid int, cpu, reaped time.Duration) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", 0, 0, 0
-	}
-	// The command name is in parentheses and may hold spaces; after it come the state, the
-	// parent, ..., utime, stime, cutime and cstime (the 12th to 15th fields, in ticks of
-	// 1/100 s on Linux).
-	open, closing := bytes.IndexByte(data, '('), bytes.LastIndexByte(data, ')')
-	if open < 0 || closing < open {
-		return "", 0, 0, 0
-	}
-	fields := strings.Fields(string(data[closing+1:]))
-	if len(fields) < 15 {
-		return "", 0, 0, 0
-	}
-	ticks := func(i int) time.Duration {
-		n, _ := strconv.ParseInt(fields[i], 10, 64)
-		return time.Duration(n) * 10 * time.Millisecond
-	}
-	ppid, _ = strconv.Atoi(fields[1])
-	return string(data[open+1 : closing]), ppid, ticks(11) + ticks(12), ticks(13) + ticks(14)
 }
 
 // cpuByRole sums the CPU time of the codeport processes by command ("operator", "serve"), of
@@ -377,8 +255,8 @@ func (c *cluster) cpuByRole() map[string]time.Duration {
 	c.mu.Unlock()
 	out := map[string]time.Duration{}
 	for _, p := range procs {
-		if len(p.args) > 0 {
-			out[p.args[0]] += p.cpu()
+		if len(p.Args) > 0 {
+			out[p.Args[0]] += p.CPU()
 		}
 	}
 	// envtest's kube-apiserver and etcd are this test's children: on one machine they share the
@@ -389,18 +267,18 @@ func (c *cluster) cpuByRole() map[string]time.Duration {
 		if err != nil {
 			continue
 		}
-		switch comm, ppid, cpu, reaped := procStat(pid); {
-		case ppid == os.Getpid() && (comm == "kube-apiserver" || comm == "etcd"):
-			out["kube-apiserver and etcd"] += cpu
-		case comm == "postgres":
+		switch st := testprocess.ReadStat(pid); {
+		case st.Parent == os.Getpid() && (st.Command == "kube-apiserver" || st.Command == "etcd"):
+			out["kube-apiserver and etcd"] += st.CPU
+		case st.Command == "postgres":
 			// The server's processes, its connections' backends included (the run's database is
 			// the only busy one).
-			out["postgres"] += cpu
-			if parent, _, _, _ := procStat(ppid); parent != "postgres" {
-				out["postgres"] += reaped // the postmaster: its backends that have exited
+			out["postgres"] += st.CPU
+			if testprocess.ReadStat(st.Parent).Command != "postgres" {
+				out["postgres"] += st.Reaped // the postmaster: its backends that have exited
 			}
 		case pid == os.Getpid():
-			out["the load generator"] += cpu
+			out["the load generator"] += st.CPU
 		}
 	}
 	return out
@@ -464,33 +342,27 @@ func (r *replica) killWindows() []interval {
 // startServe starts `codeport serve` for environment with the Redis limiter and workers on,
 // and waits until it is ready.
 func (c *cluster) startServe(ctx context.Context, name, environment string) (*replica, error) {
-	addr, err := freeAddr()
+	addr, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	r := &replica{name: name, environment: environment, base: "http://" + addr}
 	// Jobs held by a killed replica are rescued after 10 s rather than the default minute, so
 	// that the drain after the load fits the test's time.
-	r.proc = c.newProcess(name, "serve", "--environment", environment, "--addr", addr, "--metrics-addr", "",
-		"--database-url", c.dbURL, "--redis-url", c.redis, "--codes-key", codesKey, "--workers=true",
-		"--fulfilment-rescue-after", "10s")
+	r.proc = c.newProcess(name, r.base+"/readyz", "serve", "--environment", environment, "--addr", addr,
+		"--metrics-addr", "", "--database-url", c.dbURL, "--redis-url", c.redis, "--codes-key", codesKey,
+		"--workers=true", "--fulfilment-rescue-after", "10s")
 	r.started(time.Now())
-	if err := r.proc.start(); err != nil {
-		return nil, err
-	}
-	return r, waitOK(ctx, r.base+"/readyz", r.proc)
+	return r, r.proc.Start(ctx)
 }
 
 // restart kills the replica with SIGKILL, starts it again on its address and waits until it is
 // ready; the interval is recorded as a kill window.
 func (r *replica) restart(ctx context.Context) (time.Duration, error) {
 	from := time.Now()
-	r.proc.kill()
+	r.proc.Kill()
 	r.started(time.Now())
-	err := r.proc.start()
-	if err == nil {
-		err = waitOK(ctx, r.base+"/readyz", r.proc)
-	}
+	err := r.proc.Start(ctx)
 	to := time.Now()
 	r.mu.Lock()
 	r.kills = append(r.kills, interval{from, to})
@@ -501,29 +373,26 @@ func (r *replica) restart(ctx context.Context) (time.Duration, error) {
 // startOperator starts one `codeport operator` replica with leader election, metrics served in
 // plain HTTP on a port of its own (leader_election_master_status says who leads).
 func (c *cluster) startOperator(ctx context.Context, productionBase, sandboxBase string) (*process, error) {
-	metrics, err := freeAddr()
+	metrics, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	probes, err := freeAddr()
+	probes, err := testprocess.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	name := fmt.Sprintf("operator-%d", len(c.operators)+1)
 	c.mu.Unlock()
-	p := c.newProcess(name, "operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
+	p := c.newProcess(name, "http://"+probes+"/readyz", "operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
 		"--kubeconfig", c.kubecfg, "--database-url", c.dbURL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
 		"--production-base-url", productionBase, "--sandbox-base-url", sandboxBase)
 	p.metrics = "http://" + metrics + "/metrics"
-	if err := p.start(); err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
 	c.operators = append(c.operators, p)
 	c.mu.Unlock()
-	return p, waitOK(ctx, "http://"+probes+"/readyz", p)
+	return p, p.Start(ctx)
 }
 
 // runningOperators are the operator processes alive now.
@@ -532,7 +401,7 @@ func (c *cluster) runningOperators() []*process {
 	defer c.mu.Unlock()
 	var out []*process
 	for _, p := range c.operators {
-		if p.running() {
+		if p.Running() {
 			out = append(out, p)
 		}
 	}
@@ -594,15 +463,6 @@ func (c *cluster) metricSum(ctx context.Context, name string, labels ...string) 
 	return sum
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 func httpGet(ctx context.Context, u string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -623,20 +483,6 @@ func httpGet(ctx context.Context, u string) ([]byte, error) {
 		return body, fmt.Errorf("get %s: status %d", u, resp.StatusCode)
 	}
 	return body, nil
-}
-
-// waitOK waits until u answers 200, failing early when the process exits.
-func waitOK(ctx context.Context, u string, p *process) error {
-	return eventually(ctx, 60*time.Second, p.name+" ready at "+u, func() (bool, string) {
-		if !p.running() {
-			return false, "process exited; see " + p.log
-		}
-		_, err := httpGet(ctx, u)
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
-	})
 }
 
 // eventually polls cond every 50 ms until it holds, ctx ends, or limit passes.

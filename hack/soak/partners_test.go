@@ -22,6 +22,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // namespace holds every partner resource of the run.
@@ -90,23 +91,15 @@ func catalogOf(i int) string {
 }
 
 func catalogObj(name string, price int64) *v1alpha1.Catalog {
-	en := []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}}
-	product := func(code, name string, price int64) v1alpha1.CatalogProduct {
-		return v1alpha1.CatalogProduct{ProductCode: code, Name: name, Brand: "Soak", CountryCode: "DE", CurrencyCode: "EUR",
-			Price: &price, Denomination: v1alpha1.Denomination{Type: v1alpha1.DenominationFixed}, MainCategory: "Gaming",
-			Tags: []string{"gaming"}, Languages: en, Status: "active"}
+	gaming := func(p *v1alpha1.CatalogProduct) {
+		p.MainCategory, p.Tags = "Gaming", []string{"gaming"}
+		p.Languages = []v1alpha1.ProductLanguage{{LanguageCode: "en", Name: "English"}}
 	}
-	return &v1alpha1.Catalog{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: v1alpha1.CatalogSpec{
-			Description: "Soak " + name,
-			ValidFrom:   metav1.NewTime(time.Now().Add(-time.Hour)),
-			Products: []v1alpha1.CatalogProduct{
-				product(plentiful, "Credit 20 EUR", price),
-				product(scarce, "Credit 5 EUR", scarcePrice),
-			},
-		},
-	}
+	return testfixture.Catalog(name, testfixture.InNamespace(namespace), testfixture.WithDescription("Soak "+name, 0),
+		testfixture.WithProducts(
+			testfixture.Product(plentiful, testfixture.WithName("Credit 20 EUR", "Soak"), testfixture.WithPrice(price), gaming),
+			testfixture.Product(scarce, testfixture.WithName("Credit 5 EUR", "Soak"), testfixture.WithPrice(scarcePrice), gaming),
+		))
 }
 
 func partnerObj(i int) *v1alpha1.Partner {
@@ -115,19 +108,10 @@ func partnerObj(i int) *v1alpha1.Partner {
 		perMinute = limitedPerMin
 	}
 	on := true
-	return &v1alpha1.Partner{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: partnerName(i)},
-		Spec: v1alpha1.PartnerSpec{
-			DisplayName:  "Soak partner " + partnerName(i),
-			ContactEmail: partnerName(i) + "@soak.example",
-			CatalogRef:   &v1alpha1.LocalObjectReference{Name: catalogOf(i)},
-			AccessPolicy: v1alpha1.AccessPolicy{
-				IPWhitelist: []string{"127.0.0.1/32"},
-				RateLimit:   &v1alpha1.RateLimitSpec{RequestsPerMinute: perMinute},
-				Ordering:    &v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on},
-			},
-		},
-	}
+	return testfixture.Partner(partnerName(i), testfixture.InNamespace(namespace),
+		testfixture.WithContact("Soak partner "+partnerName(i), partnerName(i)+"@soak.example"),
+		testfixture.WithCatalogRef(catalogOf(i)), testfixture.WithAllowlist("127.0.0.1/32"),
+		testfixture.WithRateLimit(perMinute), testfixture.WithOrdering(&v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on}))
 }
 
 func keyName(i int, environment string) string { return partnerName(i) + "-" + environment }
@@ -140,15 +124,10 @@ func walletObj(i int, environment string) *v1alpha1.Wallet {
 	case i == poor:
 		amount = "100.00"
 	}
-	return &v1alpha1.Wallet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, environment)},
-		Spec: v1alpha1.WalletSpec{
-			PartnerRef:          v1alpha1.LocalObjectReference{Name: partnerName(i)},
-			Environment:         v1alpha1.Environment(environment),
-			LowBalanceThreshold: "100.00",
-			TopUps:              []v1alpha1.TopUp{{ID: "opening", Currency: "EUR", Amount: amount, Note: "opening balance"}},
-		},
-	}
+	opening := testfixture.TopUp("opening", "EUR", amount)
+	opening.Note = "opening balance"
+	return testfixture.Wallet(partnerName(i), environment, testfixture.InNamespace(namespace),
+		testfixture.WithThreshold("100.00"), testfixture.WithTopUps(opening))
 }
 
 var environments = []string{string(tenancy.Production), string(tenancy.Sandbox)}
@@ -160,15 +139,7 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 	for i := range partnersCount {
 		objs = append(objs, partnerObj(i))
 		for _, env := range environments {
-			objs = append(objs, &v1alpha1.ApiKey{
-				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: keyName(i, env)},
-				Spec: v1alpha1.ApiKeySpec{
-					PartnerRef:  v1alpha1.LocalObjectReference{Name: partnerName(i)},
-					Environment: v1alpha1.Environment(env),
-					Type:        v1alpha1.ApiKeyTypeAPIKey,
-					SecretName:  keyName(i, env) + "-key",
-				},
-			}, walletObj(i, env))
+			objs = append(objs, testfixture.APIKey(partnerName(i), env, testfixture.InNamespace(namespace)), walletObj(i, env))
 		}
 	}
 	for _, o := range objs {

@@ -83,7 +83,7 @@ func TestSoak(t *testing.T) {
 	// and CPU do not pay for an earlier phase's fulfilment.
 	withoutOperators := func(phase int, d time.Duration) time.Duration {
 		for _, op := range c.runningOperators() {
-			op.stop(10 * time.Second)
+			op.Stop(10 * time.Second)
 		}
 		before := c.cpuByRole()
 		starts[phase] = time.Now()

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestCatalogProductsMergeShards: dev serves a catalog's products followed by those of the
@@ -21,12 +20,9 @@ func TestCatalogProductsMergeShards(t *testing.T) {
 		return out
 	}
 	shard := func(ns, name, catalog string, codes ...string) v1alpha1.CatalogShard {
-		return v1alpha1.CatalogShard{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: v1alpha1.CatalogShardSpec{CatalogRef: v1alpha1.LocalObjectReference{Name: catalog},
-				Products: products(codes...)}}
+		return *testfixture.CatalogShard(name, catalog, products(codes...), testfixture.InNamespace(ns))
 	}
-	catalog := v1alpha1.Catalog{ObjectMeta: metav1.ObjectMeta{Namespace: "p", Name: "eu"},
-		Spec: v1alpha1.CatalogSpec{Products: products("1")}}
+	catalog := testfixture.Catalog("eu", testfixture.InNamespace("p"), testfixture.WithProducts(products("1")...))
 	for _, tc := range []struct {
 		name   string
 		shards []v1alpha1.CatalogShard
@@ -42,7 +38,7 @@ func TestCatalogProductsMergeShards(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Manifests{Shards: tc.shards}
-			got, err := m.catalogProducts(&catalog)
+			got, err := m.catalogProducts(catalog)
 			var codes []string
 			for _, p := range got {
 				codes = append(codes, p.ProductCode)

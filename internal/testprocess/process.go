@@ -57,9 +57,11 @@ type Process struct {
 	// ReadyURL, when set, is polled by Start until it answers 200.
 	ReadyURL     string
 	ReadyTimeout time.Duration
-	// LogFile, when set, receives the output of every run, each after a marker line; otherwise
-	// the output is kept in memory.
+	// LogFile, when set, receives the output of every run, each after a marker line; Output,
+	// when set, receives it instead (io.Discard: nowhere, without copying it through this
+	// process); otherwise the end of it is kept in memory.
 	LogFile string
+	Output  io.Writer
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -94,9 +96,18 @@ func (p *Process) launch() error {
 		fmt.Fprintf(f, "=== start %s at %s\n", p.Name, time.Now().Format(time.RFC3339Nano))
 		out, file = f, f
 	}
+	switch p.Output {
+	case nil:
+	case io.Discard:
+		out = nil
+	default:
+		out = p.Output
+	}
 	cmd := exec.Command(p.Binary, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
-	cmd.Stdout, cmd.Stderr = out, out
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out, out
+	}
 	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		if file != nil {
@@ -130,6 +141,9 @@ func (p *Process) waitReady(ctx context.Context) error {
 	last := "not polled"
 	for {
 		if !p.Running() {
+			if p.LogFile != "" {
+				return fmt.Errorf("%s exited before it was ready at %s; see %s", p.Name, p.ReadyURL, p.LogFile)
+			}
 			return fmt.Errorf("%s exited before it was ready at %s:\n%s", p.Name, p.ReadyURL, p.Log())
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ReadyURL, nil)
@@ -313,7 +327,7 @@ func ReadStat(pid int) Stat {
 		Reaped: ticks(13) + ticks(14)}
 }
 
-// tailBuffer keeps the last logLimit bytes written to it.
+// tailBuffer keeps at least the last logLimit bytes written to it.
 type tailBuffer struct {
 	mu  sync.Mutex
 	buf []byte
@@ -323,8 +337,10 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - logLimit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
+	// Trimmed only at twice the limit, so that a chatty process costs a copy per logLimit
+	// bytes rather than one per write.
+	if len(b.buf) > 2*logLimit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-logLimit:]...)
 	}
 	return len(p), nil
 }
@@ -332,5 +348,5 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return string(b.buf)
+	return string(b.buf[max(0, len(b.buf)-logLimit):])
 }
