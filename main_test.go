@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // syncBuffer collects output written by the dev command's goroutines.
@@ -290,12 +290,7 @@ func TestServeWritesWarningsAtOnce(t *testing.T) {
 	db := storetest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unreachable := "redis://" + closed.Addr().String()
-	closed.Close()
+	unreachable := "redis://" + testprocess.Addr(t)
 	addr, logs, done := startServe(ctx, t, db.URL, "--redis-url", unreachable, "--log-flush-interval", "1h")
 	defer func() {
 		cancel()

@@ -19,17 +19,13 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestRedisOutageFallsBackToProcessLimits (F3): with the shared limiter unreachable, requests
 // keep being served, limits still hold per process, and the fallback is logged and counted.
 func TestRedisOutageFallsBackToProcessLimits(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens there any more
+	dead := testprocess.Addr(t) // nothing listens there
 	rdb := redis.NewClient(&redis.Options{Addr: dead, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	logs := &lockedBuffer{}

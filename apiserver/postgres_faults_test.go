@@ -16,6 +16,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // privatePostgres is a PostgreSQL server of this test alone, so it can be restarted.
@@ -36,12 +37,7 @@ func startPrivatePostgres(t *testing.T) *privatePostgres {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
+	_, port, _ := net.SplitHostPort(testprocess.Addr(t))
 	p := &privatePostgres{t: t, bindir: strings.TrimSpace(string(out)), data: filepath.Join(dir, "data"), port: port}
 	if os.Geteuid() == 0 {
 		// PostgreSQL refuses to run as root.

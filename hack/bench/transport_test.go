@@ -8,6 +8,8 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestWireTransportCarriesRequestsAndAnswers: what vegeta's targets say (method, headers, body)
@@ -50,12 +52,7 @@ func TestWireTransportCarriesRequestsAndAnswers(t *testing.T) {
 	}
 
 	// A server that is not there is an error result, not a retry or a hang.
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := closed.Addr().String()
-	_ = closed.Close()
+	addr := testprocess.Addr(t)
 	closedPort := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodGet, URL: "http://" + addr + "/"})
 	res := newAttacker(1).Attack(closedPort, vegeta.Rate{Freq: 1, Per: time.Second}, time.Millisecond, "test")
 	for r := range res {
