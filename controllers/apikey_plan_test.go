@@ -47,13 +47,15 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	_ = v1alpha1.AddToScheme(scheme)
 
 	const ns = "plan"
-	partner := testfixture.Partner("acme", testfixture.InNamespace(ns), testfixture.WithContact("Acme", "ops@acme.example"))
+	partner := testfixture.Partner("acme", testfixture.InNamespace(ns),
+		testfixture.WithContact("Acme", "ops@acme.example"))
 	if _, err := prov.ApplyPartner(ctx, partner, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	k := testfixture.APIKey("acme", "production", testfixture.InNamespace(ns), testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) {
-		k.UID, k.Spec.Rotation = "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001", 1
-	}))
+	k := testfixture.APIKey("acme", "production", testfixture.InNamespace(ns),
+		testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) {
+			k.UID, k.Spec.Rotation = "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001", 1
+		}))
 	keySecret := func(plaintext, rotation string, owned bool) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{

@@ -384,7 +384,8 @@ func (c *cluster) startOperator(ctx context.Context, productionBase, sandboxBase
 	c.mu.Lock()
 	name := fmt.Sprintf("operator-%d", len(c.operators)+1)
 	c.mu.Unlock()
-	p := c.newProcess(name, "http://"+probes+"/readyz", "operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
+	p := c.newProcess(name, "http://"+probes+"/readyz",
+		"operator", "--leader-elect", "--leader-election-namespace", leaseNamespace,
 		"--kubeconfig", c.kubecfg, "--database-url", c.dbURL, "--codes-key", codesKey,
 		"--metrics-bind-address", metrics, "--metrics-secure=false", "--health-probe-bind-address", probes,
 		"--production-base-url", productionBase, "--sandbox-base-url", sandboxBase)

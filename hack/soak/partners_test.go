@@ -98,7 +98,8 @@ func catalogObj(name string, price int64) *v1alpha1.Catalog {
 	return testfixture.Catalog(name, testfixture.InNamespace(namespace), testfixture.WithDescription("Soak "+name, 0),
 		testfixture.WithProducts(
 			testfixture.Product(plentiful, testfixture.WithName("Credit 20 EUR", "Soak"), testfixture.WithPrice(price), gaming),
-			testfixture.Product(scarce, testfixture.WithName("Credit 5 EUR", "Soak"), testfixture.WithPrice(scarcePrice), gaming),
+			testfixture.Product(scarce, testfixture.WithName("Credit 5 EUR", "Soak"), testfixture.WithPrice(scarcePrice),
+				gaming),
 		))
 }
 
@@ -111,7 +112,8 @@ func partnerObj(i int) *v1alpha1.Partner {
 	return testfixture.Partner(partnerName(i), testfixture.InNamespace(namespace),
 		testfixture.WithContact("Soak partner "+partnerName(i), partnerName(i)+"@soak.example"),
 		testfixture.WithCatalogRef(catalogOf(i)), testfixture.WithAllowlist("127.0.0.1/32"),
-		testfixture.WithRateLimit(perMinute), testfixture.WithOrdering(&v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on}))
+		testfixture.WithRateLimit(perMinute),
+		testfixture.WithOrdering(&v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on}))
 }
 
 func keyName(i int, environment string) string { return partnerName(i) + "-" + environment }

@@ -65,8 +65,9 @@ func (f *fixture) accountWithWebhooks(
 	t *testing.T, partner, environment string, webhooks provisioning.Webhooks,
 ) uuid.UUID {
 	t.Helper()
-	tn, err := testfixture.Onboard(context.Background(), f.prov, testfixture.Partner(partner, testfixture.InNamespace("ns")),
-		testfixture.WithWebhooks(webhooks), testfixture.WithKeys(),
+	tn, err := testfixture.Onboard(context.Background(), f.prov,
+		testfixture.Partner(partner, testfixture.InNamespace("ns")), testfixture.WithWebhooks(webhooks),
+		testfixture.WithKeys(),
 		testfixture.WithBalance(environment, "", testfixture.TopUp("t1", "EUR", "1000.00")))
 	if err != nil {
 		t.Fatal(err)

@@ -158,7 +158,9 @@ func (f CatalogShardWith) applyShard(s *v1alpha1.CatalogShard) { f(s) }
 
 // CatalogShard is a shard named name of the catalog of its namespace named catalog, listing
 // products.
-func CatalogShard(name, catalog string, products []v1alpha1.CatalogProduct, opts ...CatalogShardOption) *v1alpha1.CatalogShard {
+func CatalogShard(
+	name, catalog string, products []v1alpha1.CatalogProduct, opts ...CatalogShardOption,
+) *v1alpha1.CatalogShard {
 	s := &v1alpha1.CatalogShard{ObjectMeta: objectMeta(name), Spec: v1alpha1.CatalogShardSpec{
 		CatalogRef: v1alpha1.LocalObjectReference{Name: catalog}, Products: products}}
 	for _, o := range opts {

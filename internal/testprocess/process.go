@@ -103,7 +103,7 @@ func (p *Process) launch() error {
 	default:
 		out = p.Output
 	}
-	cmd := exec.Command(p.Binary, p.Args...)
+	cmd := exec.Command(p.Binary, p.Args...) //nolint:gosec // running the binary under test is the point
 	cmd.Env = append(os.Environ(), p.Env...)
 	if out != nil {
 		cmd.Stdout, cmd.Stderr = out, out
@@ -138,7 +138,7 @@ func (p *Process) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	client := &http.Client{Timeout: 2 * time.Second}
-	last := "not polled"
+	var last string
 	for {
 		if !p.Running() {
 			if p.LogFile != "" {
