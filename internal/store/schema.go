@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"path"
@@ -80,4 +82,28 @@ func CheckSchema(ctx context.Context, q Querier) (have, need int64, err error) {
 		return have, need, &SchemaBehindError{Have: have, Need: need}
 	}
 	return have, need, nil
+}
+
+// MigrationsDigest identifies the schema the embedded migrations build: a hash of every
+// migration file and of the River schema version they install. Tests name the migrated template
+// database they clone after it, so a changed migration gets a template of its own.
+func MigrationsDigest() (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "river %d %d\n", riverSchemaVersion, riverMigrationTarget)
+	err := fs.WalkDir(embeddedMigrations, "migrations", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		src, err := fs.ReadFile(embeddedMigrations, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(src))
+		h.Write(src)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash embedded migrations: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

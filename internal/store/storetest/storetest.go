@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/codeport/codeport/internal/store"
@@ -38,49 +40,116 @@ func ServerURL() (string, error) {
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 
-// Create makes a new empty database whose name starts with prefix and, when migrate is true,
-// applies every migration to it.
+// Create makes a new database whose name starts with prefix: empty, or, when migrate is true,
+// a copy of the migrated template database (see Template), which is much cheaper than
+// replaying every migration.
 func Create(ctx context.Context, prefix string, migrate bool) (*Database, error) {
 	admin, err := ServerURL()
 	if err != nil {
 		return nil, err
 	}
-	suffix := make([]byte, 4)
-	if _, err := rand.Read(suffix); err != nil {
-		return nil, fmt.Errorf("random database suffix: %w", err)
+	name, err := uniqueName(prefix)
+	if err != nil {
+		return nil, err
 	}
-	name := "cpt_" + unsafeName.ReplaceAllString(strings.ToLower(prefix), "_")
-	if len(name) > 40 {
-		name = name[:40]
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if migrate {
+		template, err := Template(ctx)
+		if err != nil {
+			return nil, err
+		}
+		create += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
 	}
-	name += "_" + hex.EncodeToString(suffix)
-
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
 		return nil, fmt.Errorf("connect to test server: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := whileInUse(ctx, func() error { _, err := conn.Exec(ctx, create); return err }); err != nil {
 		return nil, fmt.Errorf("create test database %s: %w", name, err)
 	}
 	dbURL, err := withDatabase(admin, name)
 	if err != nil {
 		return nil, err
 	}
-	d := &Database{URL: dbURL, Name: name, admin: admin}
-	if migrate {
-		if err := d.migrate(ctx); err != nil {
-			_ = d.Drop(ctx)
-			return nil, err
-		}
-	}
-	return d, nil
+	return &Database{URL: dbURL, Name: name, admin: admin}, nil
 }
 
-func (d *Database) migrate(ctx context.Context) error {
-	db, err := store.Open(ctx, d.URL, store.Options{MaxConns: 2})
+func uniqueName(prefix string) (string, error) {
+	suffix := make([]byte, 4)
+	if _, err := rand.Read(suffix); err != nil {
+		return "", fmt.Errorf("random database suffix: %w", err)
+	}
+	name := "cpt_" + unsafeName.ReplaceAllString(strings.ToLower(prefix), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return name + "_" + hex.EncodeToString(suffix), nil
+}
+
+// templateLock is the advisory lock key that serialises building templates across every test
+// binary using the server (go test runs packages in parallel, and several checkouts may share
+// one server).
+const templateLock = 0x636f6465706f7274 // "codeport"
+
+// Template returns the name of the migrated template database for the migrations compiled into
+// this binary, building it on first use. The name carries a digest of the migrations, so a
+// checkout with different migrations gets a template of its own and never changes another's. A
+// template appears under its name only once fully migrated (it is built under another name and
+// renamed), so finding the name is enough to use it.
+func Template(ctx context.Context) (string, error) {
+	admin, err := ServerURL()
 	if err != nil {
-		return fmt.Errorf("open test database: %w", err)
+		return "", err
+	}
+	digest, err := store.MigrationsDigest()
+	if err != nil {
+		return "", err
+	}
+	name := "cpt_template_" + digest[:16]
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	if ok, err := databaseExists(ctx, conn, name); err != nil || ok {
+		return name, err
+	}
+	// Session-level: released when conn closes, also if this process dies while building.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(templateLock)); err != nil {
+		return "", fmt.Errorf("lock template database: %w", err)
+	}
+	if ok, err := databaseExists(ctx, conn, name); err != nil || ok {
+		return name, err
+	}
+	building := name + "_building"
+	if err := buildTemplate(ctx, conn, admin, building); err != nil {
+		return "", err
+	}
+	rename := "ALTER DATABASE " + pgx.Identifier{building}.Sanitize() + " RENAME TO " + pgx.Identifier{name}.Sanitize()
+	if err := whileInUse(ctx, func() error { _, err := conn.Exec(ctx, rename); return err }); err != nil {
+		return "", fmt.Errorf("publish template database %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// buildTemplate migrates a new database named building, replacing what a builder that died
+// half way left behind.
+func buildTemplate(ctx context.Context, conn *pgx.Conn, admin, building string) error {
+	id := pgx.Identifier{building}.Sanitize()
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop unfinished template database %s: %w", building, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+id); err != nil {
+		return fmt.Errorf("create template database %s: %w", building, err)
+	}
+	url, err := withDatabase(admin, building)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(ctx, url, store.Options{MaxConns: 2})
+	if err != nil {
+		return fmt.Errorf("open template database: %w", err)
 	}
 	defer db.Close()
 	m, err := store.NewMigrator(db.SQL)
@@ -88,9 +157,37 @@ func (d *Database) migrate(ctx context.Context) error {
 		return err
 	}
 	if _, err := m.Up(ctx); err != nil {
-		return err
+		return fmt.Errorf("migrate template database: %w", err)
 	}
 	return nil
+}
+
+func databaseExists(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&ok); err != nil {
+		return false, fmt.Errorf("look up database %s: %w", name, err)
+	}
+	return ok, nil
+}
+
+// objectInUse is PostgreSQL's SQLSTATE for "database is being accessed by other users".
+const objectInUse = "55006"
+
+// whileInUse runs op until PostgreSQL stops refusing it because a session is still connected to
+// the database it copies or renames: a closed pool's server processes take a moment to exit.
+func whileInUse(ctx context.Context, op func() error) error {
+	for {
+		err := op()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != objectInUse {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Drop removes the database, disconnecting anyone still on it.
