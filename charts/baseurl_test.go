@@ -1,13 +1,10 @@
 package charts_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -121,11 +118,8 @@ func TestHTTPRoute(t *testing.T) {
 		t.Errorf("production base URL %q", got)
 	}
 
-	c, _ := startAPIServer(t)
-	installTestCRDs(t, c, "gateway.networking.k8s.io_httproutes.yaml")
-	if err := c.Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
-		t.Fatal(err)
-	}
-	createStrictly(t, c, hr)
+	s, ns := sharedAPIServer(t)
+	installTestCRDs(t, s.client, "gateway.networking.k8s.io_httproutes.yaml")
+	hr.SetNamespace(ns)
+	createStrictly(t, s.client, hr)
 }

@@ -22,14 +22,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 const chart = "codeport"
@@ -231,57 +226,14 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 	}
 }
 
-// startAPIServer starts envtest's kube-apiserver and etcd (no CRDs preinstalled) and returns a
-// client and a kubeconfig file for helm.
-func startAPIServer(t *testing.T) (client.Client, string) {
-	t.Helper()
-	c, kubeconfig, _ := startAPIServerConfig(t)
-	return c, kubeconfig
-}
-
-// startAPIServerConfig is startAPIServer that also returns the administrator's REST config.
-func startAPIServerConfig(t *testing.T) (client.Client, string, *rest.Config) {
-	t.Helper()
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
-	}
-	te := &envtest.Environment{}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = te.Stop() })
-	user, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = apiextensionsv1.AddToScheme(scheme)
-	c, err := client.New(user.Config(), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, path, user.Config()
-}
-
 // TestInstallUpgradeUninstall installs the chart into a real kube-apiserver. There are no
 // kubelets, so pods never run and the migration hook would wait forever: hooks are skipped here
-// (their rendering is covered by TestTemplate).
+// (their rendering is covered by TestTemplate). The server is the test's own: the test checks
+// that the release installs codeport's CRDs and leaves them behind, which the shared server has
+// installed already.
 func TestInstallUpgradeUninstall(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
-	env := []string{
-		"KUBECONFIG=" + kubeconfig,
-		"HELM_CACHE_HOME=" + t.TempDir(), "HELM_CONFIG_HOME=" + t.TempDir(), "HELM_DATA_HOME=" + t.TempDir(),
-	}
+	s := freshAPIServer(t)
+	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
 	if out, err := helm(t, env, "install", "codeport", chart,
 		"-n", "codeport-system", "--create-namespace", "--no-hooks", "--timeout", "2m"); err != nil {
@@ -345,15 +297,15 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 }
 
 // TestKustomizeDefaultAppliesServerSide renders config/default and applies every object with a
-// server-side dry run against a real kube-apiserver.
+// server-side dry run against a real kube-apiserver: an apply, not a create, because the shared
+// server already serves codeport's CRDs.
 func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
-	c, _ := startAPIServer(t)
+	s, _ := sharedAPIServer(t)
+	c := s.client
 	ctx := context.Background()
 	objs := kustomize(t, "default")
 	// The namespace must exist for namespaced objects to be validated; everything else is a dry run.
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, c, "codeport-system")
 	kinds := map[string]int{}
 	for _, o := range objs {
 		kinds[o.GetKind()]++
@@ -363,7 +315,9 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 		if o.GetKind() == "Namespace" {
 			continue
 		}
-		if err := c.Create(ctx, o, client.DryRunAll); err != nil {
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll,
+			client.FieldOwner("codeport-charts-test"), client.ForceOwnership)
+		if err != nil {
 			t.Errorf("%s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}

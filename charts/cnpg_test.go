@@ -12,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -165,14 +164,11 @@ func TestCloudNativePGOptions(t *testing.T) {
 // CloudNativePG's schema field for field, upgrades keep the generated password, and an
 // uninstall keeps the Cluster.
 func TestCloudNativePGInstall(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
+	s, ns := sharedAPIServer(t)
+	c := s.client
 	installTestCRDs(t, c, "postgresql.cnpg.io_clusters.yaml", "postgresql.cnpg.io_poolers.yaml")
 	ctx := context.Background()
-	env := helmEnv(t, kubeconfig)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
-		t.Fatal(err)
-	}
-	objs := render(t, cnpgAPI, "database.cnpg.enabled=true",
+	objs := render(t, "--namespace="+ns, cnpgAPI, "database.cnpg.enabled=true",
 		"database.cnpg.imageName=ghcr.io/cloudnative-pg/postgresql:17", "database.cnpg.storage.storageClass=fast",
 		"database.cnpg.parameters.max_connections=200", "database.cnpg.pooler.parameters.max_client_conn=1000")
 	createStrictly(t, c, objs["Cluster/codeport-db"], objs["Pooler/codeport-db-pooler"])
@@ -183,30 +179,27 @@ func TestCloudNativePGInstall(t *testing.T) {
 		t.Errorf("parameters %v, PgBouncer parameters %v", params, bouncer)
 	}
 
-	if out, err := helm(t, env, "install", "codeport", chart, "-n", "codeport-system", "--no-hooks",
-		"--set", "database.cnpg.enabled=true"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
+	env := installChart(t, s, ns, "--set", "database.cnpg.enabled=true")
 	for _, kind := range []string{"Cluster", "Pooler"} {
 		var list unstructured.UnstructuredList
 		list.SetAPIVersion("postgresql.cnpg.io/v1")
 		list.SetKind(kind + "List")
-		if err := c.List(ctx, &list, client.InNamespace("codeport-system")); err != nil || len(list.Items) != 1 {
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
 			t.Fatalf("%ss: %v %v", kind, err, list.Items)
 		}
 	}
-	secret := client.ObjectKey{Namespace: "codeport-system", Name: "codeport-db-runtime"}
+	secret := client.ObjectKey{Namespace: ns, Name: "codeport-db-runtime"}
 	var before, after corev1.Secret
 	if err := c.Get(ctx, secret, &before); err != nil {
 		t.Fatal(err)
 	}
 	var jobs batchv1.JobList
-	if err := c.List(ctx, &jobs, client.InNamespace("codeport-system")); err != nil || len(jobs.Items) != 1 {
+	if err := c.List(ctx, &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("first install's migration Job: %v %v", err, jobs.Items)
 	}
 	installJob := jobs.Items[0].Name
 
-	if out, err := helm(t, env, "upgrade", "codeport", chart, "-n", "codeport-system", "--no-hooks",
+	if out, err := helm(t, env, "upgrade", "codeport", chart, "-n", ns, "--no-hooks",
 		"--reuse-values"); err != nil {
 		t.Fatalf("upgrade: %v\n%s", err, out)
 	}
@@ -217,18 +210,18 @@ func TestCloudNativePGInstall(t *testing.T) {
 		t.Error("helm upgrade replaced the runtime role's password")
 	}
 	// Upgrades migrate in the pre-upgrade hook; the first install's Job is the release's no more.
-	err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: installJob}, &batchv1.Job{})
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: installJob}, &batchv1.Job{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("first install's migration Job after an upgrade: %v", err)
 	}
 
-	if out, err := helm(t, env, "uninstall", "codeport", "-n", "codeport-system", "--no-hooks", "--wait"); err != nil {
+	if out, err := helm(t, env, "uninstall", "codeport", "-n", ns, "--no-hooks", "--wait"); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, out)
 	}
 	cluster := &unstructured.Unstructured{}
 	cluster.SetAPIVersion("postgresql.cnpg.io/v1")
 	cluster.SetKind("Cluster")
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "codeport-system", Name: "codeport-db"}, cluster); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "codeport-db"}, cluster); err != nil {
 		t.Errorf("the Cluster went with the release: %v", err)
 	}
 }

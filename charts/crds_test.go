@@ -128,10 +128,11 @@ func servedPartnerHasField(t *testing.T, c client.Client, field string) bool {
 
 // TestCRDsUpgradeWithTheChart installs a release whose Partner CRD predates a field, upgrades it
 // with the current chart and expects the API server to serve the new field: the CRDs are
-// templates, which helm upgrade applies (files in crds/ it never touches).
+// templates, which helm upgrade applies (files in crds/ it never touches). The server is the
+// test's own: the test installs an older Partner CRD, where the shared server's is current.
 func TestCRDsUpgradeWithTheChart(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
-	env := helmEnv(t, kubeconfig)
+	s := freshAPIServer(t)
+	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
 	const field = "suspended"
 
@@ -184,10 +185,11 @@ func TestCRDsUpgradeWithTheChart(t *testing.T) {
 // TestCRDsAdoptedFromCRDsDirectory upgrades a release of the chart that still shipped its CRDs in
 // crds/ (Helm creates those once and never owns them). Helm refuses to take over objects it did
 // not create; after the README's label and annotate commands the upgrade goes through and the
-// CRDs are the release's from then on.
+// CRDs are the release's from then on. The server is the test's own: Helm creates CRDs from crds/
+// only where there are none, and the shared server serves codeport's.
 func TestCRDsAdoptedFromCRDsDirectory(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
-	env := helmEnv(t, kubeconfig)
+	s := freshAPIServer(t)
+	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
 	const field = "suspended"
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -109,7 +108,8 @@ func TestMetricsStayOffPartnerServices(t *testing.T) {
 // asks the API server whether the service account named in the values may read the operator's
 // authenticated /metrics, as the operator itself asks on every scrape.
 func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
+	s, ns := sharedAPIServer(t)
+	c := s.client
 	installTestCRDs(t, c, "monitoring.coreos.com_servicemonitors.yaml")
 	ctx := context.Background()
 	values := []string{
@@ -118,22 +118,17 @@ func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
 		"serviceMonitor.prometheusServiceAccount.namespace=monitoring",
 	}
 	// The ServiceMonitors match the Prometheus Operator's schema field for field.
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "codeport-system"}}); err != nil {
-		t.Fatal(err)
-	}
-	sms := ofKind(render(t, append(values, serviceMonitorAPI)...), "ServiceMonitor")
+	sms := ofKind(render(t, append(values, serviceMonitorAPI, "--namespace="+ns)...), "ServiceMonitor")
 	if len(sms) != 2 {
 		t.Fatalf("%d ServiceMonitors rendered", len(sms))
 	}
 	createStrictly(t, c, sms...)
 	// Installed, the chart finds the CRD by itself.
-	args := []string{"install", "codeport", chart, "-n", "codeport-system", "--no-hooks"}
+	var args []string
 	for _, v := range values {
 		args = append(args, "--set", v)
 	}
-	if out, err := helm(t, helmEnv(t, kubeconfig), args...); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
+	installChart(t, s, ns, args...)
 	for _, sm := range sms {
 		live := sm.DeepCopy()
 		if err := c.Get(ctx, client.ObjectKeyFromObject(sm), live); err != nil {

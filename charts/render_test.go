@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -65,7 +66,8 @@ func renderErr(t *testing.T, flags ...string) (string, error) {
 }
 
 // installTestCRDs creates third-party CRDs from testdata/crds (the Prometheus Operator's, Gateway
-// API's, CloudNativePG's; see testdata/crds/README.md) and waits until they are served.
+// API's, CloudNativePG's; see testdata/crds/README.md), unless an earlier test on the shared
+// server did, and waits until they are served.
 func installTestCRDs(t *testing.T, c client.Client, files ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -78,7 +80,7 @@ func installTestCRDs(t *testing.T, c client.Client, files ...string) {
 		if err := yaml.Unmarshal(src, &crd); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		if err := c.Create(ctx, &crd); err != nil {
+		if err := c.Create(ctx, &crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("%s: %v", f, err)
 		}
 		deadline := time.Now().Add(30 * time.Second)

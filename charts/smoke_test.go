@@ -137,16 +137,13 @@ func TestSmokeTestPods(t *testing.T) {
 // the test plays one: it marks each test Pod helm creates as succeeded, or one as failed, and
 // expects helm test to report it.
 func TestHelmTestRunsSmokePods(t *testing.T) {
-	c, kubeconfig := startAPIServer(t)
-	env := helmEnv(t, kubeconfig)
-	if out, err := helm(t, env, "install", "codeport", chart,
-		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
+	s, ns := sharedAPIServer(t)
+	c := s.client
+	env := installChart(t, s, ns)
 	for _, failing := range []string{"", "codeport-test-operator"} {
 		ctx, cancel := context.WithCancel(context.Background())
-		seen := playKubelet(ctx, t, c, failing)
-		out, err := helm(t, env, "test", "codeport", "-n", "codeport-system", "--timeout", "1m")
+		seen := playKubelet(ctx, t, c, ns, failing)
+		out, err := helm(t, env, "test", "codeport", "-n", ns, "--timeout", "1m")
 		cancel()
 		names := seen()
 		slices.Sort(names)
@@ -164,9 +161,9 @@ func TestHelmTestRunsSmokePods(t *testing.T) {
 	}
 }
 
-// playKubelet finishes every Pending test Pod in codeport-system until ctx ends: Succeeded, or
-// Failed for the one named failing. It returns a function listing the Pods it finished.
-func playKubelet(ctx context.Context, t *testing.T, c client.Client, failing string) func() []string {
+// playKubelet finishes every Pending test Pod in namespace until ctx ends: Succeeded, or Failed
+// for the one named failing. It returns a function listing the Pods it finished.
+func playKubelet(ctx context.Context, t *testing.T, c client.Client, namespace, failing string) func() []string {
 	t.Helper()
 	var mu sync.Mutex
 	var finished []string
@@ -175,7 +172,7 @@ func playKubelet(ctx context.Context, t *testing.T, c client.Client, failing str
 		defer close(done)
 		for ctx.Err() == nil {
 			var pods corev1.PodList
-			if err := c.List(ctx, &pods, client.InNamespace("codeport-system"),
+			if err := c.List(ctx, &pods, client.InNamespace(namespace),
 				client.MatchingLabels{"app.kubernetes.io/component": "test"}); err == nil {
 				for i := range pods.Items {
 					pod := &pods.Items[i]

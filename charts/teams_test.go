@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,27 +77,23 @@ func partner(namespace, name string) *unstructured.Unstructured {
 // Kubernetes' edit role in a team's namespace lets the team create Partners there and nowhere
 // else, without touching their status; one to view lets a team read them only.
 func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
-	c, cfg := installWithTeamRoles(t)
+	c, cfg, ns := installWithTeamRoles(t)
 	ctx := context.Background()
 
-	for _, ns := range []string{"team-a", "team-b"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	teamA, teamB := createNamespace(t, c, ns+"-team-a"), createNamespace(t, c, ns+"-team-b")
 	// As in the docs: kubectl create rolebinding … --clusterrole=edit --group=team-a -n team-a
 	for role, group := range map[string]string{"edit": "team-a", "view": "auditors"} {
-		bindGroup(t, c, "team-a", group, role)
+		bindGroup(t, c, teamA, group, role)
 	}
 	alice, audrey := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "audrey", "auditors")
 
-	if err := alice.Create(ctx, partner("team-a", "acme")); err != nil {
+	if err := alice.Create(ctx, partner(teamA, "acme")); err != nil {
 		t.Fatalf("an editor of team-a creating a Partner there: %v", err)
 	}
-	if err := alice.Create(ctx, partner("team-b", "acme")); !apierrors.IsForbidden(err) {
+	if err := alice.Create(ctx, partner(teamB, "acme")); !apierrors.IsForbidden(err) {
 		t.Errorf("an editor of team-a creating a Partner in team-b: %v, want Forbidden", err)
 	}
-	p := partner("team-a", "acme")
+	p := partner(teamA, "acme")
 	if err := alice.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 		t.Fatal(err)
 	}
@@ -119,17 +114,17 @@ func TestTeamsOnboardPartnersInTheirNamespace(t *testing.T) {
 	for _, kind := range []string{"PartnerList", "CatalogList", "ApiKeyList", "WalletList", "WalletTopUpList"} {
 		list.SetAPIVersion("codeport.dev/v1alpha1")
 		list.SetKind(kind)
-		if err := audrey.List(ctx, &list, client.InNamespace("team-a")); err != nil {
+		if err := audrey.List(ctx, &list, client.InNamespace(teamA)); err != nil {
 			t.Errorf("a viewer of team-a listing %s: %v", kind, err)
 		}
-		if err := audrey.List(ctx, &list, client.InNamespace("team-b")); !apierrors.IsForbidden(err) {
+		if err := audrey.List(ctx, &list, client.InNamespace(teamB)); !apierrors.IsForbidden(err) {
 			t.Errorf("a viewer of team-a listing %s in team-b: %v, want Forbidden", kind, err)
 		}
 	}
-	if err := audrey.Create(ctx, partner("team-a", "globex")); !apierrors.IsForbidden(err) {
+	if err := audrey.Create(ctx, partner(teamA, "globex")); !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer creating a Partner: %v, want Forbidden", err)
 	}
-	if err := audrey.Delete(ctx, partner("team-a", "acme")); !apierrors.IsForbidden(err) {
+	if err := audrey.Delete(ctx, partner(teamA, "acme")); !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer deleting a Partner: %v, want Forbidden", err)
 	}
 }
@@ -156,27 +151,25 @@ func walletTopUp(namespace, name, id string) *unstructured.Unstructured {
 // a team manage Wallets and read WalletTopUps, but not create, change or delete them; a
 // RoleBinding to the wallet-topup role lets finance credit wallets there, and nothing else.
 func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
-	c, cfg := installWithTeamRoles(t)
+	c, cfg, ns := installWithTeamRoles(t)
 	ctx := context.Background()
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
-		t.Fatal(err)
-	}
+	teamA := createNamespace(t, c, ns+"-team-a")
 	for group, role := range map[string]string{"team-a": "edit", "team-a-admins": "admin",
 		"finance": "codeport-wallet-topup", "auditors": "view"} {
-		bindGroup(t, c, "team-a", group, role)
+		bindGroup(t, c, teamA, group, role)
 	}
 	alice, adam := impersonate(t, c, cfg, "alice", "team-a"), impersonate(t, c, cfg, "adam", "team-a-admins")
 	fiona, audrey := impersonate(t, c, cfg, "fiona", "finance"), impersonate(t, c, cfg, "audrey", "auditors")
 
-	if err := alice.Create(ctx, wallet("team-a", "acme-sandbox")); err != nil {
+	if err := alice.Create(ctx, wallet(teamA, "acme-sandbox")); err != nil {
 		t.Fatalf("an editor creating a Wallet: %v", err)
 	}
 	for who, cl := range map[string]client.Client{"an editor": alice, "an admin": adam, "a viewer": audrey} {
-		if err := cl.Create(ctx, walletTopUp("team-a", "wire-0", "wire-0")); !apierrors.IsForbidden(err) {
+		if err := cl.Create(ctx, walletTopUp(teamA, "wire-0", "wire-0")); !apierrors.IsForbidden(err) {
 			t.Errorf("%s creating a WalletTopUp: %v, want Forbidden", who, err)
 		}
 	}
-	top := walletTopUp("team-a", "wire-1", "wire-1")
+	top := walletTopUp(teamA, "wire-1", "wire-1")
 	if err := fiona.Create(ctx, top); err != nil {
 		t.Fatalf("finance creating a WalletTopUp: %v", err)
 	}
@@ -187,23 +180,23 @@ func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
 	list.SetAPIVersion("codeport.dev/v1alpha1")
 	list.SetKind("WalletTopUpList")
 	for who, cl := range map[string]client.Client{"finance": fiona, "an editor": alice, "a viewer": audrey} {
-		if err := cl.List(ctx, &list, client.InNamespace("team-a")); err != nil || len(list.Items) != 1 {
+		if err := cl.List(ctx, &list, client.InNamespace(teamA)); err != nil || len(list.Items) != 1 {
 			t.Errorf("%s listing WalletTopUps: %v (%d)", who, err, len(list.Items))
 		}
 	}
-	if err := fiona.Get(ctx, client.ObjectKeyFromObject(wallet("team-a", "acme-sandbox")),
-		wallet("team-a", "acme-sandbox")); err != nil {
+	if err := fiona.Get(ctx, client.ObjectKeyFromObject(wallet(teamA, "acme-sandbox")),
+		wallet(teamA, "acme-sandbox")); err != nil {
 		t.Errorf("finance reading the Wallet it credits: %v", err)
 	}
-	if err := fiona.Create(ctx, wallet("team-a", "acme-production")); !apierrors.IsForbidden(err) {
+	if err := fiona.Create(ctx, wallet(teamA, "acme-production")); !apierrors.IsForbidden(err) {
 		t.Errorf("finance creating a Wallet: %v, want Forbidden", err)
 	}
 	for who, cl := range map[string]client.Client{"finance": fiona, "an editor": alice, "an admin": adam} {
-		if err := cl.Delete(ctx, walletTopUp("team-a", "wire-1", "wire-1")); !apierrors.IsForbidden(err) {
+		if err := cl.Delete(ctx, walletTopUp(teamA, "wire-1", "wire-1")); !apierrors.IsForbidden(err) {
 			t.Errorf("%s deleting a WalletTopUp: %v, want Forbidden", who, err)
 		}
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))
-		if err := cl.Patch(ctx, walletTopUp("team-a", "wire-1", "wire-1"), patch); !apierrors.IsForbidden(err) {
+		if err := cl.Patch(ctx, walletTopUp(teamA, "wire-1", "wire-1"), patch); !apierrors.IsForbidden(err) {
 			t.Errorf("%s patching a WalletTopUp: %v, want Forbidden", who, err)
 		}
 	}
@@ -271,16 +264,14 @@ func bindGroup(t *testing.T, c client.Client, namespace, group, role string) {
 	}
 }
 
-// installWithTeamRoles installs the chart on a fresh API server and aggregates its team roles
+// installWithTeamRoles installs the chart on the shared API server and aggregates its team roles
 // into Kubernetes' edit, admin and view, as the controller manager would; it returns an admin
-// client and the server's config, for impersonation.
-func installWithTeamRoles(t *testing.T) (client.Client, *rest.Config) {
+// client, the server's config (for impersonation) and the release's namespace, which the test's
+// team namespaces are named after.
+func installWithTeamRoles(t *testing.T) (client.Client, *rest.Config, string) {
 	t.Helper()
-	c, kubeconfig, cfg := startAPIServerConfig(t)
-	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart,
-		"-n", "codeport-system", "--create-namespace", "--no-hooks"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
-	aggregateClusterRoles(t, c)
-	return c, cfg
+	s, ns := sharedAPIServer(t)
+	installChart(t, s, ns)
+	aggregateClusterRoles(t, s.client)
+	return s.client, s.cfg, ns
 }

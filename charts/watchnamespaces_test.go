@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -24,8 +23,6 @@ import (
 
 	"github.com/codeport/codeport/internal/poll"
 )
-
-const operatorSA = "system:serviceaccount:codeport-system:codeport"
 
 // operatorRules reads the generated rules the chart grants the operator.
 func operatorRules(t *testing.T) []rbacv1.PolicyRule {
@@ -182,19 +179,16 @@ func TestOperatorWatchNamespacesRendersRoles(t *testing.T) {
 // those namespaces, nothing in a third or cluster-wide, and its Lease in the release namespace.
 // Every resource the generated rules name must be namespaced, or a Role could not grant it.
 func TestOperatorWatchNamespacesGrantsOnlyThere(t *testing.T) {
-	c, kubeconfig, cfg := startAPIServerConfig(t)
+	s, ns := sharedAPIServer(t)
+	c := s.client
 	ctx := context.Background()
-	for _, ns := range []string{"team-a", "team-b", "team-c"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+	var teams []string
+	for _, team := range []string{"a", "b", "c"} {
+		teams = append(teams, createNamespace(t, c, ns+"-team-"+team))
 	}
-	if out, err := helm(t, helmEnv(t, kubeconfig), "install", "codeport", chart, "-n", "codeport-system",
-		"--create-namespace", "--no-hooks", "--set", "operator.watchNamespaces={team-a,team-b}"); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
-	}
+	installChart(t, s, ns, "--set", "operator.watchNamespaces={"+teams[0]+","+teams[1]+"}")
 
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	dc, err := discovery.NewDiscoveryClientForConfig(s.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +216,7 @@ func TestOperatorWatchNamespacesGrantsOnlyThere(t *testing.T) {
 		}
 	}
 
-	checkOperatorAccess(t, c, operatorSA, "codeport-system", []string{"team-a", "team-b"}, "team-c")
+	checkOperatorAccess(t, c, "system:serviceaccount:"+ns+":codeport", ns, teams[:2], teams[2])
 
 	var crbs rbacv1.ClusterRoleBindingList
 	if err := c.List(ctx, &crbs); err != nil {
@@ -311,12 +305,11 @@ func TestKustomizeNamespacedOverlay(t *testing.T) {
 		t.Fatalf("operator args %v lack --watch-namespaces=partners", args)
 	}
 
-	c, _, _ := startAPIServerConfig(t)
+	s, _ := sharedAPIServer(t)
+	c := s.client
 	ctx := context.Background()
 	for _, ns := range []string{"codeport-system", "elsewhere"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+		createNamespace(t, c, ns)
 	}
 	// Namespaces first: the namespaced objects need them.
 	for _, first := range []bool{true, false} {
@@ -326,6 +319,14 @@ func TestKustomizeNamespacedOverlay(t *testing.T) {
 			}
 			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+			if o.GetNamespace() == "" && o.GetKind() != "Namespace" {
+				// The chart's releases on the shared server create ClusterRoles of these names.
+				t.Cleanup(func() {
+					if err := c.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+						t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
+					}
+				})
 			}
 		}
 	}
