@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -344,19 +345,7 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &dashboard); err != nil {
 		t.Fatalf("dashboard JSON: %v", err)
 	}
-	defined := map[string]bool{}
-	for _, dir := range []string{"../apiserver", "../controllers"} {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		for _, f := range files {
-			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
-				defined[m[1]] = true
-			}
-		}
-	}
+	defined := definedMetrics(t, "../apiserver", "../internal", "../controllers")
 	used := regexp.MustCompile(`codeport_[a-z_]+`).FindAllString(data, -1)
 	if len(used) < 5 {
 		t.Fatalf("dashboard queries only %v", used)
@@ -367,6 +356,38 @@ func TestDashboardUsesExportedMetrics(t *testing.T) {
 			t.Errorf("dashboard queries %s, which no code exports", name)
 		}
 	}
+}
+
+// definedMetrics reads the names of the codeport metrics the Go code under dirs defines, in
+// every package at any depth: a metric may live in a package of its own.
+func definedMetrics(t *testing.T, dirs ...string) map[string]bool {
+	t.Helper()
+	defined := map[string]bool{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range metricName.FindAllStringSubmatch(string(src), -1) {
+				defined[m[1]] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read metric definitions: %v", err)
+		}
+	}
+	return defined
 }
 
 var metricName = regexp.MustCompile(`(?:Name:\s+|NewDesc\()"(codeport_[a-z_]+)"`)
