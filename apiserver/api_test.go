@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 func TestPingAndRateLimitHeaders(t *testing.T) {
@@ -156,7 +157,8 @@ func TestIPWhitelist(t *testing.T) {
 }
 
 func TestCatalogList(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	t.Parallel()
+	s := newStack(t, stackOptions{databaseURL: storetest.New(t).URL})
 	tn := s.onboard(t, "acme", nil)
 	key := tn.keys["production"]
 	cases := []struct {

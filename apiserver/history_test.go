@@ -12,6 +12,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -338,7 +339,8 @@ func TestOrderHistory(t *testing.T) {
 // TestListsStableUnderConcurrentPlacement: orders placed while a partner pages through its
 // history and statement neither repeat rows nor hide rows that existed when paging began.
 func TestListsStableUnderConcurrentPlacement(t *testing.T) {
-	s := newStack(t, stackOptions{noWorker: true})
+	t.Parallel()
+	s := newStack(t, stackOptions{databaseURL: storetest.New(t).URL, noWorker: true})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10000.00"})
 	key := tn.keys["sandbox"]

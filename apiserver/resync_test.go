@@ -106,6 +106,7 @@ func (n *configNotifications) until(t *testing.T, db *store.DB) []string {
 // product then writes one row each: the partner's key entry is dropped, and the product's
 // catalog snapshot is patched with that product, not rebuilt.
 func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	database := storetest.New(t)
 	db, err := store.Open(ctx, database.URL, store.Options{MaxConns: 12})

@@ -10,6 +10,7 @@ import (
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // registerKey issues one more key of the tenant, as the operator would for an ApiKey.
@@ -32,7 +33,8 @@ func scenario(name string) http.Header { return http.Header{"X-Sandbox-Scenario"
 // TestSandboxScenarios: on the sandbox, X-Sandbox-Scenario forces the contract's error answers on
 // any endpoint, keeping the rate-limit headers; production ignores the header.
 func TestSandboxScenarios(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	t.Parallel()
+	s := newStack(t, stackOptions{databaseURL: storetest.New(t).URL})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	tn.keys["bearer:sandbox"] = "Bearer " + s.registerKey(t, tn, "sandbox", "bearerToken")

@@ -20,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // switchReceiver is a webhook endpoint that answers 503 while down and 200 otherwise, recording
@@ -141,7 +142,8 @@ func sameJSON(a, b []byte) bool {
 // with the body its deliveries carried and its delivery state; no other account (nor its own
 // other environment) sees them; bad parameters are 400s in the contract's shape.
 func TestWebhookEventsListing(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	t.Parallel()
+	s := newStack(t, stackOptions{databaseURL: storetest.New(t).URL})
 	acme, other := s.onboard(t, "acme", nil), s.onboard(t, "other", nil)
 	rcv, otherRcv := newSwitchReceiver(t), newSwitchReceiver(t)
 	s.setWebhook(t, acme, rcv.server.URL)
@@ -233,7 +235,8 @@ func TestWebhookEventsListing(t *testing.T) {
 // replay is repeated; another account's or environment's replay touches none of them; an account
 // without an endpoint gets a 409.
 func TestWebhookReplay(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	t.Parallel()
+	s := newStack(t, stackOptions{databaseURL: storetest.New(t).URL})
 	acme, other, bare := s.onboard(t, "acme", nil), s.onboard(t, "other", nil), s.onboard(t, "bare", nil)
 	rcv, otherRcv := newSwitchReceiver(t), newSwitchReceiver(t)
 	s.setWebhook(t, acme, rcv.server.URL)

@@ -67,6 +67,7 @@ func reach(root string, imports map[string][]string, forbidden []string) []strin
 }
 
 func TestFrameworksStayAtTheEdges(t *testing.T) {
+	t.Parallel()
 	for _, tags := range []string{"", "faults", "soak"} {
 		roots, imports := graph(t, tags, "./controllers/...", "./internal/...", "./apiserver")
 		checked := 0
@@ -106,6 +107,7 @@ var pqOnlyVia = []string{
 }
 
 func TestBinaryLinksNoOtherSQLDriver(t *testing.T) {
+	t.Parallel()
 	for _, tags := range []string{"", "faults", "soak"} {
 		_, imports := graph(t, tags, ".")
 		if len(imports) < 100 {
