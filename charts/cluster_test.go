@@ -38,7 +38,8 @@ type apiServer struct {
 // startEnv starts a kube-apiserver with the given CRD directories installed.
 func startEnv(crdDirs ...string) (*apiServer, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
+		return nil, errors.New("KUBEBUILDER_ASSETS is not set: run `make test`, " +
+			"or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
 	}
 	s := &apiServer{env: &envtest.Environment{
 		CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: len(crdDirs) > 0,
@@ -172,6 +173,17 @@ func createNamespace(t *testing.T, c client.Client, name string) string {
 	return name
 }
 
+// deleteWhenDone deletes a cluster-scoped object the test created when the test ends: the
+// chart's releases on the shared server create objects of the same names.
+func deleteWhenDone(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := c.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s: %v", o.GetName(), err)
+		}
+	})
+}
+
 // installChart installs the chart as release codeport into namespace with helm's extra
 // arguments, without hooks (envtest has no kubelet to run them) or CRDs (see sharedServer), and
 // uninstalls it when the test ends so that the next test's release can take the cluster-scoped
@@ -179,7 +191,8 @@ func createNamespace(t *testing.T, c client.Client, name string) string {
 func installChart(t *testing.T, s *apiServer, namespace string, args ...string) []string {
 	t.Helper()
 	env := helmEnv(t, s.kubeconfig)
-	args = append([]string{"install", "codeport", chart, "-n", namespace, "--no-hooks", "--set", "crds.enabled=false"}, args...)
+	args = append([]string{"install", "codeport", chart, "-n", namespace, "--no-hooks",
+		"--set", "crds.enabled=false"}, args...)
 	if out, err := helm(t, env, args...); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}

@@ -307,29 +307,29 @@ func TestKustomizeNamespacedOverlay(t *testing.T) {
 
 	s, _ := sharedAPIServer(t)
 	c := s.client
-	ctx := context.Background()
 	for _, ns := range []string{"codeport-system", "elsewhere"} {
 		createNamespace(t, c, ns)
 	}
-	// Namespaces first: the namespaced objects need them.
+	createAll(t, c, applied)
+	checkOperatorAccess(t, c, "system:serviceaccount:codeport-system:codeport-operator", "codeport-system",
+		[]string{"partners"}, "elsewhere")
+}
+
+// createAll creates objects, namespaces first (the namespaced objects need them), and deletes the
+// cluster-scoped ones other than namespaces when the test ends (see deleteWhenDone).
+func createAll(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
 	for _, first := range []bool{true, false} {
-		for _, o := range applied {
+		for _, o := range objs {
 			if (o.GetKind() == "Namespace") != first {
 				continue
 			}
-			if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := c.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatalf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 			}
 			if o.GetNamespace() == "" && o.GetKind() != "Namespace" {
-				// The chart's releases on the shared server create ClusterRoles of these names.
-				t.Cleanup(func() {
-					if err := c.Delete(context.Background(), o); err != nil && !apierrors.IsNotFound(err) {
-						t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
-					}
-				})
+				deleteWhenDone(t, c, o)
 			}
 		}
 	}
-	checkOperatorAccess(t, c, "system:serviceaccount:codeport-system:codeport-operator", "codeport-system",
-		[]string{"partners"}, "elsewhere")
 }

@@ -164,7 +164,8 @@ func buildTemplate(ctx context.Context, conn *pgx.Conn, admin, building string) 
 
 func databaseExists(ctx context.Context, conn *pgx.Conn, name string) (bool, error) {
 	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&ok); err != nil {
+	err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&ok)
+	if err != nil {
 		return false, fmt.Errorf("look up database %s: %w", name, err)
 	}
 	return ok, nil
