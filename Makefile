@@ -116,6 +116,17 @@ vulncheck: $(GOVULNCHECK) $(VULNDB_INDEXDB) ## govulncheck (pinned) against the 
 	@db="$$(INDEXDB=$(VULNDB_INDEXDB) hack/vulndb.sh)"; \
 	$(GOVULNCHECK) -db "file://$$db" -format json ./... | go run ./hack/vulncheck -stdlib $(VULNCHECK_STDLIB)
 
+# The API reference page (/docs) is Scalar's renderer, embedded in the binary: verify checks the
+# embedded bundle against the digest in apiserver/openapi/ui/scalar.lock (no network); update
+# fetches SCALAR_VERSION (default: the locked one) from npm and rewrites both.
+.PHONY: docs-ui-verify
+docs-ui-verify: ## Check the embedded API reference renderer against its recorded sha256.
+	hack/openapi/scalar.sh verify
+
+.PHONY: docs-ui-update
+docs-ui-update: ## Re-embed the API reference renderer from npm (SCALAR_VERSION=x.y.z to move).
+	hack/openapi/scalar.sh update $(SCALAR_VERSION)
+
 .PHONY: outdated
 outdated: ## List the direct dependencies that have a newer release.
 	@go list -m -u -f '{{if .Update}}{{.Path}} {{.Version}} -> {{.Update.Version}}{{end}}' \
@@ -127,7 +138,7 @@ deps: ## Install the system packages the tests need (as root with apt-get), or n
 	@hack/deps.sh
 
 .PHONY: test
-test: deps verify-generated vet lint tidy shellcheck vulncheck test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint tidy shellcheck docs-ui-verify vulncheck test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out

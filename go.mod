@@ -3,6 +3,8 @@ module github.com/codeport/codeport
 go 1.26.8
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/emersion/go-smtp v0.25.1
 	github.com/fergusstrange/embedded-postgres v1.34.0
 	github.com/getkin/kin-openapi v0.152.0
@@ -40,7 +42,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/lib/pq v1.12.3 // indirect
+require (
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/lib/pq v1.12.3 // indirect
+)
 
 require (
 	cel.dev/expr v0.25.2 // indirect

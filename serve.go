@@ -39,6 +39,7 @@ func newServeCommand() *cobra.Command {
 		rescueAfter                                               time.Duration
 		sandboxTimeout, logFlushInterval                          time.Duration
 		v1Deprecation, v1Sunset, v1Docs                           string
+		publicBaseURL                                             string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,6 +68,10 @@ requests and running fulfilment jobs finish, then exits.`,
 				return err
 			}
 			cfg.TrustedProxies = proxies
+			if err := apiserver.CheckPublicBaseURL(publicBaseURL); err != nil {
+				return fmt.Errorf("--public-base-url: %w", err)
+			}
+			cfg.PublicBaseURL = publicBaseURL
 			cipher, err := loadCipher(codesKey)
 			if err != nil {
 				return err
@@ -149,6 +154,8 @@ requests and running fulfilment jobs finish, then exits.`,
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")
 	f.StringVar(&trustedProxies, "trusted-proxies", "",
 		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
+	f.StringVar(&publicBaseURL, "public-base-url", "",
+		"scheme and host partners reach this environment at, named as the server by /docs and openapi.json (default: the request's)")
 	codesKeyFlag(f, &codesKey)
 	smtpFlags(f, &smtpURL, &smtpFrom)
 	f.BoolVar(&webhooksToPrivate, "webhook-allow-private-networks", false,

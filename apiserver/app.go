@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/codeport/codeport/apiserver/apierror"
-	"github.com/codeport/codeport/apiserver/openapi"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	v1 "github.com/codeport/codeport/apiserver/v1"
 	v2 "github.com/codeport/codeport/apiserver/v2"
@@ -44,6 +43,10 @@ type Config struct {
 	SandboxTimeoutDelay time.Duration
 	// V1Lifecycle is announced on every answer of the legacy v1 interface.
 	V1Lifecycle Lifecycle
+	// PublicBaseURL is the scheme and host partners reach this environment at (no path, e.g.
+	// https://sandbox.api.example.com): the server the OpenAPI documents name. Empty, they name
+	// the server each request reached, as the request (or a trusted proxy) gives it.
+	PublicBaseURL string
 }
 
 // DefaultConfig returns production-ready defaults for env.
@@ -174,23 +177,7 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	app.Get("/readyz", refuseEncodedBody, s.ready)
 
 	// The contract and its reference page need no key.
-	app.Get("/v2/openapi.json", refuseEncodedBody, func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.Send(openapi.V2())
-	})
-	app.Get("/v1/openapi.json", refuseEncodedBody, func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.Send(openapi.V1())
-	})
-	// The page depends only on the embedded documents: render it once, not per request.
-	docsPage, docsErr := openapi.HTML()
-	app.Get("/docs", refuseEncodedBody, func(c *fiber.Ctx) error {
-		if docsErr != nil {
-			return docsErr
-		}
-		c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
-		return c.Send(docsPage)
-	})
+	s.docsRoutes()
 
 	api := app.Group("/v2", s.access(apiKeyCredential), refuseEncodedBody, s.storableQuery, s.sandboxScenario)
 	api.Get("/ping", h.Ping)

@@ -22,6 +22,7 @@ var getRoutes = map[string]string{
 	"/healthz":                          "/healthz",
 	"/readyz":                           "/readyz",
 	"/docs":                             "/docs",
+	"/docs/scalar.js":                   "/docs/scalar.js",
 	"/v2/openapi.json":                  "/v2/openapi.json",
 	"/v1/openapi.json":                  "/v1/openapi.json",
 	"/v2/ping":                          "/v2/ping",

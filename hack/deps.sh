@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure the system packages the tests need are installed: the PostgreSQL server binaries
 # and psql, redis-server, Chromium (the API reference page is checked in a real headless
-# browser), shellcheck (make test checks the shell scripts), python3 and node (the webhook
-# signature snippets of docs/guide.md are run), and curl and jq (the README's tour is run). As root on a machine with
+# browser), shellcheck (make test checks the shell scripts), python3 and Node.js (the webhook
+# signature snippets of docs/guide.md are run), npm (Spectral lints the OpenAPI documents; the
+# API reference renderer is fetched from npm), and curl and jq (the README's tour is run). As
+# root on a machine with
 # apt-get, missing packages are installed; otherwise the script stops with one line naming what
 # to install.
 set -euo pipefail
@@ -21,6 +23,7 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 [[ ${#missing[@]} -eq 0 ]] && exit 0

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/codeport/codeport/internal/poll"
+)
+
+// artefactsEnv names the directory the browser test writes its screenshots to; unset, a new
+// temporary directory that outlives the test. Its path is logged either way.
+const artefactsEnv = "CODEPORT_TEST_ARTEFACTS"
+
+// docsOperation is an operation of the v2 document as the reference page should show it.
+type docsOperation struct{ id, summary string }
+
+// TestDocsPageInBrowser opens /docs of codeport dev in headless Chromium, as a partner would: the
+// page shows every operation of the v2 document, nothing sticks out sideways at 390 px (a phone)
+// or 1400 px (a laptop), a sandbox key pasted once lets "Test Request" reach the sandbox and
+// show its answer, and the page asks nothing of any server but the one that served it.
+func TestDocsPageInBrowser(t *testing.T) {
+	browser := chromiumPath(t)
+	artefacts := artefactsDir(t)
+	dev := startDevProcess(t, t.TempDir())
+	sandbox := dev.creds.Partners["partners/acme"]["sandbox"]
+	origin := strings.TrimSuffix(sandbox.BaseURL, "/v2")
+	ops := documentedOperations(t, origin)
+	scenarios := getJSON(t, sandbox.BaseURL+"/sandbox/scenarios", sandbox.APIKey)["scenarios"].([]any)
+	lastCode := scenarios[len(scenarios)-1].(map[string]any)["productCode"].(string)
+
+	var mu sync.Mutex
+	var fetched, elsewhere []string
+	ctx := newBrowser(t, browser, func(ev any) {
+		if req, ok := ev.(*network.EventRequestWillBeSent); ok {
+			mu.Lock()
+			defer mu.Unlock()
+			if u := req.Request.URL; strings.HasPrefix(u, origin+"/") {
+				fetched = append(fetched, strings.TrimPrefix(u, origin))
+			} else if !strings.HasPrefix(u, "data:") {
+				elsewhere = append(elsewhere, u)
+			}
+		}
+	})
+
+	browse(t, ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(origin+"/docs"))
+	poll.Until(t, 2*time.Minute, "the reference page lists every v2 operation", func() (bool, string) {
+		missing := evaluate[[]string](t, ctx, fmt.Sprintf(`(() => {
+			const ops = %s, text = document.body.innerText;
+			return ops.filter(([id, summary]) => !document.getElementById(id) || !text.includes(summary)).map(([id]) => id);
+		})()`, jsonOf(t, opPairs(ops))))
+		return len(missing) == 0, fmt.Sprintf("missing %v", missing)
+	})
+
+	for _, width := range []int64{390, 1400} {
+		browse(t, ctx, chromedp.EmulateViewport(width, 900))
+		for _, op := range ops {
+			browse(t, ctx, chromedp.Navigate(origin+"/docs#"+op.id))
+			poll.Until(t, time.Minute, fmt.Sprintf("%s fits in %d px", op.id, width), func() (bool, string) {
+				out := evaluate[[]string](t, ctx, fmt.Sprintf(overflowScript, jsonOf(t, op.id)))
+				return len(out) == 0, strings.Join(out, "; ")
+			})
+			name := strings.NewReplacer("/", "-", "{", "", "}", "").Replace(op.id)
+			screenshot(t, ctx, chromedp.CaptureScreenshot(), filepath.Join(artefacts, fmt.Sprintf("%dpx-%s.png", width, name)))
+		}
+		screenshot(t, ctx, chromedp.FullScreenshot(100), filepath.Join(artefacts, fmt.Sprintf("%dpx-whole-page.png", width)))
+	}
+
+	// A partner pastes the sandbox key once, into the page's authentication, then tries an
+	// operation that only the sandbox answers.
+	op := "v2/GET/sandbox/scenarios"
+	browse(t, ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(origin+"/docs"),
+		chromedp.WaitVisible(chromedp.CSS("input.scalar-password-input")),
+		chromedp.SendKeys(chromedp.CSS("input.scalar-password-input"), sandbox.APIKey),
+		chromedp.Navigate(origin+"/docs#"+op),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf("[id=%q] button.show-api-client-button", op))))
+	poll.UntilTrue(t, time.Minute, "the API client's Send button", func() bool {
+		return evaluate[bool](t, ctx, `(() => {
+			const send = [...document.querySelectorAll('button')]
+				.filter(b => b.textContent.includes('Send get request') && b.offsetParent).pop();
+			if (send) send.click();
+			return !!send;
+		})()`)
+	})
+	poll.Until(t, time.Minute, "the sandbox's answer shown in the page", func() (bool, string) {
+		text := evaluate[string](t, ctx, `(document.querySelector('[role=dialog]') || document.body).innerText`)
+		return strings.Contains(text, "200 OK") && strings.Contains(text, lastCode), lastTail(text, 400)
+	})
+	screenshot(t, ctx, chromedp.CaptureScreenshot(), filepath.Join(artefacts, "try-it.png"))
+
+	mu.Lock()
+	defer mu.Unlock()
+	// The requests the page made are seen at all: it fetched the renderer and the documents.
+	for _, want := range []string{"/docs/scalar.js", "/v2/openapi.json", "/v1/openapi.json", "/v2/sandbox/scenarios"} {
+		if !slices.Contains(fetched, want) {
+			t.Errorf("the page did not fetch %s; it fetched %v", want, fetched)
+		}
+	}
+	if len(elsewhere) > 0 {
+		t.Errorf("the page fetched from elsewhere than %s: %v", origin, elsewhere)
+	}
+}
+
+// overflowScript lists the elements of the operation whose id it is given (%s, JSON) and of the
+// page's frame that reach past the right edge of the viewport, unless a box of their own that
+// fits scrolls or clips them (a wide code sample scrolls inside its card).
+const overflowScript = `(() => {
+	const width = document.documentElement.clientWidth, out = [];
+	if (document.documentElement.scrollWidth > width + 1) {
+		out.push('the page scrolls sideways: ' + document.documentElement.scrollWidth + ' px wide');
+	}
+	const section = document.getElementById(%s);
+	if (!section) return ['not rendered yet'];
+	for (const el of [section, ...section.querySelectorAll('*')]) {
+		const r = el.getBoundingClientRect();
+		if (r.width === 0 || r.height === 0 || r.right <= width + 1) continue;
+		let held = false;
+		for (let p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+			if (getComputedStyle(p).overflowX !== 'visible' && p.getBoundingClientRect().right <= width + 1) {
+				held = true;
+				break;
+			}
+		}
+		if (!held) out.push(el.tagName.toLowerCase() + '.' + String(el.className).split(' ')[0] +
+			' ends at ' + Math.round(r.right) + ' px: ' + (el.innerText || '').slice(0, 40));
+	}
+	return out.slice(0, 5);
+})()`
+
+// chromiumPath is the Chromium to run; hack/deps.sh installs it, so its absence fails the test.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("Chromium is not installed: run hack/deps.sh (Debian: apt-get install chromium)")
+	return ""
+}
+
+// artefactsDir is where screenshots go: $CODEPORT_TEST_ARTEFACTS, else a new temporary directory
+// that is kept after the test, so that a failure can be looked at.
+func artefactsDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv(artefactsEnv)
+	var err error
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "codeport-docs-")
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		t.Fatalf("artefacts directory: %v", err)
+	}
+	t.Logf("screenshots in %s (set %s to choose)", dir, artefactsEnv)
+	return dir
+}
+
+// newBrowser starts a headless Chromium on a fresh profile, with every flag that keeps it from
+// looking anything up on a machine without a network; listen receives the page's events.
+func newBrowser(t *testing.T, path string, listen func(ev any)) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithListener(listen))
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	// The browser starts with the first action on ctx itself: a step's deadline, derived from
+	// ctx, would close it when the step ends.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// browse runs actions in the page, each within a generous deadline for a busy machine.
+func browse(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	for _, a := range actions {
+		stepCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := chromedp.Do(stepCtx, a)
+		cancel()
+		if err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+}
+
+func evaluate[T any](t *testing.T, ctx context.Context, script string) T {
+	t.Helper()
+	stepCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	v, err := chromedp.Run(stepCtx, chromedp.Evaluate[T](script))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte], path string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, shot)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+}
+
+// documentedOperations are the operations of the v2 document the server serves, with the ids
+// the reference page gives them.
+func documentedOperations(t *testing.T, origin string) []docsOperation {
+	t.Helper()
+	doc := getJSON(t, origin+"/v2/openapi.json", "")
+	var ops []docsOperation
+	for path, item := range doc["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			summary, _ := op.(map[string]any)["summary"].(string)
+			ops = append(ops, docsOperation{id: "v2/" + strings.ToUpper(method) + path, summary: summary})
+		}
+	}
+	if len(ops) == 0 {
+		t.Fatal("the v2 document has no operations")
+	}
+	slices.SortFunc(ops, func(a, b docsOperation) int { return strings.Compare(a.id, b.id) })
+	return ops
+}
+
+func opPairs(ops []docsOperation) [][2]string {
+	pairs := make([][2]string, len(ops))
+	for i, op := range ops {
+		pairs[i] = [2]string{op.id, op.summary}
+	}
+	return pairs
+}
+
+func jsonOf(t *testing.T, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+func lastTail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
