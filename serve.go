@@ -155,7 +155,8 @@ requests and running fulfilment jobs finish, then exits.`,
 	f.StringVar(&trustedProxies, "trusted-proxies", "",
 		"comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default: none; the TCP peer is the client)")
 	f.StringVar(&publicBaseURL, "public-base-url", "",
-		"scheme and host partners reach this environment at, named as the server by /docs and openapi.json (default: the request's)")
+		"scheme and host partners reach this environment at, the server /docs and openapi.json name "+
+			"(default: the request's)")
 	codesKeyFlag(f, &codesKey)
 	smtpFlags(f, &smtpURL, &smtpFrom)
 	f.BoolVar(&webhooksToPrivate, "webhook-allow-private-networks", false,

@@ -39,7 +39,7 @@ func (s *Server) docsRoutes() {
 	// Browsers take the renderer compressed, as it is embedded (1.2 MB instead of 4.3 MB).
 	compressed := openapi.RendererGzip()
 	app.Get(openapi.RendererPath, refuseEncodedBody, func(c *fiber.Ctx) error {
-		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJavaScriptCharsetUTF8)
+		c.Set(fiber.HeaderContentType, fiber.MIMETextJavaScriptCharsetUTF8)
 		c.Vary(fiber.HeaderAcceptEncoding)
 		if acceptsGzip(c.Get(fiber.HeaderAcceptEncoding)) {
 			c.Set(fiber.HeaderContentEncoding, "gzip")

@@ -11,8 +11,15 @@ import (
 	"github.com/codeport/codeport/apiserver/openapi"
 )
 
-// fetch sends a GET with the given headers and returns the answer with its body as sent.
-func fetch(t *testing.T, url string, header map[string]string) (*http.Response, []byte) {
+// answer is a response with its body as sent.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// fetch sends a GET with the given headers.
+func fetch(t *testing.T, url string, header map[string]string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // test request
 	if err != nil {
@@ -32,13 +39,13 @@ func fetch(t *testing.T, url string, header map[string]string) (*http.Response, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, body
+	return answer{resp.StatusCode, resp.Header, body}
 }
 
 func get(t *testing.T, url string) (int, string, string) {
 	t.Helper()
-	resp, body := fetch(t, url, nil)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+	a := fetch(t, url, nil)
+	return a.status, a.header.Get("Content-Type"), string(a.body)
 }
 
 // servedDocument is the parts of a served OpenAPI document the docs tests look at.
@@ -50,10 +57,10 @@ type servedDocument struct {
 
 func document(t *testing.T, url string, header map[string]string) servedDocument {
 	t.Helper()
-	resp, body := fetch(t, url, header)
+	a := fetch(t, url, header)
 	var doc servedDocument
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &doc) != nil || !strings.HasPrefix(doc.OpenAPI, "3.1") {
-		t.Fatalf("%s: %d %.200s", url, resp.StatusCode, body)
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &doc) != nil || !strings.HasPrefix(doc.OpenAPI, "3.1") {
+		t.Fatalf("%s: %d %.200s", url, a.status, a.body)
 	}
 	return doc
 }
@@ -93,7 +100,9 @@ func TestDocsServedWithoutKey(t *testing.T) {
 	if status != http.StatusOK || !strings.HasPrefix(contentType, "text/html") {
 		t.Fatalf("/docs: %d %s", status, contentType)
 	}
-	for _, want := range []string{`<script src="` + openapi.RendererPath + `">`, `url: '/v2/openapi.json'`, `url: '/v1/openapi.json'`} {
+	for _, want := range []string{
+		`<script src="` + openapi.RendererPath + `">`, `url: '/v2/openapi.json'`, `url: '/v1/openapi.json'`,
+	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/docs lacks %s", want)
 		}
@@ -108,16 +117,16 @@ func TestDocsServedWithoutKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, body := fetch(t, base+openapi.RendererPath, map[string]string{"Accept-Encoding": "gzip, deflate, br"})
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" ||
-		!bytes.Equal(body, openapi.RendererGzip()) {
-		t.Errorf("renderer to a browser: %d, Content-Encoding %q, %d bytes", resp.StatusCode,
-			resp.Header.Get("Content-Encoding"), len(body))
+	a := fetch(t, base+openapi.RendererPath, map[string]string{"Accept-Encoding": "gzip, deflate, br"})
+	if a.status != http.StatusOK || a.header.Get("Content-Encoding") != "gzip" ||
+		!bytes.Equal(a.body, openapi.RendererGzip()) {
+		t.Errorf("renderer to a browser: %d, Content-Encoding %q, %d bytes", a.status,
+			a.header.Get("Content-Encoding"), len(a.body))
 	}
-	resp, body = fetch(t, base+openapi.RendererPath, map[string]string{"Accept-Encoding": "gzip;q=0"})
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "" || !bytes.Equal(body, plain) ||
-		!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/javascript") {
+	a = fetch(t, base+openapi.RendererPath, map[string]string{"Accept-Encoding": "gzip;q=0"})
+	if a.status != http.StatusOK || a.header.Get("Content-Encoding") != "" || !bytes.Equal(a.body, plain) ||
+		!strings.HasPrefix(a.header.Get("Content-Type"), "text/javascript") {
 		t.Errorf("renderer to a client without gzip: %d, Content-Encoding %q, Content-Type %q, %d bytes",
-			resp.StatusCode, resp.Header.Get("Content-Encoding"), resp.Header.Get("Content-Type"), len(body))
+			a.status, a.header.Get("Content-Encoding"), a.header.Get("Content-Type"), len(a.body))
 	}
 }
