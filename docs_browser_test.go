@@ -27,8 +27,8 @@ const artefactsEnv = "CODEPORT_TEST_ARTEFACTS"
 type docsOperation struct{ id, summary string }
 
 // TestDocsPageInBrowser opens /docs of codeport dev in headless Chromium, as a partner would: the
-// page shows every operation of the v2 document, nothing sticks out sideways at 390 px (a phone)
-// or 1400 px (a laptop), a sandbox key pasted once lets "Test Request" reach the sandbox and
+// page shows every operation and webhook of the v2 document, and none sticks out sideways at
+// 390 px (a phone) or 1400 px (a laptop), a sandbox key pasted once lets "Test Request" reach the sandbox and
 // show its answer, and the page asks nothing of any server but the one that served it.
 func TestDocsPageInBrowser(t *testing.T) {
 	browser := chromiumPath(t)
@@ -54,21 +54,12 @@ func TestDocsPageInBrowser(t *testing.T) {
 		}
 	})
 
-	browse(t, ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(origin+"/docs"))
-	poll.Until(t, 2*time.Minute, "the reference page lists every v2 operation", func() (bool, string) {
-		missing := evaluate[[]string](t, ctx, fmt.Sprintf(`(() => {
-			const ops = %s, text = document.body.innerText;
-			return ops.filter(([id, summary]) => !document.getElementById(id) || !text.includes(summary)).map(([id]) => id);
-		})()`, jsonOf(t, opPairs(ops))))
-		return len(missing) == 0, fmt.Sprintf("missing %v", missing)
-	})
-
 	for _, width := range []int64{390, 1400} {
 		browse(t, ctx, chromedp.EmulateViewport(width, 900))
 		for _, op := range ops {
 			browse(t, ctx, chromedp.Navigate(origin+"/docs#"+op.id))
-			poll.Until(t, time.Minute, fmt.Sprintf("%s fits in %d px", op.id, width), func() (bool, string) {
-				out := evaluate[[]string](t, ctx, fmt.Sprintf(overflowScript, jsonOf(t, op.id)))
+			poll.Until(t, 2*time.Minute, fmt.Sprintf("%s shown, fitting in %d px", op.id, width), func() (bool, string) {
+				out := evaluate[[]string](t, ctx, fmt.Sprintf(shownScript, jsonOf(t, op.id), jsonOf(t, op.summary)))
 				return len(out) == 0, strings.Join(out, "; ")
 			})
 			name := strings.NewReplacer("/", "-", "{", "", "}", "").Replace(op.id)
@@ -79,7 +70,7 @@ func TestDocsPageInBrowser(t *testing.T) {
 
 	// A partner pastes the sandbox key once, into the page's authentication, then tries an
 	// operation that only the sandbox answers.
-	op := "v2/GET/sandbox/scenarios"
+	op := "v2/tag/sandbox/GET/sandbox/scenarios"
 	browse(t, ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(origin+"/docs"),
 		chromedp.WaitVisible(chromedp.CSS("input.scalar-password-input")),
 		chromedp.SendKeys(chromedp.CSS("input.scalar-password-input"), sandbox.APIKey),
@@ -112,17 +103,18 @@ func TestDocsPageInBrowser(t *testing.T) {
 	}
 }
 
-// overflowScript lists the elements of the operation whose id it is given (%s, JSON) and of the
-// page's frame that reach past the right edge of the viewport, unless a box of their own that
-// fits scrolls or clips them (a wide code sample scrolls inside its card).
-const overflowScript = `(() => {
+// shownScript lists what is wrong with the section of an operation (id and summary, %s and %s,
+// JSON): not shown (yet), or elements of it reaching past the right edge of the viewport unless
+// a box of their own that fits scrolls or clips them (a wide code sample scrolls in its card),
+// or the page itself scrolling sideways.
+const shownScript = `(() => {
 	const width = document.documentElement.clientWidth, out = [];
-	if (document.documentElement.scrollWidth > width + 1) {
-		out.push('the page scrolls sideways: ' + document.documentElement.scrollWidth + ' px wide');
-	}
-	const section = document.getElementById(%s);
-	if (!section) return ['not rendered yet'];
-	for (const el of [section, ...section.querySelectorAll('*')]) {
+	const section = document.getElementById(%s), summary = %s;
+	if (!section) return ['not shown'];
+	if (!section.innerText.includes(summary)) return ['shown without its summary ' + summary];
+	const scrolls = document.documentElement.scrollWidth > width + 1;
+	if (scrolls) out.push('the page scrolls sideways: ' + document.documentElement.scrollWidth + ' px wide');
+	for (const el of scrolls ? document.body.querySelectorAll('*') : [section, ...section.querySelectorAll('*')]) {
 		const r = el.getBoundingClientRect();
 		if (r.width === 0 || r.height === 0 || r.right <= width + 1) continue;
 		let held = false;
@@ -135,7 +127,7 @@ const overflowScript = `(() => {
 		if (!held) out.push(el.tagName.toLowerCase() + '.' + String(el.className).split(' ')[0] +
 			' ends at ' + Math.round(r.right) + ' px: ' + (el.innerText || '').slice(0, 40));
 	}
-	return out.slice(0, 5);
+	return out.slice(0, 6);
 })()`
 
 // chromiumPath is the Chromium to run; hack/deps.sh installs it, so its absence fails the test.
@@ -226,16 +218,32 @@ func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte],
 	}
 }
 
-// documentedOperations are the operations of the v2 document the server serves, with the ids
-// the reference page gives them.
+// documentedOperations are the operations and webhooks of the v2 document the server serves,
+// with the ids the reference page gives their sections (under their first tag).
 func documentedOperations(t *testing.T, origin string) []docsOperation {
 	t.Helper()
 	doc := getJSON(t, origin+"/v2/openapi.json", "")
 	var ops []docsOperation
-	for path, item := range doc["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			summary, _ := op.(map[string]any)["summary"].(string)
-			ops = append(ops, docsOperation{id: "v2/" + strings.ToUpper(method) + path, summary: summary})
+	for _, group := range []struct{ key, kind string }{{"paths", ""}, {"webhooks", "webhook/"}} {
+		for path, item := range doc[group.key].(map[string]any) {
+			for method, raw := range item.(map[string]any) {
+				op := raw.(map[string]any)
+				tags, _ := op["tags"].([]any)
+				summary, _ := op["summary"].(string)
+				if len(tags) == 0 || summary == "" {
+					t.Fatalf("%s %s: no tag or summary", method, path)
+				}
+				if group.kind != "" {
+					// The page makes a slug of a webhook's name.
+					path = strings.ReplaceAll(path, "_", "-")
+				}
+				id := fmt.Sprintf("v2/tag/%s/%s%s/%s", strings.ToLower(tags[0].(string)), group.kind,
+					strings.ToUpper(method), strings.TrimPrefix(path, "/"))
+				if group.kind == "" {
+					id = fmt.Sprintf("v2/tag/%s/%s%s", strings.ToLower(tags[0].(string)), strings.ToUpper(method), path)
+				}
+				ops = append(ops, docsOperation{id: id, summary: summary})
+			}
 		}
 	}
 	if len(ops) == 0 {
@@ -243,14 +251,6 @@ func documentedOperations(t *testing.T, origin string) []docsOperation {
 	}
 	slices.SortFunc(ops, func(a, b docsOperation) int { return strings.Compare(a.id, b.id) })
 	return ops
-}
-
-func opPairs(ops []docsOperation) [][2]string {
-	pairs := make([][2]string, len(ops))
-	for i, op := range ops {
-		pairs[i] = [2]string{op.id, op.summary}
-	}
-	return pairs
 }
 
 func jsonOf(t *testing.T, v any) string {

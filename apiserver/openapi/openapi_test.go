@@ -3,10 +3,17 @@ package openapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/apiserver/openapi"
+	"github.com/codeport/codeport/internal/apitime"
+	"github.com/codeport/codeport/internal/notify"
 )
 
 // TestRendererIsTheLockedRelease: the embedded renderer is byte for byte the file of the release
@@ -24,7 +31,8 @@ func TestRendererIsTheLockedRelease(t *testing.T) {
 // the same key order (which is the order a renderer shows).
 func TestWithServersChangesOnlyServers(t *testing.T) {
 	for name, doc := range map[string][]byte{"v2": openapi.V2(), "v1": openapi.V1()} {
-		served, err := openapi.WithServers(doc, []openapi.Server{{URL: "https://sandbox.example/" + name, Description: `a "quoted" one`}})
+		server := openapi.Server{URL: "https://sandbox.example/" + name, Description: `a "quoted" one`}
+		served, err := openapi.WithServers(doc, []openapi.Server{server})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -44,5 +52,106 @@ func TestWithServersChangesOnlyServers(t *testing.T) {
 	if _, err := openapi.WithServers([]byte(`{"openapi": "3.1.0", "paths": {}}`), nil); err == nil ||
 		!strings.Contains(err.Error(), "no top-level servers") {
 		t.Errorf("a document without servers: %v", err)
+	}
+}
+
+// keysInOrder returns the keys of a JSON object in the order the document has them.
+func keysInOrder(t *testing.T, raw json.RawMessage) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// contractOrder is the order of statuses in the reference: successes, then the contract's error
+// table (400, 401, 403, 404, 409, 422, 429, 502, 500) with the statuses it does not list where
+// their numbers fall.
+var contractOrder = []string{
+	"202", "200", "304", "400", "401", "403", "404", "409", "413", "415", "422", "429", "502", "504", "500",
+}
+
+// TestResponsesInContractOrder: every operation lists its responses in the contract's order,
+// which is the order the reference page shows them in.
+func TestResponsesInContractOrder(t *testing.T) {
+	for name, raw := range map[string][]byte{"v2": openapi.V2(), "v1": openapi.V1()} {
+		var doc struct {
+			Paths map[string]map[string]struct {
+				Responses json.RawMessage `json:"responses"`
+			} `json:"paths"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for path, item := range doc.Paths {
+			for method, op := range item {
+				codes := keysInOrder(t, op.Responses)
+				last := -1
+				for _, code := range codes {
+					i := slices.Index(contractOrder, code)
+					if i <= last {
+						t.Errorf("%s %s %s: responses %v, want them in the order %v", name, method, path, codes, contractOrder)
+						break
+					}
+					last = i
+				}
+			}
+		}
+	}
+}
+
+// TestWebhooksAreTheEventsRaised: the document's webhooks are the event types the service
+// raises, in the contract's order, and a body the service sends validates against each.
+func TestWebhooksAreTheEventsRaised(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.V2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Webhooks json.RawMessage `json:"webhooks"`
+	}
+	if err := json.Unmarshal(openapi.V2(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if got := keysInOrder(t, raw.Webhooks); !slices.Equal(got, notify.EventTypes) {
+		t.Fatalf("webhooks %v, want the events raised %v", got, notify.EventTypes)
+	}
+	bodies := map[string]any{
+		notify.EventOrderCompleted: notify.OrderData{OrderID: uuid.New(), ExternalOrderCode: "po-1", Status: "completed",
+			Metadata: map[string]string{"invoice": "1"}},
+		notify.EventBalanceLow:     notify.BalanceData{Currency: "EUR", Balance: "85.50", Threshold: "100"},
+		notify.EventCatalogUpdated: notify.CatalogData{Added: 1, Updated: 2, Removed: 3},
+	}
+	for eventType, data := range bodies {
+		body, err := json.Marshal(notify.Event{ID: "evt_1", Type: eventType, Environment: "sandbox",
+			CreatedAt: apitime.Of(time.Now()), Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var value any
+		if err := json.Unmarshal(body, &value); err != nil {
+			t.Fatal(err)
+		}
+		item := doc.Webhooks[eventType]
+		if item == nil || item.Post == nil || item.Post.RequestBody == nil {
+			t.Fatalf("webhook %s: no POST with a body", eventType)
+		}
+		schema := item.Post.RequestBody.Value.Content.Get("application/json").Schema.Value
+		if err := schema.VisitJSON(value, openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("a %s body the service sends does not match the document: %v\n%s", eventType, err, body)
+		}
 	}
 }
