@@ -127,6 +127,14 @@ docs-ui-verify: ## Check the embedded API reference renderer against its recorde
 docs-ui-update: ## Re-embed the API reference renderer from npm (SCALAR_VERSION=x.y.z to move).
 	hack/openapi/scalar.sh update $(SCALAR_VERSION)
 
+# Spectral, pinned by hack/openapi/package-lock.json, lints both OpenAPI documents with the
+# ruleset hack/openapi/spectral.yaml; any warning fails.
+.PHONY: openapi-lint
+openapi-lint: deps ## Lint the OpenAPI documents with Spectral (pinned, from npm).
+	cd hack/openapi && { [ -x node_modules/.bin/spectral ] && npm ls --silent >/dev/null 2>&1 || npm ci --no-audit --no-fund --ignore-scripts; }
+	hack/openapi/node_modules/.bin/spectral lint --fail-severity=hint --ruleset hack/openapi/spectral.yaml \
+		apiserver/openapi/v2.json apiserver/openapi/v1.json
+
 .PHONY: outdated
 outdated: ## List the direct dependencies that have a newer release.
 	@go list -m -u -f '{{if .Update}}{{.Path}} {{.Version}} -> {{.Update.Version}}{{end}}' \
@@ -138,7 +146,7 @@ deps: ## Install the system packages the tests need (as root with apt-get), or n
 	@hack/deps.sh
 
 .PHONY: test
-test: deps verify-generated vet lint tidy shellcheck docs-ui-verify vulncheck test-go fuzz-short ## Everything CI checks.
+test: deps verify-generated vet lint tidy shellcheck docs-ui-verify openapi-lint vulncheck test-go fuzz-short ## Everything CI checks.
 
 # FUZZTIME is a duration or an execution count (10000x). CI uses a count: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when the time runs out
