@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/openapi"
+	"github.com/codeport/codeport/apiserver/ratelimit"
 )
 
 // answer is a response with its body as sent.
@@ -128,5 +132,52 @@ func TestDocsServedWithoutKey(t *testing.T) {
 		!strings.HasPrefix(a.header.Get("Content-Type"), "text/javascript") {
 		t.Errorf("renderer to a client without gzip: %d, Content-Encoding %q, Content-Type %q, %d bytes",
 			a.status, a.header.Get("Content-Encoding"), a.header.Get("Content-Type"), len(a.body))
+	}
+}
+
+// TestDocumentsNameTheirPublicServer: the documents name the configured public base URL when
+// there is one, else the scheme and host a trusted proxy forwards, else the request's own.
+func TestDocumentsNameTheirPublicServer(t *testing.T) {
+	s := newStack(t, stackOptions{noWorker: true})
+	everyone := []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	forwarded := map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "docs.example, inner.example"}
+	for _, c := range []struct {
+		name    string
+		public  string
+		proxies []netip.Prefix
+		header  map[string]string
+		want    string
+	}{
+		{"configured", "https://sandbox.api.example.com/", everyone, forwarded, "https://sandbox.api.example.com/v2"},
+		{"from a trusted proxy", "", everyone, forwarded, "https://docs.example/v2"},
+		{"from anyone else", "", nil, forwarded, "http://api.example:8080/v2"},
+	} {
+		cfg := apiserver.DefaultConfig("sandbox")
+		cfg.PublicBaseURL, cfg.TrustedProxies = c.public, c.proxies
+		app := apiserver.New(cfg, apiserver.Deps{DB: s.db, Limiter: ratelimit.NewMemory()}).App()
+		req := httptest.NewRequest(http.MethodGet, "/v2/openapi.json", nil)
+		req.Host = "api.example:8080"
+		for k, v := range c.header {
+			req.Header.Set(k, v)
+		}
+		resp, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc servedDocument
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		_ = resp.Body.Close()
+		if err != nil || len(doc.Servers) != 1 || doc.Servers[0].URL != c.want {
+			t.Errorf("%s: servers %+v (%v), want %s", c.name, doc.Servers, err, c.want)
+		}
+	}
+	for _, bad := range []string{"api.example.com", "ftp://api.example.com", "https://api.example.com/v2",
+		"https://user@api.example.com", "https://api.example.com?x=1"} {
+		if apiserver.CheckPublicBaseURL(bad) == nil {
+			t.Errorf("public base URL %q accepted", bad)
+		}
+	}
+	if err := apiserver.CheckPublicBaseURL("https://api.example.com"); err != nil {
+		t.Error(err)
 	}
 }
