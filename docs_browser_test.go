@@ -27,7 +27,7 @@ const artefactsEnv = "CODEPORT_TEST_ARTEFACTS"
 type docsOperation struct{ id, summary string }
 
 // TestDocsPageInBrowser opens /docs of codeport dev in headless Chromium, as a partner would: the
-// page shows every operation and webhook of the v2 document, and none sticks out sideways at
+// page shows every operation and webhook of both documents, and none sticks out sideways at
 // 390 px (a phone) or 1400 px (a laptop), a sandbox key pasted once lets "Test Request" reach the sandbox and
 // show its answer, and the page asks nothing of any server but the one that served it.
 func TestDocsPageInBrowser(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDocsPageInBrowser(t *testing.T) {
 	dev := startDevProcess(t, t.TempDir())
 	sandbox := dev.creds.Partners["partners/acme"]["sandbox"]
 	origin := strings.TrimSuffix(sandbox.BaseURL, "/v2")
-	ops := documentedOperations(t, origin)
+	ops := append(documentedOperations(t, origin, "v2"), documentedOperations(t, origin, "v1")...)
 	scenarios := getJSON(t, sandbox.BaseURL+"/sandbox/scenarios", sandbox.APIKey)["scenarios"].([]any)
 	lastCode := scenarios[len(scenarios)-1].(map[string]any)["productCode"].(string)
 
@@ -56,7 +56,11 @@ func TestDocsPageInBrowser(t *testing.T) {
 
 	for _, width := range []int64{390, 1400} {
 		browse(t, ctx, chromedp.EmulateViewport(width, 900))
-		for _, op := range ops {
+		for i, op := range ops {
+			// A new hash moves within the document shown; another document needs the page anew.
+			if version, _, _ := strings.Cut(op.id, "/"); i == 0 || !strings.HasPrefix(ops[i-1].id, version+"/") {
+				browse(t, ctx, chromedp.Navigate("about:blank"))
+			}
 			browse(t, ctx, chromedp.Navigate(origin+"/docs#"+op.id))
 			poll.Until(t, 2*time.Minute, fmt.Sprintf("%s shown, fitting in %d px", op.id, width), func() (bool, string) {
 				out := evaluate[[]string](t, ctx, fmt.Sprintf(shownScript, jsonOf(t, op.id), jsonOf(t, op.summary)))
@@ -218,14 +222,15 @@ func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte],
 	}
 }
 
-// documentedOperations are the operations and webhooks of the v2 document the server serves,
-// with the ids the reference page gives their sections (under their first tag).
-func documentedOperations(t *testing.T, origin string) []docsOperation {
+// documentedOperations are the operations and webhooks of a document the server serves (v2,
+// v1), with the ids the reference page gives their sections (under their first tag).
+func documentedOperations(t *testing.T, origin, version string) []docsOperation {
 	t.Helper()
-	doc := getJSON(t, origin+"/v2/openapi.json", "")
+	doc := getJSON(t, origin+"/"+version+"/openapi.json", "")
 	var ops []docsOperation
 	for _, group := range []struct{ key, kind string }{{"paths", ""}, {"webhooks", "webhook/"}} {
-		for path, item := range doc[group.key].(map[string]any) {
+		items, _ := doc[group.key].(map[string]any)
+		for path, item := range items {
 			for method, raw := range item.(map[string]any) {
 				op := raw.(map[string]any)
 				tags, _ := op["tags"].([]any)
@@ -237,17 +242,17 @@ func documentedOperations(t *testing.T, origin string) []docsOperation {
 					// The page makes a slug of a webhook's name.
 					path = strings.ReplaceAll(path, "_", "-")
 				}
-				id := fmt.Sprintf("v2/tag/%s/%s%s/%s", strings.ToLower(tags[0].(string)), group.kind,
+				id := fmt.Sprintf("%s/tag/%s/%s%s/%s", version, strings.ToLower(tags[0].(string)), group.kind,
 					strings.ToUpper(method), strings.TrimPrefix(path, "/"))
 				if group.kind == "" {
-					id = fmt.Sprintf("v2/tag/%s/%s%s", strings.ToLower(tags[0].(string)), strings.ToUpper(method), path)
+					id = fmt.Sprintf("%s/tag/%s/%s%s", version, strings.ToLower(tags[0].(string)), strings.ToUpper(method), path)
 				}
 				ops = append(ops, docsOperation{id: id, summary: summary})
 			}
 		}
 	}
 	if len(ops) == 0 {
-		t.Fatal("the v2 document has no operations")
+		t.Fatalf("the %s document has no operations", version)
 	}
 	slices.SortFunc(ops, func(a, b docsOperation) int { return strings.Compare(a.id, b.id) })
 	return ops
