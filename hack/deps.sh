@@ -4,9 +4,8 @@
 # browser), shellcheck (make test checks the shell scripts), python3 and Node.js (the webhook
 # signature snippets of docs/guide.md are run), npm (Spectral lints the OpenAPI documents; the
 # API reference renderer is fetched from npm), and curl and jq (the README's tour is run). As
-# root on a machine with
-# apt-get, missing packages are installed; otherwise the script stops with one line naming what
-# to install.
+# root on a machine with apt-get, missing packages are installed; otherwise the script stops
+# with one line naming what to install.
 set -euo pipefail
 
 missing=()
