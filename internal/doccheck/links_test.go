@@ -17,9 +17,10 @@ import (
 // and links. Reference material belongs in docs/.
 const readmeLimit = 15_000
 
-// upstreams are the sites outside the repository that its documents may link to: projects
-// codeport builds on, and the local API of `codeport dev`.
-var upstreams = []string{"127.0.0.1", "localhost", "cloudnative-pg.io"}
+// upstreams are the places outside the repository that its documents may link to, as a host
+// and an optional path prefix: projects codeport builds on, and the local API of `codeport dev`.
+// A whole code-hosting site is never an upstream, only a project on it.
+var upstreams = []string{"127.0.0.1", "localhost", "cloudnative-pg.io", "github.com/scalar/scalar"}
 
 var (
 	inlineLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
@@ -159,7 +160,7 @@ func checkLink(root, from, link string, read func(string) document) string {
 		return "is not a URL"
 	}
 	if u.Scheme != "" {
-		if !slices.Contains(upstreams, u.Hostname()) {
+		if !slices.ContainsFunc(upstreams, func(up string) bool { return isUnder(u, up) }) {
 			return "leaves the repository for a site that is not an upstream project of codeport"
 		}
 		return ""
@@ -197,4 +198,14 @@ func TestReadmeIsAFrontDoor(t *testing.T) {
 		t.Errorf("README.md is %d bytes, more than %d: move reference material into docs/ and link it",
 			info.Size(), readmeLimit)
 	}
+}
+
+// isUnder reports whether u is the upstream up (a host, or a host and a path prefix) or below it.
+func isUnder(u *url.URL, up string) bool {
+	host, prefix, _ := strings.Cut(up, "/")
+	if u.Hostname() != host {
+		return false
+	}
+	path := strings.Trim(u.Path, "/")
+	return prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/")
 }
