@@ -214,7 +214,7 @@ var ErrNoEndpoint = errors.New("no webhook endpoint")
 func (n *Notifier) Replay(
 	ctx context.Context, db *store.DB, accountID uuid.UUID, environment string, r ReplayRequest,
 ) (ReplayResult, error) {
-	job, err := store.NewJob(DeliverArgs{}, QueueName(environment), n.maxAttempts)
+	delivery, err := n.job(DeliverArgs{}, environment)
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -226,8 +226,9 @@ func (n *Notifier) Replay(
 			}
 			return err
 		}
-		replayed, err = store.QueueWebhookReplay(ctx, tx, store.WebhookReplay{AccountID: accountID, Since: r.Since,
-			Until: r.Until, Type: r.Type, Limit: MaxReplayEvents, Job: job})
+		replayed, err = db.QueueWebhookReplay(ctx, tx, store.WebhookReplay{AccountID: accountID, Since: r.Since,
+			Until: r.Until, Type: r.Type, Limit: MaxReplayEvents, Opts: delivery.InsertOpts,
+			Delivery: func(eventID string) river.JobArgs { return DeliverArgs{EventID: eventID} }})
 		return err
 	})
 	if err != nil {

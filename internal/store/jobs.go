@@ -2,45 +2,47 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 )
 
-// Job is a row of River's job table: available now, default priority, no unique options, the
-// row River's own insert writes for such a job. River works rows written by any client, as its
-// other-language clients do.
-type Job struct {
-	Kind        string
-	Queue       string
-	Args        []byte
-	MaxAttempts int
-}
+// Job is a job to enqueue: River job arguments with the insert options (queue, attempts) that
+// override those the arguments declare themselves.
+type Job = river.InsertManyParams
 
 // MaxJobAttempts is the most attempts a job row holds: River's max_attempts is a smallint.
 const MaxJobAttempts = math.MaxInt16
 
-// enqueueJobSQL writes a job; placeOrderSQL writes the same columns for an order's fulfilment.
-const enqueueJobSQL = `INSERT INTO river_job (kind, queue, args, max_attempts) VALUES ($1, $2, $3::jsonb, $4)`
-
-// EnqueueJob writes a job in q, so that it becomes workable when, and only when, q's
-// transaction commits.
-func EnqueueJob(ctx context.Context, q Querier, job Job) error {
-	if _, err := q.Exec(ctx, enqueueJobSQL, job.Kind, job.Queue, string(job.Args), job.MaxAttempts); err != nil {
-		return fmt.Errorf("enqueue %s job: %w", job.Kind, err)
-	}
-	return nil
-}
-
-// NewJob is the row of a job whose arguments are args (a River JobArgs: JSON-encodable, naming
-// its kind), worked from queue at most maxAttempts times.
-func NewJob(args interface{ Kind() string }, queue string, maxAttempts int) (Job, error) {
+// NewJob is the job whose arguments are args, worked from queue at most maxAttempts times.
+func NewJob(args river.JobArgs, queue string, maxAttempts int) (Job, error) {
 	if maxAttempts < 1 || maxAttempts > MaxJobAttempts {
 		return Job{}, fmt.Errorf("%s job: %d attempts, want 1 to %d", args.Kind(), maxAttempts, MaxJobAttempts)
 	}
-	encoded, err := json.Marshal(args)
+	return Job{Args: args, InsertOpts: &river.InsertOpts{Queue: queue, MaxAttempts: maxAttempts}}, nil
+}
+
+// newJobClient is the process's insert-only River client: no queues, no workers, so it runs no
+// services and only writes job rows, through River's own insert, in the caller's transaction.
+func newJobClient(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
 	if err != nil {
-		return Job{}, fmt.Errorf("encode %s job: %w", args.Kind(), err)
+		return nil, fmt.Errorf("river insert client: %w", err)
 	}
-	return Job{Kind: args.Kind(), Queue: queue, Args: encoded, MaxAttempts: maxAttempts}, nil
+	return client, nil
+}
+
+// Enqueue inserts jobs in tx, so that they become workable when, and only when, tx commits.
+func (db *DB) Enqueue(ctx context.Context, tx pgx.Tx, jobs ...Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	if _, err := db.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+		return fmt.Errorf("enqueue %s job: %w", jobs[0].Args.Kind(), err)
+	}
+	return nil
 }
