@@ -152,7 +152,7 @@ func New(cfg Config, deps Deps) *Server {
 	})
 	notifier := deps.Notifier
 	if notifier == nil {
-		notifier = notify.NewNotifier(deps.DB, false, notify.DefaultRetry())
+		notifier = notify.NewNotifier(false, notify.DefaultRetry())
 	}
 	current := v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second))
 	current.Log = s.log

@@ -104,7 +104,11 @@ func (f *fixture) place(
 		}
 		debit = &entry
 	}
-	if inserted, _, err := f.db.PlaceOrder(context.Background(), &o, fulfilment.Job(o.ID, environment), debit); err != nil || !inserted {
+	job, err := fulfilment.Job(o.ID, environment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inserted, _, err := f.db.PlaceOrder(context.Background(), &o, job, debit); err != nil || !inserted {
 		t.Fatalf("place: inserted %v, %v", inserted, err)
 	}
 	return o.ID
@@ -532,7 +536,7 @@ func TestFulfilManyRaisesEachOrdersEvent(t *testing.T) {
 	for _, o := range orders {
 		ids = append(ids, f.place(t, o.account, string(tenancy.Sandbox), []line{{o.product, 1, 1000}}, true, time.Now()))
 	}
-	notifier := notify.NewNotifier(f.db, false, notify.DefaultRetry())
+	notifier := notify.NewNotifier(false, notify.DefaultRetry())
 	fulfiller := fulfilment.NewFulfiller(f.db, f.cipher, time.Second, slog.New(slog.DiscardHandler),
 		notifier.OrderFinished)
 	if err := errors.Join(fulfiller.FulfilMany(ctx, string(tenancy.Sandbox), ids)...); err != nil {

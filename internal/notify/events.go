@@ -214,7 +214,7 @@ var ErrNoEndpoint = errors.New("no webhook endpoint")
 func (n *Notifier) Replay(
 	ctx context.Context, db *store.DB, accountID uuid.UUID, environment string, r ReplayRequest,
 ) (ReplayResult, error) {
-	delivery, err := n.job(DeliverArgs{}, environment)
+	job, err := store.NewJob(DeliverArgs{}, QueueName(environment), n.maxAttempts)
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -226,9 +226,8 @@ func (n *Notifier) Replay(
 			}
 			return err
 		}
-		replayed, err = db.QueueWebhookReplay(ctx, tx, store.WebhookReplay{AccountID: accountID, Since: r.Since,
-			Until: r.Until, Type: r.Type, Limit: MaxReplayEvents, Opts: delivery.InsertOpts,
-			Delivery: func(eventID string) river.JobArgs { return DeliverArgs{EventID: eventID} }})
+		replayed, err = store.QueueWebhookReplay(ctx, tx, store.WebhookReplay{AccountID: accountID, Since: r.Since,
+			Until: r.Until, Type: r.Type, Limit: MaxReplayEvents, Job: job})
 		return err
 	})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/codeport/codeport/internal/apitime"
@@ -57,36 +56,23 @@ type BalanceData struct {
 
 // Notifier raises events inside the transactions that cause them.
 type Notifier struct {
-	// db enqueues the deliveries.
-	db *store.DB
 	// Mail is false when no SMTP server is configured: low balances then raise webhooks only.
 	mail        bool
 	maxAttempts int
 }
 
-// NewNotifier builds a notifier enqueueing its deliveries on db; mail says whether e-mails are
-// sent. A process needs one.
-func NewNotifier(db *store.DB, mail bool, retry Retry) *Notifier {
-	return &Notifier{db: db, mail: mail, maxAttempts: retry.attemptsFor24h()}
+// NewNotifier builds a notifier; mail says whether e-mails are sent.
+func NewNotifier(mail bool, retry Retry) *Notifier {
+	return &Notifier{mail: mail, maxAttempts: retry.attemptsFor24h()}
 }
 
-// enqueue schedules a job of the environment's notification queue in q, which is the
-// transaction of the event's cause: River inserts jobs in a transaction only.
+// enqueue schedules a job of the environment's notification queue in q.
 func (n *Notifier) enqueue(ctx context.Context, q store.Querier, environment string, args river.JobArgs) error {
-	tx, ok := q.(pgx.Tx)
-	if !ok {
-		return fmt.Errorf("enqueue %s job: %T is not a transaction", args.Kind(), q)
-	}
-	job, err := n.job(args, environment)
+	job, err := store.NewJob(args, QueueName(environment), n.maxAttempts)
 	if err != nil {
 		return err
 	}
-	return n.db.Enqueue(ctx, tx, job)
-}
-
-// job is the job of args on the environment's notification queue.
-func (n *Notifier) job(args river.JobArgs, environment string) (store.Job, error) {
-	return store.NewJob(args, QueueName(environment), n.maxAttempts)
+	return store.EnqueueJob(ctx, q, job)
 }
 
 // raise records an event for the account's webhook (when it has one that wants this type) and

@@ -141,7 +141,10 @@ func (s *Service) record(
 		order.Lines[i] = store.OrderLine{OrderID: order.ID, LineNo: i, ProductCode: l.Product.ProductCode,
 			UnitPrice: l.UnitPrice, Quantity: int(l.Quantity), Currency: plan.Currency, SKU: l.SKU}
 	}
-	job := fulfilment.Job(order.ID, acct.Environment)
+	job, err := fulfilment.Job(order.ID, acct.Environment)
+	if err != nil {
+		return store.LedgerResult{}, fmt.Errorf("%w: %w", errEnqueue, err)
+	}
 	var debit *store.LedgerEntry
 	if order.DebitedAmount > 0 {
 		entry, err := wallet.DebitEntry(acct.ID, plan.Currency, order.DebitedAmount, order.ID.String())
@@ -166,7 +169,7 @@ func (s *Service) record(
 		}
 	}
 	var res store.LedgerResult
-	err := s.db.InTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		res, err = s.recordInTx(ctx, tx, acct, order, job, debit, now)
 		return err
@@ -176,10 +179,10 @@ func (s *Service) record(
 
 // recordInTx is record's transaction.
 func (s *Service) recordInTx(
-	ctx context.Context, tx pgx.Tx, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry,
+	ctx context.Context, tx store.Querier, acct *auth.Account, order *store.Order, job store.Job, debit *store.LedgerEntry,
 	now time.Time,
 ) (store.LedgerResult, error) {
-	inserted, err := s.db.InsertOrder(ctx, tx, order, job)
+	inserted, err := store.InsertOrder(ctx, tx, order, job)
 	if err != nil {
 		return store.LedgerResult{}, err
 	}

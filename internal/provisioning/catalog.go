@@ -33,7 +33,7 @@ type Provisioner struct {
 
 // New returns a provisioner on db that seals webhook secrets with secrets (the codes key).
 func New(db *store.DB, secrets *codes.Cipher) *Provisioner {
-	return &Provisioner{db: db, secrets: secrets, events: notify.NewNotifier(db, false, notify.DefaultRetry()), now: time.Now}
+	return &Provisioner{db: db, secrets: secrets, events: notify.NewNotifier(false, notify.DefaultRetry()), now: time.Now}
 }
 
 // CatalogResult is what applying a catalog did.

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -25,8 +24,6 @@ type DB struct {
 	Pool *pgxpool.Pool
 	SQL  *sql.DB
 	Gorm *gorm.DB
-	// jobs inserts River jobs (Enqueue).
-	jobs *river.Client[pgx.Tx]
 }
 
 // Querier runs statements: the pool (each statement on its own), or a transaction.
@@ -103,13 +100,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open gorm: %w", err)
 	}
-	jobs, err := newJobClient(pool)
-	if err != nil {
-		_ = sqlDB.Close()
-		pool.Close()
-		return nil, err
-	}
-	return &DB{Pool: pool, SQL: sqlDB, Gorm: gormDB, jobs: jobs}, nil
+	return &DB{Pool: pool, SQL: sqlDB, Gorm: gormDB}, nil
 }
 
 // Close releases every connection.

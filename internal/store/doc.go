@@ -18,12 +18,12 @@
 //
 // # Jobs
 //
-// Work for River's workers is enqueued one way: through River's own insert (DB.Enqueue, an
-// insert-only River client on the pool), in the pgx transaction that causes it, so a job exists
-// if and only if its cause committed. Placements (PlaceOrder, InsertOrder), notifications and
-// webhook replays (QueueWebhookReplay) all go through it; nothing here writes River's table by
-// hand. ReadGauges reads it, for the queue depth gauge, which its columns state and
-// scheduled_at serve across River versions.
+// Work for River's workers is enqueued one way: a row written into River's job table by this
+// package (Job; placeOrderSQL and EnqueueJob), in the transaction that causes it, so a job
+// exists if and only if its cause committed. River itself only works the queues; its client's
+// own insert costs the placement round trips that measured too slow (Job says how much). Its
+// table is River's, not ours: TestJobRowsMatchRiversOwn pins the columns these inserts rely on
+// against the River version in go.mod. ReadGauges only reads it, for the queue depth gauge.
 //
 // # Locks
 //

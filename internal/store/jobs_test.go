@@ -2,10 +2,11 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -40,42 +41,47 @@ func readJob(ctx context.Context, t *testing.T, db *store.DB, kind string) jobRo
 	return r
 }
 
-// TestEnqueueWritesTheJobInTheTransaction: a job enqueued in a transaction that rolls back does
-// not exist; one whose transaction commits is available now on its queue, with its arguments and
-// attempts, the default priority and no uniqueness: the row the placements wrote by hand before
-// they went through River's insert.
-func TestEnqueueWritesTheJobInTheTransaction(t *testing.T) {
+// TestJobRowsMatchRiversOwn: the job rows this package writes into River's table are the rows
+// River's own client writes for the same job, so that River works them the same way. It fails
+// when a River upgrade changes the row its insert writes.
+func TestJobRowsMatchRiversOwn(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 4})
-	job, err := store.NewJob(pinnedArgs{Order: "o-1"}, "pinned", 7)
+	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rolledBack := errors.New("roll back")
-	if err := db.InTx(ctx, func(tx pgx.Tx) error {
-		if err := db.Enqueue(ctx, tx, job); err != nil {
-			return err
-		}
-		return rolledBack
-	}); !errors.Is(err, rolledBack) {
+	args := pinnedArgs{Order: "o-1"}
+	const queue, attempts = "pinned", 7
+	err = db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := client.InsertTx(ctx, tx, args, &river.InsertOpts{Queue: queue, MaxAttempts: attempts})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var jobs int
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job`).Scan(&jobs); err != nil || jobs != 0 {
-		t.Fatalf("%d jobs after a rollback (%v)", jobs, err)
+	rivers := readJob(ctx, t, db, args.Kind())
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM river_job`); err != nil {
+		t.Fatal(err)
 	}
 
-	if err := db.InTx(ctx, func(tx pgx.Tx) error { return db.Enqueue(ctx, tx, job) }); err != nil {
+	job, err := store.NewJob(args, queue, attempts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := readJob(ctx, t, db, pinnedArgs{}.Kind())
-	want := jobRow{Kind: "codeport.pinned", Queue: "pinned", State: "available", Args: `{"order": "o-1"}`,
-		Metadata: "{}", Priority: 1, MaxAttempts: 7, ScheduledSoon: true}
-	if got.Kind != want.Kind || got.Queue != want.Queue || got.State != want.State || got.Args != want.Args ||
-		got.Metadata != want.Metadata || got.Priority != want.Priority || got.Attempt != want.Attempt ||
-		got.MaxAttempts != want.MaxAttempts || len(got.Tags) != 0 || got.UniqueKey != nil ||
-		got.ScheduledSoon != want.ScheduledSoon || got.HasUniqueStates {
-		t.Fatalf("job row:\n got  %+v\n want %+v", got, want)
+	if err := db.InTx(ctx, func(tx pgx.Tx) error { return store.EnqueueJob(ctx, tx, job) }); err != nil {
+		t.Fatal(err)
+	}
+	ours := readJob(ctx, t, db, args.Kind())
+	if ours.Kind != rivers.Kind || ours.Queue != rivers.Queue || ours.State != rivers.State ||
+		ours.Args != rivers.Args || ours.Priority != rivers.Priority || ours.Attempt != rivers.Attempt ||
+		ours.MaxAttempts != rivers.MaxAttempts || len(ours.Tags) != len(rivers.Tags) ||
+		len(ours.UniqueKey) != len(rivers.UniqueKey) || ours.ScheduledSoon != rivers.ScheduledSoon ||
+		ours.HasUniqueStates != rivers.HasUniqueStates {
+		t.Fatalf("job row differs from River's own insert:\n ours   %+v\n River's %+v", ours, rivers)
+	}
+	if rivers.Metadata != ours.Metadata && rivers.Metadata != "{}" {
+		t.Errorf("River's insert writes metadata %s; ours writes %s", rivers.Metadata, ours.Metadata)
 	}
 }
 

@@ -11,16 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// InsertOrder records, in tx, a new order with its lines (o.Lines) and the job that fulfils it,
-// unless the account already has an order with the same external order code; inserted is false
-// then and nothing is written. A concurrent insert of the same code waits for the other
-// transaction, so exactly one of them inserts.
-func (db *DB) InsertOrder(ctx context.Context, tx pgx.Tx, o *Order, fulfilment Job) (inserted bool, err error) {
-	inserted, err = insertedOrder(tx.QueryRow(ctx, placeOrderSQL, placementArgs(o, nil)...))
-	if err != nil || !inserted {
-		return false, err
-	}
-	return true, db.Enqueue(ctx, tx, fulfilment)
+// InsertOrder records a new order with its lines (o.Lines) and the job that fulfils it, in one
+// statement, unless the account already has an order with the same external order code;
+// inserted is false then and nothing is written. A concurrent insert of the same code waits for
+// the other transaction, so exactly one of them inserts.
+func InsertOrder(ctx context.Context, q Querier, o *Order, fulfilment Job) (inserted bool, err error) {
+	return insertedOrder(q.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
 }
 
 // LockDailySpend serialises the orders of one account and currency for the rest of the

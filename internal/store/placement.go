@@ -22,19 +22,20 @@ import (
 // transaction of its own (InsertOrder, ApplyLedgerEntry). Nothing was written.
 var ErrNeedsTransaction = errors.New("placement needs the caller's transaction")
 
-// placeOrderSQL writes an order and its lines (parallel arrays) in one statement; nothing is
-// written when the external order code is taken. When $17 is true and the order was inserted,
-// it then locks every balance of the account in currency order, as lockBalancesSQL does, with
-// the account's threshold as stored. The lock reads placed, so it waits for the insert, which
-// waits for any concurrent insert of the same code: no placement holds a balance while it waits
-// on another's order.
+// placeOrderSQL writes an order, its lines (parallel arrays) and its fulfilment job in one
+// statement (the job row by hand, not through River's client: see Job for the measurement);
+// nothing is written when the external order code is taken. When $21 is true and the
+// order was inserted, it then locks every balance of the account in currency order, as
+// lockBalancesSQL does, with the account's threshold as stored. The lock reads placed, so it
+// waits for the insert, which waits for any concurrent insert of the same code: no placement
+// holds a balance while it waits on another's order.
 // It returns one row per locked balance, or one row of NULLs, each with the count of orders
 // inserted.
 const placeOrderSQL = `
 WITH placed AS (
     INSERT INTO orders (id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
                         debited_amount, status, estimated_ready_at, created_at, metadata)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $18::jsonb)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $22::jsonb)
     ON CONFLICT (account_id, external_order_code) DO NOTHING
     RETURNING id
 ), lines AS (
@@ -42,10 +43,13 @@ WITH placed AS (
     SELECT placed.id, l.line_no, l.product_code, l.unit_price, l.quantity, $5, l.sku
     FROM placed, unnest($12::bigint[], $13::text[], $14::bigint[], $15::bigint[], $16::text[])
         AS l (line_no, product_code, unit_price, quantity, sku)
+), job AS (
+    INSERT INTO river_job (kind, queue, args, max_attempts)
+    SELECT $17, $18, $19::jsonb, $20 FROM placed
 ), locked AS (
     SELECT b.currency, b.balance, b.low_balance, COALESCE(a.low_balance_threshold::text, '') AS threshold
     FROM wallet_balances b JOIN accounts a ON a.id = b.account_id
-    WHERE $17 AND b.account_id = $2 AND EXISTS (SELECT 1 FROM placed)
+    WHERE $21 AND b.account_id = $2 AND EXISTS (SELECT 1 FROM placed)
     ORDER BY b.currency
     FOR UPDATE OF b
 )
@@ -54,7 +58,7 @@ FROM (SELECT 1) AS one LEFT JOIN locked l ON true
 ORDER BY l.currency`
 
 // placementArgs are placeOrderSQL's arguments; with a debit, the account's balances are locked.
-func placementArgs(o *Order, debit *LedgerEntry) []any {
+func placementArgs(o *Order, fulfilment Job, debit *LedgerEntry) []any {
 	n := len(o.Lines)
 	lineNos, prices, quantities := make([]int64, n), make([]int64, n), make([]int64, n)
 	codes, skus := make([]string, n), make([]string, n)
@@ -65,6 +69,7 @@ func placementArgs(o *Order, debit *LedgerEntry) []any {
 	return []any{pgUUID(o.ID), pgUUID(o.AccountID), o.ExternalOrderCode, o.PayloadHash, o.Currency, o.TotalPrice,
 		o.TotalQuantity, o.DebitedAmount, o.Status, o.EstimatedReadyAt, o.CreatedAt,
 		lineNos, codes, prices, quantities, skus,
+		fulfilment.Kind, fulfilment.Queue, string(fulfilment.Args), fulfilment.MaxAttempts,
 		debit != nil, metadataJSON(o.Metadata)}
 }
 
@@ -79,27 +84,17 @@ func metadataJSON(m map[string]string) string {
 }
 
 // PlaceOrder records a new order with its lines (o.Lines) and its fulfilment job and, when
-// debit is not nil, applies the debit, all committed together. With a debit it takes four round
-// trips: begin, [order and balance lock], the job, [ledger entry, commit]. It returns inserted
-// false, having written nothing, when the account already has an order with the external order
-// code; ErrInsufficientBalance when the balance is short and ErrNeedsTransaction when the debit
-// would cross the low-balance threshold, having written nothing either.
-//
-// The job goes through River's own insert (Enqueue), not a row this package writes into River's
-// table, so a River upgrade cannot leave placements writing rows River no longer works alike.
-// That costs the placement round trips: it used to write the job in placeOrderSQL, one statement
-// without a debit and two pipelined round trips with one. B7 (make bench: completed orders per
-// second as deployed), old and new alternating in one run, measured this within the 5% the
-// public API was allowed to cost: see the figures in docs/performance.md.
+// debit is not nil, applies the debit, all committed together. Without a debit it is one
+// statement; with one, two round trips: [begin, order and balance lock] then [ledger entry,
+// commit], pipelined on one connection. It returns inserted false, having written nothing,
+// when the account already has an order with the external order code; ErrInsufficientBalance
+// when the balance is short and ErrNeedsTransaction when the debit would cross the low-balance
+// threshold, having written nothing either.
 func (db *DB) PlaceOrder(
 	ctx context.Context, o *Order, fulfilment Job, debit *LedgerEntry,
 ) (inserted bool, res LedgerResult, err error) {
 	if debit == nil {
-		err := db.InTx(ctx, func(tx pgx.Tx) error {
-			var err error
-			inserted, err = db.InsertOrder(ctx, tx, o, fulfilment)
-			return err
-		})
+		inserted, err := insertedOrder(db.Pool.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
 		return inserted, LedgerResult{}, err
 	}
 	conn, err := db.Pool.Acquire(ctx)
@@ -109,15 +104,13 @@ func (db *DB) PlaceOrder(
 	// The pool closes a connection released inside a transaction, which rolls it back: no
 	// error path below can leave a half-written placement behind.
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return false, LedgerResult{}, fmt.Errorf("place order: %w", err)
-	}
+	tx := conn.Conn()
 
 	batch := &pgx.Batch{}
+	batch.Queue("begin")
 	var placed int
 	locked := lockedBalances{currency: debit.Currency, current: -1}
-	batch.Queue(placeOrderSQL, placementArgs(o, debit)...).Query(func(rows pgx.Rows) error {
+	batch.Queue(placeOrderSQL, placementArgs(o, fulfilment, debit)...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var row placementRow
 			if err := rows.Scan(row.dest(&placed)...); err != nil {
@@ -142,15 +135,10 @@ func (db *DB) PlaceOrder(
 	if res.CrossedBelow() {
 		return false, LedgerResult{}, errors.Join(ErrNeedsTransaction, rollback(ctx, tx))
 	}
-	if err := db.Enqueue(ctx, tx, fulfilment); err != nil {
-		return false, LedgerResult{}, errors.Join(err, rollback(ctx, tx))
-	}
 
 	batch = &pgx.Batch{}
 	batch.Queue(writeEntrySQL, writeEntryArgs(debit, res.BalanceAfter, res.IsLow)...)
 	committed := false
-	// The commit rides in the batch, after the entry, to save a round trip; tx itself is then
-	// left unfinished, and the pool takes the connection back idle.
 	batch.Queue("commit").Exec(func(tag pgconn.CommandTag) error {
 		// COMMIT of a transaction that failed answers ROLLBACK, without an error.
 		committed = tag.String() == "COMMIT"
@@ -170,8 +158,8 @@ func (db *DB) PlaceOrder(
 func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 // insertedOrder reads the one row of placeOrderSQL run without a debit: whether the order was
-// inserted.
-func insertedOrder(row pgx.Row) (bool, error) {
+// inserted. Both drivers' rows (database/sql through GORM, pgx) scan alike.
+func insertedOrder(row interface{ Scan(dest ...any) error }) (bool, error) {
 	var placed int
 	var r placementRow
 	if err := row.Scan(r.dest(&placed)...); err != nil {
@@ -180,8 +168,8 @@ func insertedOrder(row pgx.Row) (bool, error) {
 	return placed == 1, nil
 }
 
-func rollback(ctx context.Context, tx pgx.Tx) error {
-	if err := tx.Rollback(ctx); err != nil {
+func rollback(ctx context.Context, tx *pgx.Conn) error {
+	if _, err := tx.Exec(ctx, "rollback"); err != nil {
 		return fmt.Errorf("roll back placement: %w", err)
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -61,11 +60,12 @@ func (w wallet) debit(o *store.Order) *store.LedgerEntry {
 		Reference: o.ID.String(), Amount: -o.DebitedAmount}
 }
 
-type fulfilArgs struct{}
-
-func (fulfilArgs) Kind() string { return "codeport.fulfil_order" }
-
-var fulfilJob = store.Job{Args: fulfilArgs{}, InsertOpts: &river.InsertOpts{Queue: "fulfilment_production", MaxAttempts: 3}}
+var fulfilJob = store.Job{
+	Kind:        "codeport.fulfil_order",
+	Queue:       "fulfilment_production",
+	Args:        []byte(`{}`),
+	MaxAttempts: 3,
+}
 
 // state is what the database holds for the account: orders, their lines and jobs, ledger
 // entries, and the EUR balance and ledger sum.

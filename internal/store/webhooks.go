@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/riverqueue/river"
 )
 
 // WebhookTarget is where an account's events go.
@@ -199,9 +198,8 @@ type WebhookReplay struct {
 	Type string
 	// Limit bounds the events queued by one replay.
 	Limit int
-	// Delivery is the delivery job of an event, queued with the insert options Opts.
-	Delivery func(eventID string) river.JobArgs
-	Opts     *river.InsertOpts
+	// Job is the delivery job template: its Args are replaced by each event's {"eventId": id}.
+	Job Job
 }
 
 // ReplayedEvents is what a replay queued.
@@ -211,39 +209,33 @@ type ReplayedEvents struct {
 	Last time.Time
 }
 
-// QueueWebhookReplay moves, in tx, the account's delivered and failed events created in
-// [Since, Until) back to pending, oldest first and at most Limit of them, and queues one
-// delivery job for each. Events already pending keep their one queued delivery: the row locks
-// make concurrent replays queue each event once.
-func (db *DB) QueueWebhookReplay(ctx context.Context, tx pgx.Tx, r WebhookReplay) (ReplayedEvents, error) {
-	rows, err := tx.Query(ctx, `WITH picked AS (
+// QueueWebhookReplay moves the account's delivered and failed events created in [Since, Until)
+// back to pending, oldest first and at most Limit of them, and queues one delivery job for each,
+// in one statement. Events already pending keep their one queued delivery: the row locks make
+// concurrent replays queue each event once.
+func QueueWebhookReplay(ctx context.Context, q Querier, r WebhookReplay) (ReplayedEvents, error) {
+	var res ReplayedEvents
+	var last *time.Time
+	err := q.QueryRow(ctx, `WITH picked AS (
 			SELECT id FROM webhook_events
 			WHERE account_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR type = $4)
 				AND state <> 'pending'
-			ORDER BY created_at, id LIMIT $5 FOR UPDATE)
-		UPDATE webhook_events e SET state = 'pending' FROM picked
-		WHERE e.id = picked.id AND e.state <> 'pending' RETURNING e.id, e.created_at`,
-		pgUUID(r.AccountID), r.Since, r.Until, r.Type, r.Limit)
+			ORDER BY created_at, id LIMIT $5 FOR UPDATE),
+		marked AS (
+			UPDATE webhook_events e SET state = 'pending' FROM picked
+			WHERE e.id = picked.id AND e.state <> 'pending' RETURNING e.id, e.created_at),
+		queued AS (
+			INSERT INTO river_job (kind, queue, args, max_attempts)
+			SELECT $6, $7, jsonb_build_object('eventId', id), $8 FROM marked RETURNING 1)
+		SELECT (SELECT count(*) FROM queued), (SELECT max(created_at) FROM marked)`,
+		pgUUID(r.AccountID), r.Since, r.Until, r.Type, r.Limit, r.Job.Kind, r.Job.Queue, r.Job.MaxAttempts).
+		Scan(&res.Queued, &last)
 	if err != nil {
 		return ReplayedEvents{}, fmt.Errorf("queue webhook replay: %w", err)
 	}
-	var res ReplayedEvents
-	var jobs []Job
-	var id string
-	var created time.Time
-	if _, err := pgx.ForEachRow(rows, []any{&id, &created}, func() error {
-		jobs = append(jobs, Job{Args: r.Delivery(id), InsertOpts: r.Opts})
-		if created.After(res.Last) {
-			res.Last = created
-		}
-		return nil
-	}); err != nil {
-		return ReplayedEvents{}, fmt.Errorf("queue webhook replay: %w", err)
+	if last != nil {
+		res.Last = *last
 	}
-	if err := db.Enqueue(ctx, tx, jobs...); err != nil {
-		return ReplayedEvents{}, err
-	}
-	res.Queued = len(jobs)
 	return res, nil
 }
 
