@@ -130,12 +130,17 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		listeners = append(listeners, apiserver.Listener{Config: apiserver.DefaultConfig(env), Addr: opts.addrs[env]})
 	}
 	workers := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
+	// A developer's webhook receiver runs on this machine or their network.
+	delivery := notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: true}
+	prov, err := provisioning.New(db, cipher)
+	if err != nil {
+		return err
+	}
 	plane := &apiserver.DataPlane{
 		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Logger: log},
 		Listeners: listeners,
 		Workers:   &workers,
-		// A developer's webhook receiver runs on this machine or their network.
-		Delivery: notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: true},
+		Delivery:  delivery,
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -145,7 +150,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		for env, addr := range addrs {
 			baseURLs[env] = "http://" + dialable(addr)
 		}
-		creds, warnings, err := devenv.Provision(runCtx, provisioning.New(db, cipher), m, stateDir, baseURLs)
+		creds, warnings, err := devenv.Provision(runCtx, prov, m, stateDir, baseURLs)
 		if err != nil {
 			provisionErr = err
 			cancel()

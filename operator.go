@@ -81,8 +81,12 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return err
 			}
+			prov, err := provisioning.New(db, cipher)
+			if err != nil {
+				return err
+			}
 			err = controllers.Setup(mgr, controllers.Options{
-				Provisioner:     provisioning.New(db, cipher),
+				Provisioner:     prov,
 				Metrics:         crmetrics.Registry,
 				WatchNamespaces: m.watchNamespaces,
 				NoSpecTopUps:    !specTopUps,

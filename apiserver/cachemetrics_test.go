@@ -137,7 +137,11 @@ func newProvisioner(t *testing.T) *stack {
 	}
 	t.Cleanup(db.Close)
 	cipher := sharedCipher(t)
-	return &stack{db: db, prov: provisioning.New(db, cipher), cipher: cipher, baseURL: map[string]string{}}
+	prov, err := provisioning.New(db, cipher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{db: db, prov: prov, cipher: cipher, baseURL: map[string]string{}}
 }
 
 // waitSubscribed waits until the production API of s (started with metrics) listens for change

@@ -46,12 +46,7 @@ func runWorkerProcess(url string) int {
 
 func finishedOrders(t *testing.T, db *store.DB, accountID any) int64 {
 	t.Helper()
-	var n int64
-	if err := db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND status <> 'processing'`, accountID).
-		Scan(&n).Error; err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return count(t, db, `SELECT count(*) FROM orders WHERE account_id = $1 AND status <> 'processing'`, accountID)
 }
 
 // TestFulfilmentSurvivesWorkerKill kills the worker process with SIGKILL mid-way through a
@@ -147,8 +142,7 @@ func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
 			t.Fatalf("order %s delivered %d units, want %d", code, delivered, wantUnits)
 		}
 	}
-	var refunds int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'refund'`, acct.ID).Scan(&refunds)
+	refunds := count(t, s.db, `SELECT count(*) FROM wallet_entries WHERE account_id = $1 AND kind = 'refund'`, acct.ID)
 	if refunds != 20 { // 10 partial + 10 failed orders, one refund each
 		t.Fatalf("%d refunds, want 20", refunds)
 	}

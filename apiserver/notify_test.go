@@ -285,7 +285,11 @@ func TestWebhookSecretsFollowACodesKeyChange(t *testing.T) {
 	hook := &provisioning.Webhook{URL: rcv.server.URL, Secret: []byte(webhookSecret)}
 	both := provisioning.Webhooks{"sandbox": hook, "production": hook}
 	// Sealed by an operator that still ran with the previous codes key.
-	s.setWebhooksWith(t, provisioning.New(s.db, old), tn, both)
+	oldProv, err := provisioning.New(s.db, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.setWebhooksWith(t, oldProv, tn, both)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
 	r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],
 		order("wh-rekey", line{"productCode": "99000000000001", "quantity": 1}))

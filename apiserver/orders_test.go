@@ -13,9 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
 )
 
 type line = map[string]any
@@ -90,8 +93,9 @@ func TestOrderValidationMessages(t *testing.T) {
 		})
 	}
 	var n int64
-	if err := s.db.Gorm.Raw(`SELECT count(*) FROM orders o JOIN accounts a ON a.id = o.account_id
-		JOIN partners p ON p.id = a.partner_id WHERE p.namespace = ?`, tn.namespace).Scan(&n).Error; err != nil || n != 0 {
+	if err := s.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM orders o
+		JOIN accounts a ON a.id = o.account_id JOIN partners p ON p.id = a.partner_id WHERE p.namespace = $1`,
+		tn.namespace).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("rejected orders were recorded: %d %v", n, err)
 	}
 }
@@ -235,16 +239,30 @@ func checkSandboxCodes(t *testing.T, products []any, delivered []int) int {
 	return total
 }
 
+// count runs query, a SELECT count(*), on the test's database.
+func count(t *testing.T, db *store.DB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func assertLedgerMatches(t *testing.T, s *stack, accountID any) {
 	t.Helper()
-	var rows []struct {
+	read, err := s.db.Pool.Query(context.Background(), `SELECT b.currency, b.balance,
+		COALESCE((SELECT sum(amount) FROM wallet_entries e
+		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)::bigint AS sum
+		FROM wallet_balances b WHERE b.account_id = $1`, accountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pgx.CollectRows(read, pgx.RowToStructByPos[struct {
 		Currency string
 		Balance  int64
 		Sum      int64
-	}
-	err := s.db.Gorm.Raw(`SELECT b.currency, b.balance, COALESCE((SELECT sum(amount) FROM wallet_entries e
-		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0) AS sum
-		FROM wallet_balances b WHERE b.account_id = ?`, accountID).Scan(&rows).Error
+	}])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,9 +317,10 @@ func TestIdempotentPlacement(t *testing.T) {
 	expectError(t, s.call(t, "production", "POST", "/v2/orders", key, changed),
 		409, "An order with this external order code already exists.")
 	var debits int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE kind = 'order_debit' AND reference = ?`,
+	err := s.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM wallet_entries WHERE kind = 'order_debit' AND reference = $1`,
 		first.str("orderId")).Scan(&debits)
-	if debits != 1 {
+	if err != nil || debits != 1 {
 		t.Fatalf("%d debits", debits)
 	}
 }
@@ -339,9 +358,9 @@ func TestConcurrentDuplicatePlacement(t *testing.T) {
 	}
 	acct := s.account(t, tn, "production")
 	var debits int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE account_id = ? AND kind = 'order_debit'`,
-		acct.ID).Scan(&debits)
-	if debits != 1 {
+	err := s.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM wallet_entries WHERE account_id = $1 AND kind = 'order_debit'`, acct.ID).Scan(&debits)
+	if err != nil || debits != 1 {
 		t.Fatalf("%d debits", debits)
 	}
 }

@@ -120,8 +120,8 @@ func TestKillServeDuringLoad(t *testing.T) {
 
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		var processing int64
-		s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND status = 'processing'`, acct.ID).Scan(&processing)
+		processing := count(t, s.db, `SELECT count(*) FROM orders WHERE account_id = $1 AND status = 'processing'`,
+			acct.ID)
 		if processing == 0 {
 			break
 		}
@@ -131,17 +131,16 @@ func TestKillServeDuringLoad(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	var orders, codes, distinct int64
-	s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ?`, acct.ID).Scan(&orders)
-	if err := s.db.Gorm.Raw(`SELECT count(*), count(DISTINCT digest) FROM delivered_codes d
-		JOIN orders o ON o.id = d.order_id WHERE o.account_id = ?`, acct.ID).Row().Scan(&codes, &distinct); err != nil {
+	if err := s.db.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM orders WHERE account_id = $1),
+		count(*), count(DISTINCT digest) FROM delivered_codes d
+		JOIN orders o ON o.id = d.order_id WHERE o.account_id = $1`, acct.ID).Scan(&orders, &codes, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if orders != total || codes != distinct {
 		t.Fatalf("%d orders (want %d); %d codes, %d distinct", orders, total, codes, distinct)
 	}
 	accepted2.Range(func(k, _ any) bool {
-		var n int64
-		s.db.Gorm.Raw(`SELECT count(*) FROM orders WHERE account_id = ? AND external_order_code = ?`, acct.ID, k).Scan(&n)
+		n := count(t, s.db, `SELECT count(*) FROM orders WHERE account_id = $1 AND external_order_code = $2`, acct.ID, k)
 		if n != 1 {
 			t.Errorf("accepted order %v: %d rows", k, n)
 		}

@@ -2,12 +2,11 @@ package apiserver_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/fulfilment"
@@ -49,8 +48,10 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("fulfilment never reached its hook")
 	}
-	lockErr := s.db.Gorm.Transaction(func(tx *gorm.DB) error {
-		return tx.Exec(`SELECT 1 FROM wallet_balances WHERE account_id = ? FOR UPDATE NOWAIT`, acct.ID).Error
+	lockErr := s.db.InTx(context.Background(), func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), `SELECT 1 FROM wallet_balances WHERE account_id = $1 FOR UPDATE NOWAIT`,
+			acct.ID)
+		return err
 	})
 	close(release)
 	if err := <-done; err != nil {
@@ -64,8 +65,9 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 		t.Errorf("no refund reached the wallet: before %s, after %s", before.raw, after.raw)
 	}
 	var refunds int64
-	if err := s.db.Gorm.Raw(`SELECT count(*) FROM wallet_entries WHERE reference = ? AND kind = ?`,
-		orderID.String(), store.EntryRefund).Scan(&refunds).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+	if err := s.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM wallet_entries WHERE reference = $1 AND kind = $2`,
+		orderID.String(), store.EntryRefund).Scan(&refunds); err != nil {
 		t.Fatal(err)
 	}
 	if refunds != 1 {

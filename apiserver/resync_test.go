@@ -114,7 +114,10 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	prov := provisioning.New(db, sharedCipher(t))
+	prov, err := provisioning.New(db, sharedCipher(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := auth.NewDirectory(db, string(tenancy.Production))
 	catalogs := catalog.NewCache(db, tenancy.Production)
 	runCtx, stop := context.WithCancel(ctx)

@@ -105,7 +105,11 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
 	}
-	s := &stack{db: db, prov: provisioning.New(db, cipher), cipher: cipher, baseURL: map[string]string{}}
+	prov, err := provisioning.New(db, cipher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{db: db, prov: prov, cipher: cipher, baseURL: map[string]string{}}
 	limiter := opts.limiter
 	if limiter == nil {
 		limiter = ratelimit.NewMemory()
@@ -351,7 +355,7 @@ func (s *stack) waitOrder(t *testing.T, env, key, reference string) response {
 // account returns a tenant's account of env.
 func (s *stack) account(t *testing.T, tn *tenant, env string) store.Account {
 	t.Helper()
-	acct, err := store.AccountOf(context.Background(), s.db.Gorm, tn.namespace, tn.name, env)
+	acct, err := store.AccountOf(context.Background(), s.db.Pool, tn.namespace, tn.name, env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,10 @@ func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...cl
 func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	db := openTestStore(t, "controllers_plan", 2)
-	prov := provisioning.New(db, nil)
+	prov, err := provisioning.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

@@ -2,12 +2,14 @@ package controllers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,9 +136,10 @@ func TestOnboarding(t *testing.T) {
 	}
 	// The plaintext is nowhere in the database: only its digest.
 	var n int64
-	env.db.Gorm.Raw(`SELECT count(*) FROM api_keys WHERE key_prefix = ? AND digest = sha256(?::bytea)`,
+	err := env.db.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM api_keys WHERE key_prefix = $1 AND digest = sha256($2::text::bytea)`,
 		k.Status.KeyPrefix, productionKey).Scan(&n)
-	if n != 1 {
+	if err != nil || n != 1 {
 		t.Fatalf("digest rows: %d", n)
 	}
 
@@ -167,7 +170,11 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	exists, active, err := provisioning.New(env.db, nil).KeyState(context.Background(), key)
+	prov, err := provisioning.New(env.db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists, active, err = prov.KeyState(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +225,8 @@ func TestKeyLifecycle(t *testing.T) {
 	})
 
 	// A database restored without the key gets it back from the Secret.
-	if err := env.db.Gorm.Exec(`DELETE FROM api_keys WHERE source = ?`, ns+"/acme-production").Error; err != nil {
+	if _, err := env.db.Pool.Exec(context.Background(), `DELETE FROM api_keys WHERE source = $1`,
+		ns+"/acme-production"); err != nil {
 		t.Fatal(err)
 	}
 	update(t, ns, "acme-production", &k, func() { k.Annotations["touched"] = "again" })
@@ -331,7 +339,7 @@ func TestFailedReconcileIsReported(t *testing.T) {
 		`CREATE TRIGGER ` + fn + ` BEFORE INSERT ON api_keys FOR EACH ROW WHEN (NEW.source = '` + source + `')
 			EXECUTE FUNCTION ` + fn + `()`,
 	} {
-		if err := env.db.Gorm.Exec(stmt).Error; err != nil {
+		if _, err := env.db.Pool.Exec(context.Background(), stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -339,7 +347,8 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	drop := func() {
 		if !dropped {
 			dropped = true
-			if err := env.db.Gorm.Exec(`DROP TRIGGER ` + fn + ` ON api_keys; DROP FUNCTION ` + fn + `()`).Error; err != nil {
+			_, err := env.db.Pool.Exec(context.Background(), `DROP TRIGGER `+fn+` ON api_keys; DROP FUNCTION `+fn+`()`)
+			if err != nil {
 				t.Error(err)
 			}
 		}
@@ -486,9 +495,13 @@ func storedWebhook(t *testing.T, ns, partner, environment string) (url, secret s
 		SealedSecret []byte
 		SecretKeyRef store.KeyRef
 	}
-	err := env.db.Gorm.Raw(`SELECT w.partner_id, w.url, w.sealed_secret, w.secret_key_ref FROM webhook_endpoints w
-		JOIN partners p ON p.id = w.partner_id
-		WHERE p.namespace = ? AND p.name = ? AND w.environment = ?`, ns, partner, environment).Scan(&row).Error
+	err := env.db.Pool.QueryRow(context.Background(), `SELECT w.partner_id, w.url, w.sealed_secret, w.secret_key_ref
+		FROM webhook_endpoints w JOIN partners p ON p.id = w.partner_id
+		WHERE p.namespace = $1 AND p.name = $2 AND w.environment = $3`, ns, partner, environment).
+		Scan(&row.PartnerID, &row.URL, &row.SealedSecret, &row.SecretKeyRef)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ""
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +689,7 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, productionKey := onboard(t, ns)
 	ctx := context.Background()
-	acct, err := store.AccountOf(ctx, env.db.Gorm, ns, "acme", "production")
+	acct, err := store.AccountOf(ctx, env.db.Pool, ns, "acme", "production")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,9 +720,10 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 	poll.Until(t, timeout, "partner gone", func() (bool, string) {
 		return !get(t, ns, "acme", &v1alpha1.Partner{}), ""
 	})
-	var a store.Account
-	if err := env.db.Gorm.Where("id = ?", acct.ID).Take(&a).Error; err != nil || !a.Suspended {
-		t.Fatalf("account after deletion: %+v %v", a, err)
+	var suspended bool
+	err = env.db.Pool.QueryRow(ctx, `SELECT suspended FROM accounts WHERE id = $1`, acct.ID).Scan(&suspended)
+	if err != nil || !suspended {
+		t.Fatalf("account after deletion: suspended %v, %v", suspended, err)
 	}
 	if _, err := store.FindOrderByExternalCode(ctx, env.db.Pool, acct.ID, "x"); err != nil {
 		t.Fatalf("order of the deleted partner: %v", err)

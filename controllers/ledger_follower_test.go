@@ -25,7 +25,10 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 	t.Helper()
 	ctx := context.Background()
 	db := openTestStore(t, database, 4)
-	prov := provisioning.New(db, nil)
+	prov, err := provisioning.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 
@@ -44,9 +47,9 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 		}
 		wallets = append(wallets, w)
 		var id string
-		if err := db.Gorm.Raw(`SELECT a.id::text FROM accounts a JOIN partners p ON p.id = a.partner_id
-			WHERE p.namespace = ? AND p.name = ? AND a.environment = 'sandbox'`, ns, name).
-			Scan(&id).Error; err != nil || id == "" {
+		if err := db.Pool.QueryRow(ctx, `SELECT a.id::text FROM accounts a JOIN partners p ON p.id = a.partner_id
+			WHERE p.namespace = $1 AND p.name = $2 AND a.environment = 'sandbox'`, ns, name).
+			Scan(&id); err != nil || id == "" {
 			t.Fatalf("account of %s: %q %v", name, id, err)
 		}
 		accounts[name] = id
@@ -77,25 +80,29 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 
 // ledgerEntry is an entry of account, as any writer of the ledger makes one.
 const ledgerEntry = `INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
-	VALUES (?, 'EUR', 'adjustment', ?, 1, 1)`
+	VALUES ($1, 'EUR', 'adjustment', $2, 1, 1)`
 
 // TestLedgerFollowerSeesLateCommits: ledger entry ids are taken at insert, so an entry can commit
 // after one with a higher id was read. The follower still refreshes its Wallet, and stops
 // refreshing an account once its entries are older than the commit lag.
 func TestLedgerFollowerSeesLateCommits(t *testing.T) {
 	_, refreshed, accounts, db := followerFixture(t, "controllers_ledger")
-	late := db.Gorm.Begin()
-	defer late.Rollback()
-	if err := late.Exec(ledgerEntry, accounts["acme"], "late").Error; err != nil {
+	ctx := context.Background()
+	late, err := db.Pool.Begin(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Gorm.Exec(ledgerEntry, accounts["globex"], "early").Error; err != nil {
+	defer func() { _ = late.Rollback(ctx) }()
+	if _, err := late.Exec(ctx, ledgerEntry, accounts["acme"], "late"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, ledgerEntry, accounts["globex"], "early"); err != nil {
 		t.Fatal(err)
 	}
 	if got := refreshed(); !slices.Contains(got, "globex-sandbox") {
 		t.Fatalf("refreshed %v, want the committed entry's Wallet", got)
 	}
-	if err := late.Commit().Error; err != nil {
+	if err := late.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := refreshed(); !slices.Contains(got, "acme-sandbox") {
@@ -118,7 +125,8 @@ func TestLedgerFollowerDefersBusyWallets(t *testing.T) {
 	f.now = func() time.Time { return now }
 	order := func(i int) {
 		t.Helper()
-		if err := db.Gorm.Exec(ledgerEntry, accounts["acme"], fmt.Sprintf("order-%d", i)).Error; err != nil {
+		_, err := db.Pool.Exec(context.Background(), ledgerEntry, accounts["acme"], fmt.Sprintf("order-%d", i))
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -143,14 +151,14 @@ func TestLedgerFollowerDefersBusyWallets(t *testing.T) {
 func TestLedgerFollowerSkipsUnwatchedNamespaces(t *testing.T) {
 	f, refreshed, accounts, db := followerFixture(t, "controllers_ledger_scoped")
 	f.watchOnly([]string{"elsewhere"})
-	if err := db.Gorm.Exec(ledgerEntry, accounts["acme"], "scoped").Error; err != nil {
+	if _, err := db.Pool.Exec(context.Background(), ledgerEntry, accounts["acme"], "scoped"); err != nil {
 		t.Fatal(err)
 	}
 	if got := refreshed(); len(got) != 0 {
 		t.Fatalf("refreshed %v of a namespace that is not watched", got)
 	}
 	f.watchOnly([]string{"ledger"})
-	if err := db.Gorm.Exec(ledgerEntry, accounts["globex"], "watched").Error; err != nil {
+	if _, err := db.Pool.Exec(context.Background(), ledgerEntry, accounts["globex"], "watched"); err != nil {
 		t.Fatal(err)
 	}
 	if got := refreshed(); !slices.Contains(got, "globex-sandbox") {

@@ -37,7 +37,7 @@ func TestWatchNamespaces(t *testing.T) {
 		ok, detail := ready(p.Status.Conditions, p.Generation)
 		return ok && p.Status.Accounts.Production != "", detail
 	})
-	if _, err := store.AccountOf(ctx, env.db.Gorm, watched, "acme", "production"); err != nil {
+	if _, err := store.AccountOf(ctx, env.db.Pool, watched, "acme", "production"); err != nil {
 		t.Fatalf("account of the watched partner: %v", err)
 	}
 	// The watched one took a few seconds at most; give the other as long again, and more.
@@ -51,7 +51,7 @@ func TestWatchNamespaces(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	_, err := store.AccountOf(ctx, env.db.Gorm, unwatched, "acme", "production")
+	_, err := store.AccountOf(ctx, env.db.Pool, unwatched, "acme", "production")
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("partner of an unwatched namespace provisioned: %v", err)
 	}

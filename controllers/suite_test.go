@@ -200,8 +200,12 @@ func startManagerIn(ctx context.Context, reg prometheus.Registerer, namespaces [
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
+	prov, err := provisioning.New(env.db, env.cipher)
+	if err != nil {
+		return err
+	}
 	err = controllers.Setup(mgr, controllers.Options{
-		Provisioner:     provisioning.New(env.db, env.cipher),
+		Provisioner:     prov,
 		Metrics:         reg,
 		WatchNamespaces: namespaces,
 		NotReadyRetry:   500 * time.Millisecond,

@@ -29,8 +29,8 @@ const unfinishedJobs = `SELECT count(*) FROM river_job WHERE queue = 'fulfilment
 func completedFigures(ctx context.Context, cfg config, t *tenants, binary, dir string) ([]row, float64, error) {
 	// B3 leaves the jobs of its orders on the production queue for no worker; they are not this
 	// figure's work.
-	if err := t.db.Gorm.WithContext(ctx).Exec(`UPDATE river_job SET state = 'cancelled', finalized_at = now()
-		WHERE queue = 'fulfilment_production' AND state = 'available'`).Error; err != nil {
+	if _, err := t.db.Pool.Exec(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()
+		WHERE queue = 'fulfilment_production' AND state = 'available'`); err != nil {
 		return nil, 0, fmt.Errorf("cancel B3's jobs: %w", err)
 	}
 	srv, err := startServe(binary, t.database.URL, string(tenancy.Production))
@@ -112,7 +112,7 @@ func deployedOrders(
 	end := time.Now()
 	endSeconds := float64(end.UnixMicro()) / 1e6
 	var depth int64
-	if err := db.Gorm.WithContext(ctx).Raw(unfinishedJobs).Scan(&depth).Error; err != nil {
+	if err := db.Pool.QueryRow(ctx, unfinishedJobs).Scan(&depth); err != nil {
 		return completion{}, fmt.Errorf("queue depth: %w", err)
 	}
 	var s struct {
@@ -122,20 +122,21 @@ func deployedOrders(
 	deadline := end.Add(2 * time.Minute)
 	for {
 		var unfinished int64
-		if err := db.Gorm.WithContext(ctx).Raw(unfinishedJobs).Scan(&unfinished).Error; err != nil {
+		if err := db.Pool.QueryRow(ctx, unfinishedJobs).Scan(&unfinished); err != nil {
 			return completion{}, fmt.Errorf("queue depth: %w", err)
 		}
 		if unfinished == 0 {
 			// A job is marked completed after its order's transaction commits, so an empty queue
 			// has every order terminal; the orders are checked all the same.
-			err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) AS accepted,
+			err := db.Pool.QueryRow(ctx, `SELECT count(*) AS accepted,
 					count(*) FILTER (WHERE status = 'completed') AS completed,
 					count(*) FILTER (WHERE status = 'processing') AS processing,
-					count(*) FILTER (WHERE finished_at <= to_timestamp(?)) AS during,
-					COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0) AS last,
+					count(*) FILTER (WHERE finished_at <= to_timestamp($1)) AS during,
+					COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0)::float8 AS last,
 					COALESCE(percentile_cont(0.99) WITHIN GROUP (
 						ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)), 0) * 1000 AS p99
-				FROM orders WHERE external_order_code LIKE ?`, endSeconds, prefix+"%").Scan(&s).Error
+				FROM orders WHERE external_order_code LIKE $2`, endSeconds, prefix+"%").
+				Scan(&s.Accepted, &s.Completed, &s.Processing, &s.During, &s.Last, &s.P99)
 			if err != nil {
 				return completion{}, fmt.Errorf("B7 orders: %w", err)
 			}

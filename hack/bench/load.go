@@ -138,8 +138,8 @@ func placementToCompleted(
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var processing int64
-		if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders
-			WHERE status = 'processing' AND external_order_code LIKE 'b4-%'`).Scan(&processing).Error; err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders
+			WHERE status = 'processing' AND external_order_code LIKE 'b4-%'`).Scan(&processing); err != nil {
 			return 0, 0, fmt.Errorf("count processing: %w", err)
 		}
 		if processing == 0 {
@@ -151,10 +151,10 @@ func placementToCompleted(
 		time.Sleep(100 * time.Millisecond)
 	}
 	var p struct{ P50, P99 float64 }
-	err := db.Gorm.WithContext(ctx).Raw(`SELECT
-			percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p50,
-			percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)) * 1000 AS p99
-		FROM orders WHERE external_order_code LIKE 'b4-%'`).Scan(&p).Error
+	err := db.Pool.QueryRow(ctx, `SELECT
+			COALESCE(percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)), 0) * 1000,
+			COALESCE(percentile_cont(0.99) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)), 0) * 1000
+		FROM orders WHERE external_order_code LIKE 'b4-%'`).Scan(&p.P50, &p.P99)
 	if err != nil {
 		return 0, 0, fmt.Errorf("latency percentiles: %w", err)
 	}

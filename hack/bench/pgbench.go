@@ -91,13 +91,13 @@ func pgbenchPlacements(
 func runPgbench(
 	ctx context.Context, db *store.DB, databaseURL, script string, clients int, duration time.Duration,
 ) (float64, int64, []float64, error) {
-	if err := db.Gorm.WithContext(ctx).Exec(`CREATE TABLE IF NOT EXISTS bench_accounts AS
+	if _, err := db.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_accounts AS
 		SELECT (row_number() OVER (ORDER BY account_id) - 1)::int AS n, account_id
-		FROM wallet_balances WHERE currency = 'EUR'`).Error; err != nil {
+		FROM wallet_balances WHERE currency = 'EUR'`); err != nil {
 		return 0, 0, nil, fmt.Errorf("pgbench accounts: %w", err)
 	}
 	var accounts int64
-	if err := db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM bench_accounts`).Scan(&accounts).Error; err != nil {
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM bench_accounts`).Scan(&accounts); err != nil {
 		return 0, 0, nil, fmt.Errorf("pgbench accounts: %w", err)
 	}
 	dir, err := os.MkdirTemp("", "codeport-pgbench-")
@@ -203,7 +203,7 @@ func pgbenchCompletions(
 ) (completion, error) {
 	const completed = `SELECT count(*) FROM river_job WHERE state = 'completed' AND queue = '` + pgbenchQueue + `'`
 	var before, after int64
-	if err := db.Gorm.WithContext(ctx).Raw(completed).Scan(&before).Error; err != nil {
+	if err := db.Pool.QueryRow(ctx, completed).Scan(&before); err != nil {
 		return completion{}, fmt.Errorf("count completed: %w", err)
 	}
 	script := fmt.Sprintf(placementScript+fulfilmentScript, orderUnitPrice, pgbenchProduct, pgbenchQueue)
@@ -211,7 +211,7 @@ func pgbenchCompletions(
 	if err != nil {
 		return completion{}, err
 	}
-	if err := db.Gorm.WithContext(ctx).Raw(completed).Scan(&after).Error; err != nil {
+	if err := db.Pool.QueryRow(ctx, completed).Scan(&after); err != nil {
 		return completion{}, fmt.Errorf("count completed: %w", err)
 	}
 	// A client that found every job claimed by others completes one order fewer than it placed;

@@ -46,7 +46,13 @@ func newTenants(ctx context.Context, partners, products, funded int) (*tenants, 
 		_ = database.Drop(ctx)
 		return nil, err
 	}
-	t := &tenants{database: database, db: db, prov: provisioning.New(db, nil)}
+	prov, err := provisioning.New(db, nil)
+	if err != nil {
+		db.Close()
+		_ = database.Drop(ctx)
+		return nil, err
+	}
+	t := &tenants{database: database, db: db, prov: prov}
 	if err := t.provision(ctx, partners, products, funded); err != nil {
 		t.close()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -276,7 +277,7 @@ func (c *cluster) waitTerminal(ctx context.Context, limit time.Duration) (time.D
 	start := time.Now()
 	err := eventually(ctx, limit, "every order terminal", func() (bool, string) {
 		var n int64
-		err := c.db.Gorm.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&n).Error
+		err := c.db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&n)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -291,8 +292,12 @@ func (c *cluster) waitTerminal(ctx context.Context, limit time.Duration) (time.D
 func (c *cluster) checkOrders(
 	ctx context.Context, partners []*partner, sent map[string]*order, f *findings,
 ) (map[string]int, error) {
-	var rows []orderRow
-	if err := c.db.Gorm.WithContext(ctx).Raw(ordersSQL).Scan(&rows).Error; err != nil {
+	read, err := c.db.Pool.Query(ctx, ordersSQL)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	rows, err := pgx.CollectRows(read, pgx.RowToStructByName[orderRow])
+	if err != nil {
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
 	owner := map[string]string{}
@@ -372,11 +377,13 @@ func checkAcknowledged(sent map[string]*order, inDB map[string]orderRow, f *find
 // checkEntriesAndCodes asserts that every debit and refund belongs to an order, and that no code
 // was delivered twice.
 func (c *cluster) checkEntriesAndCodes(ctx context.Context, f *findings) error {
-	var orphans []struct{ Kind, Reference string }
-	err := c.db.Gorm.WithContext(ctx).Raw(`SELECT e.kind, e.reference FROM wallet_entries e
+	read, err := c.db.Pool.Query(ctx, `SELECT e.kind, e.reference FROM wallet_entries e
 		WHERE e.kind IN ('order_debit', 'refund')
-		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`).
-		Scan(&orphans).Error
+		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`)
+	if err != nil {
+		return fmt.Errorf("read orphan entries: %w", err)
+	}
+	orphans, err := pgx.CollectRows(read, pgx.RowToStructByPos[struct{ Kind, Reference string }])
 	if err != nil {
 		return fmt.Errorf("read orphan entries: %w", err)
 	}
@@ -384,10 +391,10 @@ func (c *cluster) checkEntriesAndCodes(ctx context.Context, f *findings) error {
 		f.add("ledger entry without its order", "%s %s", o.Kind, o.Reference)
 	}
 	var codes struct{ Total, Distinct, Reused int64 }
-	err = c.db.Gorm.WithContext(ctx).Raw(`SELECT count(*) AS total, count(DISTINCT digest) AS distinct,
+	err = c.db.Pool.QueryRow(ctx, `SELECT count(*) AS total, count(DISTINCT digest) AS distinct,
 		(SELECT count(*) FROM (SELECT stock_id FROM delivered_codes WHERE stock_id IS NOT NULL
 			GROUP BY stock_id HAVING count(*) > 1) s) AS reused
-		FROM delivered_codes`).Scan(&codes).Error
+		FROM delivered_codes`).Scan(&codes.Total, &codes.Distinct, &codes.Reused)
 	if err != nil {
 		return fmt.Errorf("read delivered codes: %w", err)
 	}
@@ -439,7 +446,10 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 func (c *cluster) walletConvergence(
 	ctx context.Context, partners []*partner, stopped time.Time, f *findings,
 ) (time.Duration, error) {
-	prov := provisioning.New(c.db, nil)
+	prov, err := provisioning.New(c.db, nil)
+	if err != nil {
+		return 0, err
+	}
 	type wallet struct {
 		p   *partner
 		env string
@@ -468,8 +478,8 @@ func (c *cluster) walletConvergence(
 				continue
 			}
 			var last time.Time
-			if err := c.db.Gorm.WithContext(ctx).Raw(`SELECT COALESCE(max(created_at), now()) FROM wallet_entries
-				WHERE account_id = ?`, w.p.accounts[w.env]).Scan(&last).Error; err != nil {
+			if err := c.db.Pool.QueryRow(ctx, `SELECT COALESCE(max(created_at), now()) FROM wallet_entries
+				WHERE account_id = $1`, w.p.accounts[w.env]).Scan(&last); err != nil {
 				return slowest, fmt.Errorf("last ledger entry: %w", err)
 			}
 			limit := stopped

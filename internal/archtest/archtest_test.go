@@ -94,6 +94,43 @@ func TestFrameworksStayAtTheEdges(t *testing.T) {
 	}
 }
 
+// configWrites is the one package that may reach GORM: the operator's configuration write path,
+// whose upserts live in its own subpackage (configdb).
+const configWrites = module + "/internal/provisioning"
+
+// TestGORMOnlyWritesConfiguration: no package of the checked tree reaches gorm.io but
+// provisioning and what it alone imports; controllers and every other package that calls
+// provisioning reach it only through it, and nothing else imports configdb.
+func TestGORMOnlyWritesConfiguration(t *testing.T) {
+	for _, tags := range []string{"", "faults", "soak"} {
+		roots, imports := graph(t, tags, "./controllers/...", "./internal/...", "./apiserver")
+		if reach(configWrites, imports, []string{"gorm.io"}) == nil {
+			t.Fatalf("tags %q: %s does not reach gorm.io: is the check still looking at the graph?", tags, configWrites)
+		}
+		// Drop provisioning's own edges: what is left must not lead to GORM.
+		pruned := make(map[string][]string, len(imports))
+		for p, deps := range imports {
+			if p != configWrites {
+				pruned[p] = deps
+			}
+		}
+		checked := 0
+		for _, root := range roots {
+			if root == configWrites || strings.HasPrefix(root, configWrites+"/") {
+				continue
+			}
+			checked++
+			if chain := reach(root, pruned, []string{"gorm.io"}); chain != nil {
+				t.Errorf("tags %q: %s reaches GORM other than through %s:\n\t%s",
+					tags, root, configWrites, strings.Join(chain, "\n\t-> "))
+			}
+		}
+		if checked < 10 {
+			t.Errorf("tags %q: only %d packages checked: %v", tags, checked, roots)
+		}
+	}
+}
+
 // notLinked are the packages the codeport binary must not link: a MySQL driver, and the column
 // types that brought one in (internal/store has its own).
 var notLinked = []string{"github.com/go-sql-driver/mysql", "gorm.io/driver/mysql", "gorm.io/datatypes"}

@@ -407,12 +407,14 @@ func TestAttachAfterUpgrade(t *testing.T) {
 	if opened := openStock(t, db, current); strings.Join(opened, ",") != "UPG-1,UPG-2" {
 		t.Fatalf("stock from before the upgrade opened as %v", opened)
 	}
-	target, err := store.WebhookEndpoints(db.Gorm, partnerID)
+	var sealed []byte
+	var ref store.KeyRef
+	err = db.Pool.QueryRow(ctx, `SELECT sealed_secret, secret_key_ref FROM webhook_endpoints
+		WHERE partner_id = $1 AND environment = 'production'`, partnerID).Scan(&sealed, &ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := target["production"]
-	plain, err := current.OpenSecret(ep.SecretKeyRef, ep.SealedSecret, store.WebhookSecretOwner(partnerID, "production"))
+	plain, err := current.OpenSecret(ref, sealed, store.WebhookSecretOwner(partnerID, "production"))
 	if err != nil || string(plain) != "whsec_upgrade" {
 		t.Fatalf("webhook secret from before the upgrade: %q %v", plain, err)
 	}

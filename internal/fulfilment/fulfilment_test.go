@@ -50,7 +50,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{db: db, prov: provisioning.New(db, cipher), cipher: cipher}
+	prov, err := provisioning.New(db, cipher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{db: db, prov: prov, cipher: cipher}
 }
 
 // account provisions a partner whose environment's wallet holds 1000.00 EUR, and returns the

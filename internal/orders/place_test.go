@@ -53,7 +53,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{db: db, prov: provisioning.New(db, cipher)}
+	prov, err := provisioning.New(db, cipher)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{db: db, prov: prov}
 	c := testfixture.Catalog("main", testfixture.InNamespace(namespace), testfixture.WithDescription("Test", 1))
 	gaming := func(p *v1alpha1.CatalogProduct) { p.MainCategory, p.Denomination = "Gaming", v1alpha1.Denomination{} }
 	res, err := f.prov.ApplyCatalog(ctx, c, []v1alpha1.CatalogProduct{

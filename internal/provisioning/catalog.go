@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"gorm.io/gorm"
 	"sigs.k8s.io/yaml"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -18,12 +19,15 @@ import (
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/money"
 	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/provisioning/configdb"
 	"github.com/codeport/codeport/internal/store"
 )
 
 // Provisioner writes partner configuration into the data plane's database.
 type Provisioner struct {
 	db *store.DB
+	// config is GORM over db's pool, for the configuration upserts (configdb).
+	config *gorm.DB
 	// secrets seals webhook signing secrets; without it, partners cannot have webhooks.
 	secrets *codes.Cipher
 	// events raises the product events of catalog changes; the API processes deliver them.
@@ -32,8 +36,13 @@ type Provisioner struct {
 }
 
 // New returns a provisioner on db that seals webhook secrets with secrets (the codes key).
-func New(db *store.DB, secrets *codes.Cipher) *Provisioner {
-	return &Provisioner{db: db, secrets: secrets, events: notify.NewNotifier(false, notify.DefaultRetry()), now: time.Now}
+func New(db *store.DB, secrets *codes.Cipher) (*Provisioner, error) {
+	config, err := configdb.Open(db)
+	if err != nil {
+		return nil, err
+	}
+	return &Provisioner{db: db, config: config, secrets: secrets, events: notify.NewNotifier(false, notify.DefaultRetry()),
+		now: time.Now}, nil
 }
 
 // CatalogResult is what applying a catalog did.
@@ -119,7 +128,7 @@ func isTestProduct(code string) bool {
 
 // DeleteCatalog retires a catalog.
 func (p *Provisioner) DeleteCatalog(ctx context.Context, namespace, name string) error {
-	return store.DeleteCatalog(ctx, p.db.Gorm, namespace, name)
+	return configdb.DeleteCatalog(ctx, p.config, namespace, name)
 }
 
 // BuyingPrice applies a discount percentage: price - round(price * pct / 100), rounding half

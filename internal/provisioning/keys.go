@@ -8,7 +8,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/provisioning/configdb"
 )
 
 // Key is a credential issued by an ApiKey resource.
@@ -30,7 +30,7 @@ type Key struct {
 
 // RegisterKey stores the key's digest for the partner's account and revokes every other key of
 // the same source, in one transaction: issuing a new key revokes the previous one at once, or,
-// with PreviousKeyGrace, gives it that long (see store.ExpireKeysOf). Registering the same key
+// with PreviousKeyGrace, gives it that long (see configdb.ExpireKeysOf). Registering the same key
 // again changes nothing, so callers may repeat it freely.
 func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, err error) {
 	env, ok := auth.ParseKey(k.Plaintext)
@@ -42,17 +42,18 @@ func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, er
 		return 0, err
 	}
 	digest := auth.Digest(k.Plaintext)
-	err = p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		row := store.APIKey{AccountID: acct.ID, Kind: k.Kind, Digest: digest[:], KeyPrefix: auth.DisplayPrefix(k.Plaintext),
-			Source: k.Source, Rotation: k.Rotation}
-		if _, err := store.InsertKey(tx, &row); err != nil {
+	err = p.config.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := configdb.APIKey{AccountID: acct.ID, Kind: k.Kind, Digest: digest[:],
+			KeyPrefix: auth.DisplayPrefix(k.Plaintext),
+			Source:    k.Source, Rotation: k.Rotation}
+		if _, err := configdb.InsertKey(tx, &row); err != nil {
 			return err
 		}
 		if k.PreviousKeyGrace > 0 {
-			_, err := store.ExpireKeysOf(tx, k.Source, digest[:], k.PreviousKeyGrace)
+			_, err := configdb.ExpireKeysOf(tx, k.Source, digest[:], k.PreviousKeyGrace)
 			return err
 		}
-		revoked, err = store.RevokeKeysOf(tx, k.Source, digest[:])
+		revoked, err = configdb.RevokeKeysOf(tx, k.Source, digest[:])
 		return err
 	})
 	return revoked, err
@@ -60,22 +61,22 @@ func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, er
 
 // RevokeKeys revokes every key issued by source.
 func (p *Provisioner) RevokeKeys(ctx context.Context, source string) (int64, error) {
-	return store.RevokeKeysOf(p.db.Gorm.WithContext(ctx), source, nil)
+	return configdb.RevokeKeysOf(p.config.WithContext(ctx), source, nil)
 }
 
 // PreviousKey is the key of source still valid in a rotation's grace period, if any.
-func (p *Provisioner) PreviousKey(ctx context.Context, source string) (store.ExpiringKey, bool, error) {
-	return store.ExpiringKeyOf(ctx, p.db.Gorm, source)
+func (p *Provisioner) PreviousKey(ctx context.Context, source string) (configdb.ExpiringKey, bool, error) {
+	return configdb.ExpiringKeyOf(ctx, p.config, source)
 }
 
 // RevokeExpiredKeys records as revoked the keys of source whose grace period has ended (the API
 // refuses them already).
 func (p *Provisioner) RevokeExpiredKeys(ctx context.Context, source string) (int64, error) {
-	return store.RevokeExpiredKeysOf(ctx, p.db.Gorm, source)
+	return configdb.RevokeExpiredKeysOf(ctx, p.config, source)
 }
 
 // KeyState reports whether a key is registered and whether it is still active.
 func (p *Provisioner) KeyState(ctx context.Context, plaintext string) (exists, active bool, err error) {
 	digest := auth.Digest(plaintext)
-	return store.KeyState(ctx, p.db.Gorm, digest[:])
+	return configdb.KeyState(ctx, p.config, digest[:])
 }

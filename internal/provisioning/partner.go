@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/provisioning/configdb"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
 )
@@ -157,12 +158,12 @@ func NormalizeWhitelist(entries []string) ([]string, error) {
 
 func accountRow(
 	partnerID uuid.UUID, environment string, policy v1alpha1.AccessPolicy, suspended bool,
-) (store.Account, error) {
+) (configdb.Account, error) {
 	whitelist, err := NormalizeWhitelist(policy.IPWhitelist)
 	if err != nil {
-		return store.Account{}, err
+		return configdb.Account{}, err
 	}
-	a := store.Account{
+	a := configdb.Account{
 		PartnerID: partnerID, Environment: environment, IPWhitelist: store.TextArray(whitelist),
 		RateLimitPerMinute: DefaultRequestsPerMinute, OrderingEnabled: true, WalletEnabled: true,
 		DailySpendLimits: store.JSONMap{}, Suspended: suspended,
@@ -196,10 +197,10 @@ func accountRow(
 func (p *Provisioner) ApplyPartner(
 	ctx context.Context, partner *v1alpha1.Partner, catalogID *uuid.UUID, webhooks Webhooks,
 ) (PartnerResult, error) {
-	row := store.Partner{Namespace: partner.Namespace, Name: partner.Name, DisplayName: partner.Spec.DisplayName,
+	row := configdb.Partner{Namespace: partner.Namespace, Name: partner.Name, DisplayName: partner.Spec.DisplayName,
 		ContactEmail: partner.Spec.ContactEmail, CatalogID: catalogID, Suspended: partner.Spec.Suspended}
 	envs := Environments()
-	accounts := make([]store.Account, 0, len(envs))
+	accounts := make([]configdb.Account, 0, len(envs))
 	for _, env := range envs {
 		a, err := accountRow(uuid.Nil, env, EffectivePolicy(&partner.Spec, env), partner.Spec.Suspended)
 		if err != nil {
@@ -208,13 +209,13 @@ func (p *Provisioner) ApplyPartner(
 		accounts = append(accounts, a)
 	}
 	result := PartnerResult{Accounts: map[string]uuid.UUID{}}
-	err := p.db.Gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := store.UpsertPartner(tx, &row); err != nil {
+	err := p.config.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := configdb.UpsertPartner(tx, &row); err != nil {
 			return err
 		}
 		for i := range accounts {
 			accounts[i].PartnerID = row.ID
-			if err := store.UpsertAccount(tx, &accounts[i]); err != nil {
+			if err := configdb.UpsertAccount(tx, &accounts[i]); err != nil {
 				return err
 			}
 			result.Accounts[accounts[i].Environment] = accounts[i].ID
@@ -233,7 +234,7 @@ func (p *Provisioner) ApplyPartner(
 // nothing (sealing is randomised), and a stored secret sealed under a previous codes key is
 // resealed under the current one.
 func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks Webhooks) error {
-	stored, err := store.WebhookEndpoints(tx, partnerID)
+	stored, err := configdb.WebhookEndpoints(tx, partnerID)
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 		want, have := webhooks[env], stored[env]
 		if want == nil {
 			if have.URL != "" {
-				if err := store.UpsertWebhook(tx, partnerID, env, nil); err != nil {
+				if err := configdb.UpsertWebhook(tx, partnerID, env, nil); err != nil {
 					return err
 				}
 			}
@@ -258,7 +259,7 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 				return err
 			}
 		}
-		endpoint := store.WebhookEndpoint{
+		endpoint := configdb.WebhookEndpoint{
 			URL:          want.URL,
 			SealedSecret: sealed,
 			// A stored secret is kept only when it opened, that is, under the current key.
@@ -270,7 +271,7 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 			have.SecretKeyRef == endpoint.SecretKeyRef && have.Enabled && slices.Equal(have.EventTypes, endpoint.EventTypes) {
 			continue
 		}
-		if err := store.UpsertWebhook(tx, partnerID, env, &endpoint); err != nil {
+		if err := configdb.UpsertWebhook(tx, partnerID, env, &endpoint); err != nil {
 			return err
 		}
 	}
@@ -280,14 +281,14 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 // RetirePartner suspends a deleted partner's accounts and revokes its keys; its orders and
 // ledger are kept.
 func (p *Provisioner) RetirePartner(ctx context.Context, namespace, name string) error {
-	return store.RetirePartner(ctx, p.db.Gorm, namespace, name)
+	return configdb.RetirePartner(ctx, p.config, namespace, name)
 }
 
 // ErrPartnerNotProvisioned means the referenced partner has no accounts yet (or was deleted).
 var ErrPartnerNotProvisioned = errors.New("partner not provisioned")
 
 func (p *Provisioner) account(ctx context.Context, namespace, partner, environment string) (store.Account, error) {
-	a, err := store.AccountOf(ctx, p.db.Gorm, namespace, partner, environment)
+	a, err := store.AccountOf(ctx, p.db.Pool, namespace, partner, environment)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Account{}, fmt.Errorf("%s/%s %s: %w", namespace, partner, environment, ErrPartnerNotProvisioned)
 	}
@@ -296,5 +297,5 @@ func (p *Provisioner) account(ctx context.Context, namespace, partner, environme
 
 // CatalogID resolves a catalog reference to the id of its provisioned catalog.
 func (p *Provisioner) CatalogID(ctx context.Context, namespace, name string) (uuid.UUID, error) {
-	return store.CatalogID(ctx, p.db.Gorm, namespace, name)
+	return configdb.CatalogID(ctx, p.config, namespace, name)
 }

@@ -173,7 +173,10 @@ func TestSpecTopUpsTurnedOff(t *testing.T) {
 func onboardAcme(t *testing.T, conns int32) (*store.DB, *provisioning.Provisioner, provisioning.PartnerResult) {
 	t.Helper()
 	db := storetest.Open(t, store.Options{MaxConns: conns})
-	prov := provisioning.New(db, nil)
+	prov, err := provisioning.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := testfixture.Partner("acme", testfixture.InNamespace("ns"), testfixture.WithContact("Acme", "ops@acme.example"))
 	res, err := prov.ApplyPartner(context.Background(), p, nil, nil)
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 )
 
 // Column types for the models' array and jsonb columns. They implement sql.Scanner and
-// driver.Valuer so GORM (through pgx's database/sql driver) and pgx itself read and write them
-// the same way, without a database driver of another dialect in the binary.
+// driver.Valuer so pgx and database/sql (the operator's configuration writes, through GORM in
+// internal/provisioning/configdb) read and write them the same way, without a database driver
+// of another dialect in the binary.
 
 // TextArray is a PostgreSQL text[] (or cidr[]) column, read and written in the array's text form.
 type TextArray []string
@@ -92,9 +93,6 @@ func (s JSONSlice[T]) Value() (driver.Value, error) {
 	return string(b), err
 }
 
-// GormDataType names the column type for GORM's schema parsing.
-func (JSONSlice[T]) GormDataType() string { return "jsonb" }
-
 // JSONObject is a jsonb column holding one T.
 type JSONObject[T any] struct {
 	data T
@@ -129,9 +127,6 @@ func (o JSONObject[T]) Value() (driver.Value, error) {
 	return string(b), err
 }
 
-// GormDataType names the column type for GORM's schema parsing.
-func (JSONObject[T]) GormDataType() string { return "jsonb" }
-
 // JSONMap is a jsonb column holding a JSON object; a nil map is NULL.
 type JSONMap map[string]any
 
@@ -161,9 +156,6 @@ func (m JSONMap) Value() (driver.Value, error) {
 	b, err := json.Marshal(map[string]any(m))
 	return string(b), err
 }
-
-// GormDataType names the column type for GORM's schema parsing.
-func (JSONMap) GormDataType() string { return "jsonb" }
 
 // JSON is a jsonb column held as its raw JSON text; an empty value is NULL.
 type JSON json.RawMessage
@@ -203,6 +195,3 @@ func (j *JSON) UnmarshalJSON(b []byte) error {
 	*j = append((*j)[:0], b...)
 	return nil
 }
-
-// GormDataType names the column type for GORM's schema parsing.
-func (JSON) GormDataType() string { return "jsonb" }

@@ -12,18 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"go.opentelemetry.io/otel/trace"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
-// DB bundles the three views of one connection pool: pgx for the data plane, River and LISTEN,
-// database/sql for migrations, and GORM for provisioning. They share connections, so a process
-// holds one pool however many subsystems use the database.
+// DB bundles the views of one connection pool: pgx for the data plane, River and LISTEN, and
+// database/sql for migrations and for the operator's configuration writes (GORM, in
+// internal/provisioning/configdb, opened over SQL). They share connections, so a process holds
+// one pool however many subsystems use the database.
 type DB struct {
 	Pool *pgxpool.Pool
 	SQL  *sql.DB
-	Gorm *gorm.DB
 }
 
 // Querier runs statements: the pool (each statement on its own), or a transaction.
@@ -89,18 +86,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	gormDB, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{
-		Logger:                 logger.Discard,
-		SkipDefaultTransaction: true,
-		TranslateError:         true,
-	})
-	if err != nil {
-		_ = sqlDB.Close()
-		pool.Close()
-		return nil, fmt.Errorf("open gorm: %w", err)
-	}
-	return &DB{Pool: pool, SQL: sqlDB, Gorm: gormDB}, nil
+	return &DB{Pool: pool, SQL: stdlib.OpenDBFromPool(pool)}, nil
 }
 
 // Close releases every connection.

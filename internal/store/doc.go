@@ -1,20 +1,22 @@
 // Package store owns the PostgreSQL schema (embedded goose migrations) and every SQL statement
-// of the service. Other packages call its functions rather than writing SQL.
+// of the service but the operator's configuration upserts (internal/provisioning/configdb).
+// Other packages call its functions rather than writing SQL.
 //
-// # Two drivers, each with one calling convention
+// # One driver, one calling convention
 //
-// The data plane runs on pgx. Every function that the API, the fulfilment and notification
-// workers or the wallet's ledger run takes (ctx context.Context, q Querier, …): q is the pool for
-// a statement on its own, or the pgx.Tx of a transaction the caller opened with DB.InTx. These
-// are the statements that place, fulfil and read orders, move money (ledger.go, wallet.go),
-// authenticate keys, load catalogs for serving and deliver webhooks. pgx sends arrays and binary
-// parameters as they are and pipelines the placement (DB.PlaceOrder owns its connection for
-// that), which the hot path needs; its rows scan straight into the models.
+// Every statement here runs on pgx. Every function that the API, the fulfilment and
+// notification workers, the wallet's ledger or provisioning's reads run takes
+// (ctx context.Context, q Querier, …): q is the pool for a statement on its own, or the pgx.Tx
+// of a transaction the caller opened with DB.InTx. These are the statements that place, fulfil and read
+// orders, move money (ledger.go, wallet.go), authenticate keys, load and sync catalogs and
+// deliver webhooks. pgx sends arrays and binary parameters as they are and pipelines the
+// placement (DB.PlaceOrder owns its connection for that), which the hot path needs; its rows
+// scan straight into the models (models.go), plain row types that know no ORM.
 //
-// The operator's provisioning writes configuration through GORM (config.go): upserts of
-// partners, accounts, keys, catalogs and webhook endpoints, whose many columns a builder keeps
-// readable. Those functions take (ctx context.Context, tx *gorm.DB, …), tx being DB.Gorm or a
-// GORM transaction. Nothing else uses GORM; the domain packages never import it.
+// GORM is not here. The operator's upserts of partners, accounts, keys and webhook endpoints,
+// whose many columns a builder keeps readable, live with their only caller, in
+// internal/provisioning/configdb, with GORM models of their own, over DB.SQL (this pool's
+// database/sql view, which the migrations use too).
 //
 // # Jobs
 //

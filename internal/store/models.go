@@ -26,72 +26,43 @@ const (
 // ChannelConfig is the NOTIFY channel raised by the schema's triggers on configuration changes.
 const ChannelConfig = "codeport_config"
 
-type Partner struct {
-	ID           uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
-	Namespace    string
-	Name         string
-	DisplayName  string
-	ContactEmail string
-	CatalogID    *uuid.UUID `gorm:"type:uuid"`
-	Suspended    bool
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	DeletedAt    *time.Time
-}
-
 type Account struct {
-	ID                  uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
-	PartnerID           uuid.UUID `gorm:"type:uuid"`
+	ID                  uuid.UUID
+	PartnerID           uuid.UUID
 	Environment         string
-	IPWhitelist         TextArray `gorm:"type:cidr[]"`
+	IPWhitelist         TextArray
 	RateLimitPerMinute  int
 	OrderingEnabled     bool
 	WalletEnabled       bool
 	MaxQuantityPerOrder *int
 	// DailySpendLimits maps currency to minor units.
-	DailySpendLimits JSONMap `gorm:"type:jsonb"`
+	DailySpendLimits JSONMap
 	// LowBalanceThreshold is a decimal in major units, applied to every currency.
-	LowBalanceThreshold string `gorm:"type:numeric"`
+	LowBalanceThreshold string
 	Suspended           bool
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 }
 
-type APIKey struct {
-	ID        uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
-	AccountID uuid.UUID `gorm:"type:uuid"`
-	Kind      string
-	Digest    []byte
-	KeyPrefix string
-	Source    string
-	Rotation  int64
-	CreatedAt time.Time
-	RevokedAt *time.Time
-	// ExpiresAt ends a key replaced by a rotation with a grace period; nil never expires.
-	ExpiresAt *time.Time
-}
-
-func (APIKey) TableName() string { return "api_keys" }
-
 type Catalog struct {
-	ID                        uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
+	ID                        uuid.UUID
 	Namespace                 string
 	Name                      string
 	Description               string
 	ValidFrom                 time.Time
 	ValidTo                   *time.Time
 	CatalogTypeID             int
-	DefaultDiscountPercentage string `gorm:"type:numeric"`
+	DefaultDiscountPercentage string
 	CreatedAt                 time.Time
 	UpdatedAt                 time.Time
 	DeletedAt                 *time.Time
 }
 
 type CatalogProduct struct {
-	CatalogID           uuid.UUID `gorm:"type:uuid;primaryKey"`
-	ProductCode         string    `gorm:"primaryKey"`
+	CatalogID           uuid.UUID
+	ProductCode         string
 	Position            int
-	EAN                 string `gorm:"column:ean"`
+	EAN                 string
 	Name                string
 	ShortName           string
 	Image               string
@@ -103,20 +74,20 @@ type CatalogProduct struct {
 	DenominationType    string
 	Price               *int64
 	BuyingPrice         *int64
-	RRP                 *int64 `gorm:"column:rrp"`
+	RRP                 *int64
 	DenominationMin     *int64
 	DenominationMax     *int64
 	DenominationStep    *int64
 	DenominationDefault *int64
 	// DiscountPercentage is a decimal string, e.g. "7.5".
-	DiscountPercentage string `gorm:"type:numeric"`
+	DiscountPercentage string
 	MainCategory       string
 	SubCategory        string
 	ProductCategory    string
 	ProductType        string
 	Platform           string
 	Type               string
-	Tags               TextArray `gorm:"type:text[]"`
+	Tags               TextArray
 	Languages          JSONSlice[ProductLanguage]
 	Promotion          *JSONObject[ProductPromotion]
 	ServiceFee         *JSONObject[ProductServiceFee]
@@ -152,16 +123,16 @@ type ProductServiceFee struct {
 }
 
 type WalletBalance struct {
-	AccountID  uuid.UUID `gorm:"type:uuid;primaryKey"`
-	Currency   string    `gorm:"primaryKey"`
+	AccountID  uuid.UUID
+	Currency   string
 	Balance    int64
 	LowBalance bool
 	UpdatedAt  time.Time
 }
 
 type WalletEntry struct {
-	ID           int64     `gorm:"primaryKey"`
-	AccountID    uuid.UUID `gorm:"type:uuid"`
+	ID           int64
+	AccountID    uuid.UUID
 	Currency     string
 	Kind         string
 	Reference    string
@@ -172,8 +143,8 @@ type WalletEntry struct {
 }
 
 type Order struct {
-	ID                uuid.UUID `gorm:"type:uuid;primaryKey;default:gen_random_uuid()"`
-	AccountID         uuid.UUID `gorm:"type:uuid"`
+	ID                uuid.UUID
+	AccountID         uuid.UUID
 	ExternalOrderCode string
 	PayloadHash       []byte
 	Currency          string
@@ -188,57 +159,41 @@ type Order struct {
 	CreatedAt         time.Time
 	FinishedAt        *time.Time
 	// Metadata is the partner's key/value pairs (jsonb, {} when none).
-	Metadata map[string]string `gorm:"serializer:json"`
-	Lines    []OrderLine       `gorm:"foreignKey:OrderID"`
+	Metadata map[string]string
+	Lines    []OrderLine
 }
 
 type OrderLine struct {
-	OrderID     uuid.UUID `gorm:"type:uuid;primaryKey"`
-	LineNo      int       `gorm:"primaryKey"`
+	OrderID     uuid.UUID
+	LineNo      int
 	ProductCode string
 	UnitPrice   int64
 	Quantity    int
 	Currency    string
-	SKU         string `gorm:"column:sku"`
+	SKU         string
 }
 
 type CodeStock struct {
-	ID          int64 `gorm:"primaryKey"`
+	ID          int64
 	ProductCode string
 	KeyRef      KeyRef // the codes key the ciphertext is sealed under
 	Ciphertext  []byte
 	Digest      []byte
 	Batch       string
 	ImportedAt  time.Time
-	OrderID     *uuid.UUID `gorm:"type:uuid"`
+	OrderID     *uuid.UUID
 	DeliveredAt *time.Time
 }
 
-func (CodeStock) TableName() string { return "code_stock" }
-
 type DeliveredCode struct {
-	OrderID     uuid.UUID `gorm:"type:uuid;primaryKey"`
-	LineNo      int       `gorm:"primaryKey"`
-	UnitNo      int       `gorm:"primaryKey"`
+	OrderID     uuid.UUID
+	LineNo      int
+	UnitNo      int
 	StockID     *int64
 	KeyRef      KeyRef // the codes key the ciphertext is sealed under
 	Ciphertext  []byte
 	Digest      []byte
 	DeliveredAt time.Time
-}
-
-type WebhookEndpoint struct {
-	PartnerID   uuid.UUID `gorm:"type:uuid;primaryKey"`
-	Environment string    `gorm:"primaryKey"`
-	URL         string    `gorm:"column:url"`
-	// SealedSecret is the signing secret sealed with the codes key for WebhookSecretOwner; nil
-	// until the operator has sealed it.
-	SealedSecret []byte
-	// SecretKeyRef names the codes key SealedSecret is sealed under.
-	SecretKeyRef KeyRef
-	EventTypes   TextArray `gorm:"type:text[]"`
-	Enabled      bool
-	UpdatedAt    time.Time
 }
 
 // WebhookSecretOwner is what a partner's sealed webhook secret of an environment is bound to:
@@ -248,10 +203,10 @@ func WebhookSecretOwner(partnerID uuid.UUID, environment string) string {
 }
 
 type WebhookEvent struct {
-	ID          string    `gorm:"primaryKey"`
-	AccountID   uuid.UUID `gorm:"type:uuid"`
+	ID          string
+	AccountID   uuid.UUID
 	Type        string
-	Payload     JSON `gorm:"type:jsonb"`
+	Payload     JSON
 	CreatedAt   time.Time
 	DeliveredAt *time.Time
 	// State is WebhookPending, WebhookDelivered or WebhookFailed.

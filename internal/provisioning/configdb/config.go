@@ -1,4 +1,4 @@
-package store
+package configdb
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+
+	"github.com/codeport/codeport/internal/store"
 )
 
 // unchangedRow runs query, which selects the id of a row only when it already holds the values
@@ -28,9 +30,9 @@ func unchangedRow(tx *gorm.DB, id *uuid.UUID, query string, args ...any) (bool, 
 
 // DeleteCatalog retires a catalog; partners bound to it then see an empty catalog.
 func DeleteCatalog(ctx context.Context, db *gorm.DB, namespace, name string) error {
-	err := db.WithContext(ctx).Model(&Catalog{}).
-		Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
-		Update("deleted_at", time.Now()).Error
+	now := time.Now()
+	err := db.WithContext(ctx).Exec(`UPDATE catalogs SET deleted_at = ?, updated_at = ?
+		WHERE namespace = ? AND name = ? AND deleted_at IS NULL`, now, now, namespace, name).Error
 	if err != nil {
 		return fmt.Errorf("delete catalog %s/%s: %w", namespace, name, err)
 	}
@@ -39,17 +41,16 @@ func DeleteCatalog(ctx context.Context, db *gorm.DB, namespace, name string) err
 
 // CatalogID returns the id of a live catalog.
 func CatalogID(ctx context.Context, db *gorm.DB, namespace, name string) (uuid.UUID, error) {
-	var c Catalog
-	err := db.WithContext(ctx).Select("id").
-		Where("namespace = ? AND name = ? AND deleted_at IS NULL", namespace, name).
-		Take(&c).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return uuid.Nil, ErrNotFound
-	}
+	var ids []uuid.UUID
+	err := db.WithContext(ctx).Raw(`SELECT id FROM catalogs WHERE namespace = ? AND name = ? AND deleted_at IS NULL`,
+		namespace, name).Scan(&ids).Error
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("find catalog %s/%s: %w", namespace, name, err)
 	}
-	return c.ID, nil
+	if len(ids) == 0 {
+		return uuid.Nil, store.ErrNotFound
+	}
+	return ids[0], nil
 }
 
 // UpsertPartner creates or updates a partner by (namespace, name), reviving a deleted one. A
@@ -145,21 +146,6 @@ func RetirePartner(ctx context.Context, db *gorm.DB, namespace, name string) err
 		}
 		return tx.Exec(`UPDATE partners SET deleted_at = now(), updated_at = now() WHERE id = ?`, p.ID).Error
 	})
-}
-
-// AccountOf returns the account of a live partner's environment.
-func AccountOf(ctx context.Context, db *gorm.DB, namespace, name, environment string) (Account, error) {
-	var a Account
-	err := db.WithContext(ctx).Raw(`SELECT a.* FROM accounts a JOIN partners p ON p.id = a.partner_id
-		WHERE p.namespace = ? AND p.name = ? AND p.deleted_at IS NULL AND a.environment = ?`,
-		namespace, name, environment).Scan(&a).Error
-	if err != nil {
-		return Account{}, fmt.Errorf("find %s account of %s/%s: %w", environment, namespace, name, err)
-	}
-	if a.ID == uuid.Nil {
-		return Account{}, ErrNotFound
-	}
-	return a, nil
 }
 
 // WebhookEndpoints returns a partner's endpoints by environment.
