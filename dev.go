@@ -132,12 +132,16 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	workers := fulfilment.DefaultWorkerConfig(provisioning.Environments()...)
 	// A developer's webhook receiver runs on this machine or their network.
 	delivery := notify.Delivery{SMTP: mail, Retry: notify.DefaultRetry(), AllowPrivateNetworks: true}
-	prov, err := provisioning.New(db, cipher)
+	// One notifier for the process: the data plane raises order and balance events with it, the
+	// provisioning of the dev manifest its catalogs' product events.
+	notifier := notify.NewNotifier(delivery.SMTP != nil, delivery.Retry)
+	prov, err := provisioning.New(db, cipher, notifier)
 	if err != nil {
 		return err
 	}
 	plane := &apiserver.DataPlane{
-		Deps:      apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Logger: log},
+		Deps: apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Logger: log,
+			Notifier: notifier},
 		Listeners: listeners,
 		Workers:   &workers,
 		Delivery:  delivery,

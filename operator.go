@@ -23,6 +23,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -81,7 +82,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return err
 			}
-			prov, err := provisioning.New(db, cipher)
+			// The operator delivers nothing: the API processes work the notification queues its
+			// catalog changes fill.
+			prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -137,7 +138,7 @@ func newProvisioner(t *testing.T) *stack {
 	}
 	t.Cleanup(db.Close)
 	cipher := sharedCipher(t)
-	prov, err := provisioning.New(db, cipher)
+	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

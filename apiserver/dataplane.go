@@ -67,7 +67,9 @@ func (d *DataPlane) Run(ctx context.Context, ready func(addrs map[string]string)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d.Deps.Notifier = notify.NewNotifier(d.Delivery.SMTP != nil, d.Delivery.Retry)
+	if d.Deps.Notifier == nil {
+		d.Deps.Notifier = notify.NewNotifier(d.Delivery.SMTP != nil, d.Delivery.Retry)
+	}
 	r := &running{addrs: map[string]string{}, errs: make(chan error, 2*len(d.Listeners))}
 	reg, stopMetrics, err := d.startMetrics(log, r)
 	if err != nil {

@@ -285,7 +285,7 @@ func TestWebhookSecretsFollowACodesKeyChange(t *testing.T) {
 	hook := &provisioning.Webhook{URL: rcv.server.URL, Secret: []byte(webhookSecret)}
 	both := provisioning.Webhooks{"sandbox": hook, "production": hook}
 	// Sealed by an operator that still ran with the previous codes key.
-	oldProv, err := provisioning.New(s.db, old)
+	oldProv, err := provisioning.New(s.db, old, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

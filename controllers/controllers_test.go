@@ -19,6 +19,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -170,7 +171,7 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	prov, err := provisioning.New(env.db, nil)
+	prov, err := provisioning.New(env.db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -25,7 +26,7 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 	t.Helper()
 	ctx := context.Background()
 	db := openTestStore(t, database, 4)
-	prov, err := provisioning.New(db, nil)
+	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

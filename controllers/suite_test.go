@@ -34,6 +34,7 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -200,7 +201,7 @@ func startManagerIn(ctx context.Context, reg prometheus.Registerer, namespaces [
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
-	prov, err := provisioning.New(env.db, env.cipher)
+	prov, err := provisioning.New(env.db, env.cipher, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -46,7 +47,7 @@ func newTenants(ctx context.Context, partners, products, funded int) (*tenants, 
 		_ = database.Drop(ctx)
 		return nil, err
 	}
-	prov, err := provisioning.New(db, nil)
+	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		db.Close()
 		_ = database.Drop(ctx)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -446,7 +447,7 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 func (c *cluster) walletConvergence(
 	ctx context.Context, partners []*partner, stopped time.Time, f *findings,
 ) (time.Duration, error) {
-	prov, err := provisioning.New(c.db, nil)
+	prov, err := provisioning.New(c.db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		return 0, err
 	}

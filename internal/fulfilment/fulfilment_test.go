@@ -50,7 +50,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, err := provisioning.New(db, cipher)
+	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

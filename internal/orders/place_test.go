@@ -16,6 +16,7 @@ import (
 	"github.com/codeport/codeport/internal/catalog"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -53,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prov, err := provisioning.New(db, cipher)
+	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,14 +35,14 @@ type Provisioner struct {
 	now    func() time.Time
 }
 
-// New returns a provisioner on db that seals webhook secrets with secrets (the codes key).
-func New(db *store.DB, secrets *codes.Cipher) (*Provisioner, error) {
+// New returns a provisioner on db that seals webhook secrets with secrets (the codes key) and
+// raises catalog changes' product events through events, the process's notifier.
+func New(db *store.DB, secrets *codes.Cipher, events *notify.Notifier) (*Provisioner, error) {
 	config, err := configdb.Open(db)
 	if err != nil {
 		return nil, err
 	}
-	return &Provisioner{db: db, config: config, secrets: secrets, events: notify.NewNotifier(false, notify.DefaultRetry()),
-		now: time.Now}, nil
+	return &Provisioner{db: db, config: config, secrets: secrets, events: events, now: time.Now}, nil
 }
 
 // CatalogResult is what applying a catalog did.
