@@ -19,12 +19,113 @@ func newCodesCommand() *cobra.Command {
 		Use:   "codes",
 		Short: "Manage the production stock of redemption codes",
 	}
-	cmd.AddCommand(newCodesImportCommand())
+	cmd.AddCommand(newCodesImportCommand(), newCodesRekeyCommand())
 	return cmd
 }
 
+// openCodesDatabase opens the database a codes command works on, checks its schema and binds
+// the keyring to it.
+func openCodesDatabase(cmd *cobra.Command, databaseURL string, keyring codesKeyring) (*store.DB, *codes.Cipher, error) {
+	if databaseURL == "" {
+		return nil, nil, errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+	}
+	cipher, err := keyring.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 2})
+	if err != nil {
+		return nil, nil, err
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if err := requireSchema(cmd.Context(), db, log); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, cipher, nil
+}
+
+func newCodesRekeyCommand() *cobra.Command {
+	var databaseURL string
+	var codesKey codesKeyring
+	var batch int
+	var report bool
+	cmd := &cobra.Command{
+		Use:   "rekey",
+		Short: "Re-encrypt codes and webhook secrets under the current codes key",
+		Long: `Seal every code and webhook secret encrypted under an older key of the keyring again under the
+current key, in short transactions of --batch rows, while orders go on. Killed, it is run again
+and goes on where it stopped. It prints a line per batch on standard error and ends with what each
+key of the database still encrypts: a key that encrypts nothing may leave the keyring. It fails
+when codes are left under an older key of the keyring. --report only prints that last part.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if batch <= 0 {
+				return fmt.Errorf("--batch must be above 0, not %d", batch)
+			}
+			db, cipher, err := openCodesDatabase(cmd, databaseURL, codesKey)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if !report {
+				errOut := cmd.ErrOrStderr()
+				moved, err := cipher.Rekey(cmd.Context(), db.Pool, batch, func(p codes.RekeyProgress) {
+					fmt.Fprintf(errOut, "re-encrypted %d rows of %s from codes key %s (%d in all)\n",
+						p.Rows, p.Table, p.Key, p.Done)
+				})
+				if err != nil {
+					return fmt.Errorf("rekey stopped after %d ciphertexts (run it again to go on): %w", moved, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "re-encrypted %d ciphertexts under codes key %s\n", moved, cipher.KeyID())
+			}
+			return printRemaining(cmd, db, cipher)
+		},
+	}
+	f := cmd.Flags()
+	databaseURLFlag(cmd, &databaseURL)
+	codesKeyFlag(f, &codesKey)
+	f.IntVar(&batch, "batch", 500, "ciphertexts re-encrypted per transaction")
+	f.BoolVar(&report, "report", false, "only report what each codes key encrypts")
+	return cmd
+}
+
+// printRemaining prints what each codes key of the database encrypts, and fails when an older
+// key of the keyring still encrypts something.
+func printRemaining(cmd *cobra.Command, db *store.DB, cipher *codes.Cipher) error {
+	left, err := cipher.Remaining(cmd.Context(), db.Pool)
+	if err != nil {
+		return err
+	}
+	var older int64
+	for _, k := range left {
+		note := "not in the keyring"
+		switch {
+		case k.Current:
+			note = "current"
+		case k.InRing && k.Count == 0:
+			note = "older, encrypts nothing: may leave the keyring"
+		case k.InRing:
+			note = "older"
+			older += k.Count
+		}
+		if _, err := fmt.Fprintf(cmd.OutOrStdout(), "codes key %s: %d ciphertexts (%s)\n", k.Key, k.Count, note); err != nil {
+			return err
+		}
+	}
+	if older > 0 {
+		return fmt.Errorf("%d ciphertexts are still encrypted under older keys of the keyring: run codes rekey", older)
+	}
+	return nil
+}
+
 func newCodesImportCommand() *cobra.Command {
-	var databaseURL, product, batch, codesKey string
+	var databaseURL, product, batch string
+	var codesKey codesKeyring
 	cmd := &cobra.Command{
 		Use:   "import --product CODE FILE",
 		Short: "Load codes for a product into the production stock, encrypted",
@@ -35,13 +136,6 @@ is refused. Codes already in stock, or repeated in the file, are skipped and cou
 can be re-run safely.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if databaseURL == "" {
-				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
-			}
-			cipher, err := loadCipher(codesKey)
-			if err != nil {
-				return err
-			}
 			in := cmd.InOrStdin()
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
@@ -54,18 +148,11 @@ can be re-run safely.`,
 			if batch == "" {
 				batch = filepath.Base(args[0])
 			}
-			db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 2})
+			db, cipher, err := openCodesDatabase(cmd, databaseURL, codesKey)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := requireSchema(cmd.Context(), db, log); err != nil {
-				return err
-			}
-			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
-				return err
-			}
 			progress := func(codes.ImportResult) {}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				progress = func(r codes.ImportResult) {

@@ -128,7 +128,7 @@ func runCodeport(t *testing.T, args ...string) (string, error) {
 // keyID is the id of a base64 or hex codes key.
 func keyID(t *testing.T, key string) string {
 	t.Helper()
-	c, err := loadCipher(key)
+	c, err := codesKeyring{keys: key}.load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -214,10 +214,12 @@ func dialable(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// devCipher uses CODEPORT_CODES_KEY when set, else a key kept in the state directory.
+// devCipher uses CODEPORT_CODES_KEY (a key or a keyring, with CODEPORT_CODES_CURRENT_KEY_ID)
+// when set, else a key kept in the state directory.
 func devCipher(stateDir string) (*codes.Cipher, error) {
+	current := os.Getenv("CODEPORT_CODES_CURRENT_KEY_ID")
 	if key := os.Getenv("CODEPORT_CODES_KEY"); key != "" {
-		return loadCipher(key)
+		return codesKeyring{keys: key, current: current}.load()
 	}
 	path := filepath.Join(stateDir, "codes.key")
 	raw, err := os.ReadFile(path)
@@ -233,7 +235,7 @@ func devCipher(stateDir string) (*codes.Cipher, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("read codes key: %w", err)
 	}
-	return loadCipher(string(raw))
+	return codesKeyring{keys: string(raw), current: current}.load()
 }
 
 func printDevBanner(

@@ -31,9 +31,10 @@ import (
 
 func newOperatorCommand() *cobra.Command {
 	var (
-		databaseURL, codesKey, kubeconfig, sandboxBaseURL, productionBaseURL string
-		specTopUps                                                           bool
-		m                                                                    managerFlags
+		databaseURL, kubeconfig, sandboxBaseURL, productionBaseURL string
+		codesKey                                                   codesKeyring
+		specTopUps                                                 bool
+		m                                                          managerFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "operator",
@@ -47,7 +48,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if databaseURL == "" {
 				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
 			}
-			cipher, err := loadCipher(codesKey)
+			cipher, err := codesKey.load()
 			if err != nil {
 				return err
 			}

@@ -32,12 +32,13 @@ const logBufferSize = 64 << 10
 func newServeCommand() *cobra.Command {
 	var (
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL string
-		redisURL, trustedProxies, codesKey, smtpURL, smtpFrom     string
+		redisURL, trustedProxies, smtpURL, smtpFrom               string
 		workers, profiling, webhooksToPrivate                     bool
 		concurrency, transactions                                 int
 		maxConns, minIdleConns                                    int32
 		rescueAfter                                               time.Duration
 		sandboxTimeout, logFlushInterval                          time.Duration
+		codesKey                                                  codesKeyring
 		v1Deprecation, v1Sunset, v1Docs                           string
 		publicBaseURL                                             string
 	)
@@ -72,7 +73,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				return fmt.Errorf("--public-base-url: %w", err)
 			}
 			cfg.PublicBaseURL = publicBaseURL
-			cipher, err := loadCipher(codesKey)
+			cipher, err := codesKey.load()
 			if err != nil {
 				return err
 			}
@@ -206,11 +207,24 @@ func processLogs(out io.Writer, interval time.Duration) (*logbuffer.Writer, *slo
 	return logs, slog.New(logs.FlushAt(slog.NewJSONHandler(logs, nil), slog.LevelWarn))
 }
 
-// codesKeyFlag binds --codes-key, defaulting to $CODEPORT_CODES_KEY.
-func codesKeyFlag(f *pflag.FlagSet, target *string) {
-	credentialFlag(f, target, "codes-key", "CODEPORT_CODES_KEY",
-		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest "+
+// codesKeyring is the codes keyring a process takes from its flags or environment.
+type codesKeyring struct {
+	// keys are one key, or several separated by commas, spaces or new lines.
+	keys string
+	// current is the id of the key that encrypts; empty with one key.
+	current string
+}
+
+// codesKeyFlag binds --codes-key and --codes-current-key-id, defaulting to $CODEPORT_CODES_KEY
+// and $CODEPORT_CODES_CURRENT_KEY_ID.
+func codesKeyFlag(f *pflag.FlagSet, target *codesKeyring) {
+	credentialFlag(f, &target.keys, "codes-key", "CODEPORT_CODES_KEY",
+		"32-byte key (base64 or hex) encrypting codes and webhook secrets at rest, or a keyring: several keys "+
+			"separated by commas or new lines, older ones still decrypting "+
 			"(default $CODEPORT_CODES_KEY; generate one with: openssl rand -base64 32)")
+	f.StringVar(&target.current, "codes-current-key-id", os.Getenv("CODEPORT_CODES_CURRENT_KEY_ID"),
+		"id of the keyring's key that encrypts, required when --codes-key holds several "+
+			"(default $CODEPORT_CODES_CURRENT_KEY_ID)")
 }
 
 // smtpFlags binds --smtp-url and --smtp-from, defaulting to $CODEPORT_SMTP_URL and $CODEPORT_SMTP_FROM.
@@ -229,31 +243,28 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-// codesKeySource is where serve, operator and codes import take the codes key from.
+// codesKeySource is where serve, operator and the codes commands take the codes keyring from.
 const codesKeySource = "--codes-key or CODEPORT_CODES_KEY"
 
 // attachCodesKey binds c to the database (codes.Cipher.Attach). A key the database's codes and
-// secrets are not sealed under stops the process, in one line that also says where the key
-// comes from (source).
+// secrets are not sealed under, or a keyring lacking one that still seals some, stops the
+// process, in one line that also says where the keys come from (source).
 func attachCodesKey(ctx context.Context, db *store.DB, c *codes.Cipher, source string) (*codes.Cipher, error) {
 	attached, err := c.Attach(ctx, db.Pool)
 	var wrong *codes.WrongKeyError
-	if errors.As(err, &wrong) {
+	var missing *codes.MissingKeyError
+	if errors.As(err, &wrong) || errors.As(err, &missing) {
 		return nil, fmt.Errorf("%w (%s)", err, source)
 	}
 	return attached, err
 }
 
-func loadCipher(key string) (*codes.Cipher, error) {
-	if strings.TrimSpace(key) == "" {
+func (k codesKeyring) load() (*codes.Cipher, error) {
+	if strings.TrimSpace(k.keys) == "" {
 		return nil, errors.New(
 			"--codes-key (or CODEPORT_CODES_KEY) is required: codes and webhook secrets are stored encrypted with it")
 	}
-	raw, err := codes.ParseKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return codes.NewCipher(raw)
+	return codes.ParseKeyring(k.keys, k.current)
 }
 
 // newLimiter is the Redis limiter (falling back to per-process limits while Redis is down) when

@@ -19,23 +19,38 @@ import (
 const KeySize = 32
 
 // Cipher seals and opens codes, and the credentials the service must use in plaintext later
-// (webhook signing secrets), with one master key. Each use has its own subkey derived from it,
-// so the digest reveals nothing about the encryption keys, and a sealed secret is no code.
+// (webhook signing secrets), with a keyring of master keys: the current key seals, and every key
+// of the ring opens what it sealed, so a key can be rotated while codes are sold (codes rekey
+// moves the ciphertexts of older keys to the current one). Each use has its own subkey derived
+// from a master key, so the digest reveals nothing about the encryption keys, and a sealed secret
+// is no code.
 //
 // Every ciphertext names the key it is sealed under (a store.KeyRef), and opening one sealed
-// under another key says so. A process binds its cipher to its database with Attach, which
-// refuses a key that is not the database's.
+// under a key the ring lacks says so. A process binds its cipher to its database with Attach,
+// which refuses a keyring that lacks a key still sealing ciphertexts there.
 type Cipher struct {
+	// current seals; it is one of ring.
+	current *masterKey
+	// ring are the keys, current first.
+	ring []*masterKey
+	// byRef are the ring's keys by what the database's rows name them by.
+	byRef map[store.KeyRef]*masterKey
+	// recorded are the ids of the database's keys by ref, to name the key of a ciphertext
+	// sealed under one the ring lacks; nil until Attach.
+	recorded  map[store.KeyRef]string
+	digestKey []byte
+}
+
+// masterKey is one key of a ring, with its subkeys.
+type masterKey struct {
 	// id is the key's fingerprint (KeyID).
 	id string
 	// ref is what the database's rows name this key by.
-	ref store.KeyRef
-	// recorded are the ids of the database's keys by ref, to name the key of a ciphertext
-	// sealed under another one; nil until Attach.
-	recorded  map[store.KeyRef]string
-	aead      cipher.AEAD
-	secrets   cipher.AEAD
-	digestKey []byte
+	ref     store.KeyRef
+	aead    cipher.AEAD
+	secrets cipher.AEAD
+	// derivedDigest is the digest key derived from this key: a database's first key's.
+	derivedDigest []byte
 }
 
 // ParseKey accepts the master key as base64 (standard or URL alphabet) or hex.
@@ -49,7 +64,12 @@ func ParseKey(s string) ([]byte, error) {
 			return b, nil
 		}
 	}
-	return nil, fmt.Errorf(
+	return nil, errKeyFormat()
+}
+
+// errKeyFormat says how a codes key is written.
+func errKeyFormat() error {
+	return fmt.Errorf(
 		"codes key must be %d bytes, base64 or hex encoded (generate one with `openssl rand -base64 32`)", KeySize)
 }
 
@@ -80,6 +100,87 @@ const keyIDSize = 8
 // key is derived from it: what every database's key was before keys were recorded. A process
 // attaches it to its database (Attach) before sealing or opening anything there.
 func NewCipher(master []byte) (*Cipher, error) {
+	k, err := newMasterKey(master)
+	if err != nil {
+		return nil, err
+	}
+	return newRing(k, []*masterKey{k}), nil
+}
+
+// NewKeyring builds a cipher from several master keys; the one whose id is current seals.
+// Until it is attached, the cipher knows only the current key, as the first key of a database.
+func NewKeyring(masters [][]byte, current string) (*Cipher, error) {
+	var ring []*masterKey
+	var cur *masterKey
+	seen := map[string]bool{}
+	for _, m := range masters {
+		k, err := newMasterKey(m)
+		if err != nil {
+			return nil, err
+		}
+		if seen[k.id] {
+			continue
+		}
+		seen[k.id] = true
+		ring = append(ring, k)
+		if k.id == current {
+			cur = k
+		}
+	}
+	switch {
+	case len(ring) == 0:
+		return nil, errors.New("the codes keyring holds no key")
+	case cur == nil && current == "" && len(ring) == 1:
+		cur = ring[0]
+	case cur == nil && current == "":
+		return nil, fmt.Errorf("the codes keyring holds %d keys (ids %s): name the one that encrypts by its id",
+			len(ring), strings.Join(ids(ring), ", "))
+	case cur == nil:
+		return nil, fmt.Errorf("the current codes key %s is not in the keyring (ids %s)",
+			current, strings.Join(ids(ring), ", "))
+	}
+	// The current key goes first: it is tried first on a database that records no key yet.
+	ordered := []*masterKey{cur}
+	for _, k := range ring {
+		if k != cur {
+			ordered = append(ordered, k)
+		}
+	}
+	return newRing(cur, ordered), nil
+}
+
+// ParseKeyring parses a keyring written as keys (ParseKey) separated by commas, spaces or new
+// lines; current is the id of the key that seals, which may be empty when the ring holds one key.
+func ParseKeyring(text, current string) (*Cipher, error) {
+	fields := strings.FieldsFunc(text, func(r rune) bool {
+		return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t'
+	})
+	masters := make([][]byte, 0, len(fields))
+	for i, f := range fields {
+		m, err := ParseKey(f)
+		if err != nil {
+			if len(fields) > 1 {
+				return nil, fmt.Errorf("key %d of the codes keyring: %w", i+1, err)
+			}
+			return nil, err
+		}
+		masters = append(masters, m)
+	}
+	if len(masters) == 0 {
+		return nil, errKeyFormat()
+	}
+	return NewKeyring(masters, strings.TrimSpace(current))
+}
+
+func newRing(current *masterKey, ring []*masterKey) *Cipher {
+	current.ref = FirstKey
+	return &Cipher{
+		current: current, ring: ring, byRef: map[store.KeyRef]*masterKey{FirstKey: current},
+		digestKey: current.derivedDigest,
+	}
+}
+
+func newMasterKey(master []byte) (*masterKey, error) {
 	if len(master) != KeySize {
 		return nil, fmt.Errorf("codes key must be %d bytes, got %d", KeySize, len(master))
 	}
@@ -91,27 +192,39 @@ func NewCipher(master []byte) (*Cipher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cipher{
+	return &masterKey{
 		id:  hex.EncodeToString(subkey(master, "key-id")[:keyIDSize]),
-		ref: FirstKey, aead: aead, secrets: secrets, digestKey: subkey(master, "digest"),
+		ref: FirstKey, aead: aead, secrets: secrets, derivedDigest: subkey(master, "digest"),
 	}, nil
 }
 
-// KeyID identifies the master key without revealing it: the first 8 bytes of
+func ids(ring []*masterKey) []string {
+	out := make([]string, len(ring))
+	for i, k := range ring {
+		out[i] = k.id
+	}
+	return out
+}
+
+// KeyID identifies the current master key without revealing it: the first 8 bytes of
 // HMAC-SHA256(key, "codeport/key-id"), in hex. It is a subkey like the others, so it tells
 // nothing about the encryption keys, and checking a guessed key against it is no easier than
 // against any ciphertext the database holds.
-func (c *Cipher) KeyID() string { return c.id }
+func (c *Cipher) KeyID() string { return c.current.id }
+
+// KeyIDs are the ids of the ring's keys, the current one first.
+func (c *Cipher) KeyIDs() []string { return ids(c.ring) }
 
 // Key is what a row sealed by c names its key by: store it with the ciphertext.
-func (c *Cipher) Key() store.KeyRef { return c.ref }
+func (c *Cipher) Key() store.KeyRef { return c.current.ref }
 
-// current returns an *OtherKeyError unless key is c's.
-func (c *Cipher) current(key store.KeyRef) error {
-	if key != c.ref {
-		return &OtherKeyError{Key: key, ID: c.recorded[key], Current: c.id}
+// key returns the ring's key that key names, or an *OtherKeyError when the ring lacks it.
+func (c *Cipher) key(key store.KeyRef) (*masterKey, error) {
+	k := c.byRef[key]
+	if k == nil {
+		return nil, &OtherKeyError{Key: key, ID: c.recorded[key], Current: c.current.id}
 	}
-	return nil
+	return k, nil
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {
@@ -137,22 +250,28 @@ func (c *Cipher) Digest(code string) []byte {
 // additional data so a ciphertext cannot be moved to another row unnoticed.
 func (c *Cipher) Seal(code string) (ciphertext, digest []byte, err error) {
 	digest = c.Digest(code)
-	nonce := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(code)+c.aead.Overhead())
+	ciphertext, err = c.current.seal([]byte(code), digest)
+	return ciphertext, digest, err
+}
+
+// seal encrypts a code as nonce || ciphertext, bound to digest.
+func (k *masterKey) seal(code, digest []byte) ([]byte, error) {
+	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(code)+k.aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
-		return nil, nil, fmt.Errorf("seal code: %w", err)
+		return nil, fmt.Errorf("seal code: %w", err)
 	}
-	return c.aead.Seal(nonce, nonce, []byte(code), digest), digest, nil
+	return k.aead.Seal(nonce, nonce, code, digest), nil
 }
 
 // ErrTampered is returned when a ciphertext fails authentication (wrong key or altered data).
 var ErrTampered = errors.New("ciphertext failed authentication")
 
-// OtherKeyError is returned for a ciphertext sealed under a codes key other than the cipher's.
+// OtherKeyError is returned for a ciphertext sealed under a codes key the cipher's ring lacks.
 type OtherKeyError struct {
 	// Key is the ciphertext's key; ID its id, "" when the database records no such key.
 	Key store.KeyRef
 	ID  string
-	// Current is the id of the cipher's key.
+	// Current is the id of the cipher's current key.
 	Current string
 }
 
@@ -161,52 +280,63 @@ func (e *OtherKeyError) Error() string {
 		return fmt.Sprintf("sealed under codes key number %d, which this database does not record; "+
 			"the current key is %s", e.Key, e.Current)
 	}
-	return fmt.Sprintf("sealed under codes key %s, not the current key %s", e.ID, e.Current)
+	return fmt.Sprintf("sealed under codes key %s, which the keyring lacks (the current key is %s)", e.ID, e.Current)
 }
 
 // Open decrypts a ciphertext made by Seal with the same digest, sealed under key.
 func (c *Cipher) Open(key store.KeyRef, ciphertext, digest []byte) (string, error) {
-	if err := c.current(key); err != nil {
+	k, err := c.key(key)
+	if err != nil {
 		return "", err
 	}
-	n := c.aead.NonceSize()
+	plain, err := k.open(ciphertext, digest)
+	return string(plain), err
+}
+
+func (k *masterKey) open(ciphertext, digest []byte) ([]byte, error) {
+	n := k.aead.NonceSize()
 	if len(ciphertext) < n {
-		return "", ErrTampered
+		return nil, ErrTampered
 	}
-	plain, err := c.aead.Open(nil, ciphertext[:n], ciphertext[n:], digest)
+	plain, err := k.aead.Open(nil, ciphertext[:n], ciphertext[n:], digest)
 	if err != nil {
-		return "", ErrTampered
+		return nil, ErrTampered
 	}
-	return string(plain), nil
+	return plain, nil
 }
 
 // SealSecret encrypts a credential as nonce || ciphertext under the key c.Key() names. owner
 // names the row the secret belongs to and is bound as additional data, so a sealed secret copied
 // to another row does not open there.
 func (c *Cipher) SealSecret(secret []byte, owner string) ([]byte, error) {
-	nonce := make([]byte, c.secrets.NonceSize(), c.secrets.NonceSize()+len(secret)+c.secrets.Overhead())
+	return c.current.sealSecret(secret, owner)
+}
+
+func (k *masterKey) sealSecret(secret []byte, owner string) ([]byte, error) {
+	nonce := make([]byte, k.secrets.NonceSize(), k.secrets.NonceSize()+len(secret)+k.secrets.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("seal secret: %w", err)
 	}
-	return c.secrets.Seal(nonce, nonce, secret, []byte(owner)), nil
+	return k.secrets.Seal(nonce, nonce, secret, []byte(owner)), nil
 }
 
 // OpenSecret decrypts what SealSecret made for the same owner under key. *OtherKeyError means
-// key is not c's; ErrTampered that the secret was sealed under another master key than its key
-// names, for another owner, or altered.
+// c's ring lacks key; ErrTampered that the secret was sealed under another master key than its
+// key names, for another owner, or altered.
 func (c *Cipher) OpenSecret(key store.KeyRef, sealed []byte, owner string) ([]byte, error) {
-	if err := c.current(key); err != nil {
+	k, err := c.key(key)
+	if err != nil {
 		return nil, err
 	}
-	return c.openSecret(sealed, owner)
+	return k.openSecret(sealed, owner)
 }
 
-func (c *Cipher) openSecret(sealed []byte, owner string) ([]byte, error) {
-	n := c.secrets.NonceSize()
+func (k *masterKey) openSecret(sealed []byte, owner string) ([]byte, error) {
+	n := k.secrets.NonceSize()
 	if len(sealed) < n {
 		return nil, ErrTampered
 	}
-	plain, err := c.secrets.Open(nil, sealed[:n], sealed[n:], []byte(owner))
+	plain, err := k.secrets.Open(nil, sealed[:n], sealed[n:], []byte(owner))
 	if err != nil {
 		return nil, ErrTampered
 	}

@@ -283,7 +283,8 @@ func TestOpenNamesTheKey(t *testing.T) {
 		want string
 	}{
 		"current key": {key: current.Key()},
-		"another recorded key": {key: 2, want: fmt.Sprintf("sealed under codes key %s, not the current key %s",
+		"another recorded key": {key: 2, want: fmt.Sprintf(
+			"sealed under codes key %s, which the keyring lacks (the current key is %s)",
 			other.KeyID(), current.KeyID())},
 		"a key not recorded": {key: 3, want: fmt.Sprintf("sealed under codes key number 3, which this database "+
 			"does not record; the current key is %s", current.KeyID())},
@@ -450,7 +451,13 @@ func writeBeforeUpgrade(t *testing.T, db *store.DB, previous *codes.Cipher) uuid
 // openStock opens every code of the stock with c, in import order.
 func openStock(t *testing.T, db *store.DB, c *codes.Cipher) []string {
 	t.Helper()
-	rows, err := db.Pool.Query(t.Context(), `SELECT key_ref, ciphertext, digest FROM code_stock ORDER BY id`)
+	return openCodes(t, db, c, `SELECT key_ref, ciphertext, digest FROM code_stock ORDER BY id`)
+}
+
+// openCodes opens with c every code query reads as key_ref, ciphertext and digest.
+func openCodes(t *testing.T, db *store.DB, c *codes.Cipher, query string) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(t.Context(), query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +471,7 @@ func openStock(t *testing.T, db *store.DB, c *codes.Cipher) []string {
 		}
 		code, err := c.Open(ref, ct, digest)
 		if err != nil {
-			t.Fatalf("stock code: %v", err)
+			t.Fatalf("code: %v", err)
 		}
 		opened = append(opened, code)
 	}

@@ -254,7 +254,8 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 		owner := store.WebhookSecretOwner(partnerID, env)
 		sealed := have.SealedSecret
 		plain, err := p.secrets.OpenSecret(have.SecretKeyRef, sealed, owner)
-		if err != nil || !bytes.Equal(plain, want.Secret) {
+		// A secret sealed under an older key of the ring is sealed again under the current one.
+		if err != nil || !bytes.Equal(plain, want.Secret) || have.SecretKeyRef != p.secrets.Key() {
 			if sealed, err = p.secrets.SealSecret(want.Secret, owner); err != nil {
 				return err
 			}
@@ -262,7 +263,7 @@ func (p *Provisioner) applyWebhooks(tx *gorm.DB, partnerID uuid.UUID, webhooks W
 		endpoint := configdb.WebhookEndpoint{
 			URL:          want.URL,
 			SealedSecret: sealed,
-			// A stored secret is kept only when it opened, that is, under the current key.
+			// A stored secret is kept only when it opened under the current key.
 			SecretKeyRef: p.secrets.Key(),
 			EventTypes:   store.TextArray(append([]string{}, want.Events...)),
 			Enabled:      true,
