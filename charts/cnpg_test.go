@@ -99,8 +99,11 @@ func TestCloudNativePGRendering(t *testing.T) {
 	}
 
 	runtime := workloadDatabase{
-		secrets: []string{"codeport-codes-key/key", "codeport-db-runtime/password", "codeport-db-runtime/username"},
-		url:     "postgres://codeport-db-pooler.codeport-system.svc:5432/codeport?sslmode=require",
+		secrets: []string{
+			"codeport-codes-key/current-key-id", "codeport-codes-key/key",
+			"codeport-db-runtime/password", "codeport-db-runtime/username",
+		},
+		url: "postgres://codeport-db-pooler.codeport-system.svc:5432/codeport?sslmode=require",
 	}
 	dbs := workloadsDatabase(t, objs)
 	var migrateJob string

@@ -106,13 +106,19 @@ the primary. */}}
 {{- end -}}
 {{- end -}}
 
-{{/* The codes key: the API opens codes and webhook secrets with it, the operator seals webhook secrets. */}}
+{{/* The codes keyring: the API opens codes and webhook secrets with it, the operator seals webhook secrets. */}}
 {{- define "codeport.codesKeyEnv" -}}
 - name: CODEPORT_CODES_KEY
   valueFrom:
     secretKeyRef:
       name: {{ .Values.codesKey.existingSecret }}
       key: {{ .Values.codesKey.secretKey }}
+- name: CODEPORT_CODES_CURRENT_KEY_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.codesKey.existingSecret }}
+      key: {{ .Values.codesKey.currentKeyIdKey }}
+      optional: true
 {{- end -}}
 
 {{/* Base URL of an environment's API, written into key Secrets by the operator: publicBaseUrl,
