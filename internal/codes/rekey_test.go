@@ -11,26 +11,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
-
-// keyring is a ring of fresh keys in the text form processes take, and the ids of its keys.
-func keyring(t *testing.T, n int) (keys []string, ids []string) {
-	t.Helper()
-	for range n {
-		k, err := codes.NewKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := codes.ParseKeyring(k, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys, ids = append(keys, k), append(ids, c.KeyID())
-	}
-	return keys, ids
-}
 
 // attachRing attaches the ring of keys whose current key is current.
 func attachRing(t *testing.T, db *store.DB, keys []string, current string) (*codes.Cipher, error) {
@@ -103,7 +87,7 @@ func importCodes(t *testing.T, db *store.DB, c *codes.Cipher, prefix string, n i
 // code and secret opens before, during and after.
 func TestRotateKeyring(t *testing.T) {
 	db := storetest.Open(t, store.Options{MaxConns: 4})
-	keys, ids := keyring(t, 2)
+	keys, ids := codestest.Keys(t, 2)
 	first := mustAttachRing(t, db, keys[:1], "")
 	importCodes(t, db, first, "K1", 40)
 	deliveredBefore(t, db, first)
@@ -189,7 +173,7 @@ func checkRemaining(t *testing.T, db *store.DB, c *codes.Cipher, want map[string
 
 // TestKeyringNamesTheCurrentKey: a ring of several keys needs the id of the one that seals.
 func TestKeyringNamesTheCurrentKey(t *testing.T) {
-	keys, ids := keyring(t, 2)
+	keys, ids := codestest.Keys(t, 2)
 	_, err := codes.ParseKeyring(keys[0]+"\n"+keys[1], "")
 	want := fmt.Sprintf("the codes keyring holds 2 keys (ids %s, %s): name the one that encrypts by its id",
 		ids[0], ids[1])
