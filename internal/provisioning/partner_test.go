@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/codes/codestest"
+	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestWebhookSecretMovesToTheCurrentKey: once a newer codes key is current, applying a partner
@@ -31,12 +31,15 @@ func TestWebhookSecretMovesToTheCurrentKey(t *testing.T) {
 		}
 		return c
 	}
-	p := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "acme"},
-		Spec: v1alpha1.PartnerSpec{DisplayName: "Acme", ContactEmail: "ops@acme.example"}}
+	p := testfixture.Partner("acme", testfixture.InNamespace("ns"), testfixture.WithContact("Acme", "ops@acme.example"))
 	hooks := provisioning.Webhooks{"production": {URL: "https://hooks.example/acme", Secret: []byte("whsec_1")}}
 	for _, current := range ids {
 		c := attach(current)
-		if _, err := provisioning.New(db, c).ApplyPartner(t.Context(), p, nil, hooks); err != nil {
+		prov, err := provisioning.New(db, c, notify.NewNotifier(false, notify.DefaultRetry()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := prov.ApplyPartner(t.Context(), p, nil, hooks); err != nil {
 			t.Fatal(err)
 		}
 		var ref store.KeyRef
