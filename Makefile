@@ -41,9 +41,14 @@ all: build
 build: ## Build bin/codeport.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/codeport .
 
+# The binary is built, then run, rather than `go run`: go run exits 1 once interrupted, whatever
+# its program does, so Ctrl-C would end every run in make's error line. DEV_FLAGS adds flags of
+# codeport dev (e.g. --production-addr 127.0.0.1:0).
+DEV_FLAGS ?=
+
 .PHONY: run
-run: ## Run the whole data plane locally (embedded PostgreSQL, config/samples).
-	go run . dev --manifests config/samples
+run: build ## Run the whole data plane locally (embedded PostgreSQL, config/samples); Ctrl-C stops it.
+	exec $(BIN_DIR)/codeport dev --manifests config/samples $(DEV_FLAGS)
 
 ##@ Generate
 .PHONY: generate
