@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,35 @@ import (
 	"syscall"
 	"testing"
 )
+
+// TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line
+// it writes to stderr, and its exit code: the cause first, once, then what to do.
+func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
+	home := t.TempDir()
+	for _, c := range []struct {
+		name      string
+		args      []string
+		env       []string
+		code      int
+		firstLine string
+	}{
+		{"unknown command", []string{"bogus"}, nil, 1, `codeport: unknown command "bogus" for "codeport"`},
+		{"unknown migrate subcommand", []string{"migrate", "upp"}, nil, 1,
+			`codeport: unknown command "upp" for "codeport migrate"; did you mean "up"? (see 'codeport migrate --help')`},
+		{"unknown codes subcommand", []string{"codes", "bogus"}, nil, 1,
+			`codeport: unknown command "bogus" for "codeport codes" (see 'codeport codes --help')`},
+		{"a group alone prints its help", []string{"migrate"}, nil, 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runBinary(t, home, c.env, c.args...)
+			first, _, _ := strings.Cut(stderr, "\n")
+			if code != c.code || first != c.firstLine {
+				t.Errorf("exit %d, first line of stderr:\n%s\nwant exit %d and:\n%s\nstderr:\n%s",
+					code, first, c.code, c.firstLine, stderr)
+			}
+		})
+	}
+}
 
 // TestMakeRunStopsCleanlyOnInterrupt: Ctrl-C (SIGINT to the terminal's whole process group) on
 // `make run` stops dev, which exits 0, so make reports no error. The binary is this test's own
@@ -52,6 +82,27 @@ func TestMakeRunStopsCleanlyOnInterrupt(t *testing.T) {
 		t.Errorf("make run on SIGINT did not stop cleanly:\n%s", text)
 	}
 	waitForExit(t, postmaster, "the PostgreSQL of make run")
+}
+
+// runBinary runs this test binary as codeport (TestMain) with args, HOME home and the
+// environment's CODEPORT_ and Kubernetes variables replaced by env, and returns its exit code,
+// stdout and stderr.
+func runBinary(t *testing.T, home string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(append(childEnv(home), runMainEnv+"=1"), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, stdout.String(), stderr.String()
+	case errors.As(err, &exit):
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	t.Fatalf("run %v: %v", args, err)
+	return 0, "", ""
 }
 
 // childEnv is this process's environment without what would let a child find a database, a

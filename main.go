@@ -44,7 +44,33 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 	}
 	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(),
 		newOperatorCommand(), newDevGuardCommand())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command with subcommands and nothing to
+// run of its own) fail on an unknown subcommand: cobra only checks that on the root, and below
+// it prints the group's help and exits 0, so `codeport migrate upp` in a script would pass.
+// Without arguments a group still prints its help.
+func refuseUnknownSubcommands(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if cmd == cmd.Root() || !cmd.HasSubCommands() || cmd.Runnable() {
+		return
+	}
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if suggestions := cmd.SuggestionsFor(args[0]); len(suggestions) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", suggestions[0])
+		}
+		return fmt.Errorf("%s (see '%s --help')", msg, cmd.CommandPath())
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 func newVersionCommand() *cobra.Command {
