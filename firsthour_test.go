@@ -40,6 +40,22 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 	}
 }
 
+// TestSMTPFromHelpShowsOneDefault: a flag whose default comes from the environment says so in
+// its usage; a declared default would show as a second one (and would show the environment's
+// value).
+func TestSMTPFromHelpShowsOneDefault(t *testing.T) {
+	_, stdout, _ := runBinary(t, t.TempDir(), []string{"CODEPORT_SMTP_FROM=ops@example.com"}, "serve", "--help")
+	for line := range strings.SplitSeq(stdout, "\n") {
+		if strings.Contains(line, "--smtp-from") {
+			if strings.Count(line, "(default") != 1 || strings.Contains(line, "ops@example.com") {
+				t.Fatalf("--smtp-from help: %s", line)
+			}
+			return
+		}
+	}
+	t.Fatalf("serve --help lacks --smtp-from:\n%s", stdout)
+}
+
 // TestMakeRunStopsCleanlyOnInterrupt: Ctrl-C (SIGINT to the terminal's whole process group) on
 // `make run` stops dev, which exits 0, so make reports no error. The binary is this test's own
 // (BIN_DIR), and make does not rebuild it (-o build).

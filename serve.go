@@ -232,16 +232,19 @@ func smtpFlags(f *pflag.FlagSet, url, from *string) {
 	credentialFlag(f, url, "smtp-url", "CODEPORT_SMTP_URL",
 		"SMTP server for low-balance e-mails: smtp://user:pass@host:587 (STARTTLS when offered) or smtps://host:465 "+
 			"(default $CODEPORT_SMTP_URL; unset: no e-mails)")
-	f.StringVar(from, "smtp-from", envOr("CODEPORT_SMTP_FROM", "codeport@localhost"),
-		"sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM)")
+	// The declared default stays empty, as credentialFlag's do: --help would print it beside the
+	// usage's own, and the environment's value would show as a second default.
+	f.StringVar(from, "smtp-from", "",
+		"sender address of low-balance e-mails (default $CODEPORT_SMTP_FROM, else "+defaultSMTPFrom+")")
+	*from = defaultSMTPFrom
+	if env := os.Getenv("CODEPORT_SMTP_FROM"); env != "" {
+		*from = env
+	}
 }
 
-func envOr(key, fallback string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return fallback
-}
+// defaultSMTPFrom is the sender of low-balance e-mails when neither --smtp-from nor
+// CODEPORT_SMTP_FROM names one.
+const defaultSMTPFrom = "codeport@localhost"
 
 // codesKeySource is where serve, operator and the codes commands take the codes keyring from.
 const codesKeySource = "--codes-key or CODEPORT_CODES_KEY"
