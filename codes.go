@@ -33,7 +33,7 @@ func openCodesDatabase(cmd *cobra.Command, databaseURL string, keyring codesKeyr
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 2})
+	db, err := openDatabase(cmd.Context(), databaseURL, store.Options{MaxConns: 2})
 	if err != nil {
 		return nil, nil, err
 	}

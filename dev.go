@@ -105,7 +105,7 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		defer logFailure(log, "stop embedded PostgreSQL", pg.Stop)
 		databaseURL = pg.URL
 	}
-	db, err := store.Open(ctx, databaseURL, store.Options{})
+	db, err := openDatabase(ctx, databaseURL, store.Options{})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,15 @@ import (
 // TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line
 // it writes to stderr, and its exit code: the cause first, once, then what to do.
 func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
+	server, err := url.Parse(os.Getenv("TEST_DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test server has no TLS: with sslmode=prefer, pgx's first attempt is refused TLS.
+	missing := *server
+	missing.Path, missing.RawQuery = "/no_such_database", "sslmode=prefer"
+	refused := *server
+	refused.Host, refused.RawQuery = closedPort(t), ""
 	home := t.TempDir()
 	for _, c := range []struct {
 		name      string
@@ -28,6 +39,13 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 		{"unknown codes subcommand", []string{"codes", "bogus"}, nil, 1,
 			`codeport: unknown command "bogus" for "codeport codes" (see 'codeport codes --help')`},
 		{"a group alone prints its help", []string{"migrate"}, nil, 0, ""},
+		{"database missing, TLS refused first", []string{"migrate", "status", "--database-url", missing.String()}, nil, 1,
+			`codeport: cannot connect to database "no_such_database" on ` + server.Host + ` as user "` +
+				server.User.Username() + `": database "no_such_database" does not exist; ` +
+				"check --database-url (or CODEPORT_DATABASE_URL)"},
+		{"database server down", []string{"migrate", "up"}, []string{"CODEPORT_DATABASE_URL=" + refused.String()}, 1,
+			`codeport: cannot connect to database "` + strings.TrimPrefix(server.Path, "/") + `" on ` + refused.Host +
+				` as user "` + server.User.Username() + `": connection refused; check --database-url (or CODEPORT_DATABASE_URL)`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runBinary(t, home, c.env, c.args...)
@@ -134,4 +152,18 @@ func childEnv(home string) []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// closedPort is a loopback address nothing listens on: a port just released.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
 }

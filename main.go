@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -117,7 +120,7 @@ are one of the steps, so 'migrate up' prepares everything the API and workers ne
 		}
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
-		db, err := store.Open(ctx, databaseURL, store.Options{MaxConns: 2})
+		db, err := openDatabase(ctx, databaseURL, store.Options{MaxConns: 2})
 		if err != nil {
 			return err
 		}
@@ -229,4 +232,90 @@ func requireSchema(ctx context.Context, db *store.DB, log *slog.Logger) error {
 			"otherwise run the newer codeport", slog.Int64("schema_version", have), slog.Int64("binary_schema_version", need))
 	}
 	return nil
+}
+
+// openDatabase opens the database of --database-url (store.Open) and, when no connection can
+// be made, says so in one line: the server and database tried and the cause of the last attempt.
+// pgx reports every attempt, and with sslmode=prefer (the default) the first is a TLS attempt
+// that a server without TLS refuses, so its report leads with a TLS refusal that is no cause.
+func openDatabase(ctx context.Context, url string, opts store.Options) (*store.DB, error) {
+	db, err := store.Open(ctx, url, opts)
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return nil, &databaseConnectError{err: connect}
+	}
+	return db, err
+}
+
+// databaseConnectError is a failed connection to the database, described in one line.
+type databaseConnectError struct{ err *pgconn.ConnectError }
+
+func (e *databaseConnectError) Error() string {
+	c := e.err.Config
+	return fmt.Sprintf(
+		"cannot connect to database %q on %s as user %q: %s; check --database-url (or CODEPORT_DATABASE_URL)",
+		c.Database, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))), c.User, connectCause(e.err))
+}
+
+func (e *databaseConnectError) Unwrap() error { return e.err }
+
+// connectCause is the cause of the last connection attempt in err, without the address every
+// attempt repeats.
+func connectCause(err *pgconn.ConnectError) string {
+	attempt := lastAttempt(errors.Unwrap(err))
+	var pgErr *pgconn.PgError
+	switch {
+	case attempt == nil:
+		return "no address to connect to"
+	case errors.As(attempt, &pgErr):
+		return pgErr.Message
+	case errors.Is(attempt, context.DeadlineExceeded):
+		return "no answer within the connect timeout"
+	}
+	if cause := networkCause(attempt); cause != attempt.Error() {
+		return cause
+	}
+	// An attempt's text starts with the address it dialled, which the line already names.
+	if inner := errors.Unwrap(attempt); inner != nil {
+		return inner.Error()
+	}
+	return attempt.Error()
+}
+
+// lastAttempt is the last of the connection attempts pgx joins (errors.Join) into its error,
+// looking through one wrapping error around them.
+func lastAttempt(err error) error {
+	for err != nil {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			attempts := joined.Unwrap()
+			if len(attempts) == 0 {
+				return err
+			}
+			err = attempts[len(attempts)-1]
+			continue
+		}
+		inner := errors.Unwrap(err)
+		if _, ok := inner.(interface{ Unwrap() []error }); !ok {
+			return err
+		}
+		err = inner
+	}
+	return err
+}
+
+// networkCause names what failed in a network error in a few words (no such host, connection
+// refused, a timeout), else is err's own text.
+func networkCause(err error) string {
+	var dnsErr *net.DNSError
+	var errno syscall.Errno
+	var timeout interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("cannot resolve host %s: %s", dnsErr.Name, dnsErr.Err)
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &timeout) && timeout.Timeout():
+		return "timed out"
+	}
+	return err.Error()
 }

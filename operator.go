@@ -64,7 +64,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			ctrl.SetLogger(logr.FromSlogHandler(handler))
 			// The database comes first: an unmigrated schema is one clear line, before anything
 			// else can fail on it.
-			db, err := store.Open(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
+			db, err := openDatabase(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
 			if err != nil {
 				return err
 			}

@@ -87,7 +87,7 @@ requests and running fulfilment jobs finish, then exits.`,
 				defer cancel()
 				_ = stopTracing(flushCtx)
 			}()
-			db, err := store.Open(ctx, databaseURL, store.Options{
+			db, err := openDatabase(ctx, databaseURL, store.Options{
 				Tracing:      tracing,
 				MaxConns:     maxConns,
 				MinIdleConns: minIdleConns,
