@@ -8,14 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line
 // it writes to stderr, and its exit code: the cause first, once, then what to do.
 func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
+	db := storetest.New(t)
 	server, err := url.Parse(os.Getenv("TEST_DATABASE_URL"))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +29,12 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 	missing.Path, missing.RawQuery = "/no_such_database", "sslmode=prefer"
 	refused := *server
 	refused.Host, refused.RawQuery = closedPort(t), ""
+	apiServer := "https://" + closedPort(t)
+	kubeconfig := writeKubeconfig(t, apiServer)
 	home := t.TempDir()
+	key := strings.Repeat("ab", 32)
+	operator := []string{"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--database-url", db.URL, "--codes-key", key}
 	for _, c := range []struct {
 		name      string
 		args      []string
@@ -46,6 +55,14 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 		{"database server down", []string{"migrate", "up"}, []string{"CODEPORT_DATABASE_URL=" + refused.String()}, 1,
 			`codeport: cannot connect to database "` + strings.TrimPrefix(server.Path, "/") + `" on ` + refused.Host +
 				` as user "` + server.User.Username() + `": connection refused; check --database-url (or CODEPORT_DATABASE_URL)`},
+		{"kubeconfig missing", append(operator, "--kubeconfig", "/nonexistent/kubeconfig"), nil, 1,
+			"codeport: kubeconfig /nonexistent/kubeconfig (--kubeconfig) does not exist; without --kubeconfig and " +
+				"$KUBECONFIG the operator uses the in-cluster configuration, else " + home + "/.kube/config"},
+		{"no kubeconfig anywhere", operator, nil, 1,
+			"codeport: no Kubernetes configuration: not in a cluster (no in-cluster service account), " +
+				"--kubeconfig and $KUBECONFIG unset, and " + home + "/.kube/config does not exist; pass --kubeconfig PATH"},
+		{"API server unreachable", operator, []string{"KUBECONFIG=" + kubeconfig}, 1,
+			"codeport: cannot reach the Kubernetes API server at " + apiServer + ": connection refused"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runBinary(t, home, c.env, c.args...)
@@ -166,4 +183,19 @@ func closedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// writeKubeconfig writes a kubeconfig whose cluster is server.
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	config := "apiVersion: v1\nkind: Config\ncurrent-context: test\n" +
+		"clusters:\n- name: test\n  cluster:\n    server: " + strconv.Quote(server) + "\n" +
+		"    insecure-skip-tls-verify: true\n" +
+		"users:\n- name: test\n  user:\n    token: test\n" +
+		"contexts:\n- name: test\n  context:\n    cluster: test\n    user: test\n"
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,20 +1,26 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -55,11 +61,6 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err := checkNamespaces(m.watchNamespaces); err != nil {
 				return err
 			}
-			if kubeconfig != "" {
-				if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {
-					return fmt.Errorf("kubeconfig: %w", err)
-				}
-			}
 			handler := slog.NewJSONHandler(os.Stderr, nil)
 			ctrl.SetLogger(logr.FromSlogHandler(handler))
 			// The database comes first: an unmigrated schema is one clear line, before anything
@@ -75,9 +76,12 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
 				return err
 			}
-			restConfig, err := ctrl.GetConfig()
+			restConfig, err := loadKubeconfig(kubeconfig)
 			if err != nil {
-				return fmt.Errorf("kubeconfig: %w", err)
+				return err
+			}
+			if err := probeAPIServer(cmd.Context(), restConfig); err != nil {
+				return err
 			}
 			mgr, err := newManager(restConfig, &m)
 			if err != nil {
@@ -194,4 +198,89 @@ func newManager(restConfig *rest.Config, m *managerFlags) (ctrl.Manager, error) 
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	return mgr, nil
+}
+
+// apiServerProbeTimeout bounds the operator's first call to the Kubernetes API server: an
+// unreachable one is reported at start, not as the manager's later failures to list resources.
+const apiServerProbeTimeout = 10 * time.Second
+
+// loadKubeconfig finds the Kubernetes client configuration where controller-runtime looks for it
+// (--kubeconfig, $KUBECONFIG, in-cluster, ~/.kube/config), and when there is none says which
+// paths it tried and that the in-cluster configuration was not there either: client-go's own
+// error advises a KUBERNETES_MASTER variable that nothing reads any more.
+func loadKubeconfig(flag string) (*rest.Config, error) {
+	var path, source string
+	switch env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); {
+	case flag != "":
+		path, source = flag, "--kubeconfig"
+	case env != "":
+		path, source = env, "$KUBECONFIG"
+	default:
+		cfg, err := rest.InClusterConfig()
+		if err == nil {
+			return withClientDefaults(cfg), nil
+		}
+		if !errors.Is(err, rest.ErrNotInCluster) {
+			return nil, fmt.Errorf("in-cluster Kubernetes configuration: %w", err)
+		}
+		path, source = clientcmd.RecommendedHomeFile, "the default"
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no Kubernetes configuration: not in a cluster (no in-cluster service account), "+
+				"--kubeconfig and $KUBECONFIG unset, and %s does not exist; pass --kubeconfig PATH", path)
+		}
+	}
+	paths := filepath.SplitList(path)
+	found := slices.ContainsFunc(paths, func(p string) bool {
+		_, err := os.Stat(p)
+		return err == nil
+	})
+	if !found {
+		return nil, fmt.Errorf("kubeconfig %s (%s) does not exist; without --kubeconfig and $KUBECONFIG "+
+			"the operator uses the in-cluster configuration, else %s", path, source, clientcmd.RecommendedHomeFile)
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: paths}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		return nil, fmt.Errorf("kubeconfig %s (%s) names no cluster for its current context", path, source)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s (%s): %w", path, source, err)
+	}
+	return withClientDefaults(cfg), nil
+}
+
+// withClientDefaults leaves request rates to the API server's priority and fairness, as
+// controller-runtime's own configuration loading does.
+func withClientDefaults(cfg *rest.Config) *rest.Config {
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
+	}
+	return cfg
+}
+
+// probeAPIServer asks the API server of cfg for its version, within apiServerProbeTimeout.
+func probeAPIServer(ctx context.Context, cfg *rest.Config) error {
+	probe := rest.CopyConfig(cfg)
+	probe.Timeout = apiServerProbeTimeout
+	client, err := discovery.NewDiscoveryClientForConfig(probe)
+	if err != nil {
+		return fmt.Errorf("kubernetes client for %s: %w", cfg.Host, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiServerProbeTimeout)
+	defer cancel()
+	err = client.RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the Kubernetes API server at %s refused the kubeconfig's credentials (401 Unauthorized)", cfg.Host)
+	case errors.As(err, &status):
+		return fmt.Errorf("the Kubernetes API server at %s answered %d: %w", cfg.Host, status.Status().Code, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("cannot reach the Kubernetes API server at %s: no answer within %s",
+			cfg.Host, apiServerProbeTimeout)
+	}
+	return fmt.Errorf("cannot reach the Kubernetes API server at %s: %s", cfg.Host, networkCause(err))
 }
