@@ -140,8 +140,9 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 		return err
 	}
 	plane := &apiserver.DataPlane{
+		// Each request is a line beside the banner, so that a developer sees what their client did.
 		Deps: apiserver.Deps{DB: db, Limiter: ratelimit.NewMemory(), Cipher: cipher, Logger: log,
-			Notifier: notifier},
+			Notifier: notifier, RequestLog: out, CompactRequestLog: true},
 		Listeners: listeners,
 		Workers:   &workers,
 		Delivery:  delivery,

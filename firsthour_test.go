@@ -8,11 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
 
@@ -89,6 +92,17 @@ func TestSMTPFromHelpShowsOneDefault(t *testing.T) {
 		}
 	}
 	t.Fatalf("serve --help lacks --smtp-from:\n%s", stdout)
+}
+
+// TestDevLogsRequests: dev writes one short line for each request beside its banner.
+func TestDevLogsRequests(t *testing.T) {
+	dev := startDevProcess(t, t.TempDir())
+	dev.serves(t)
+	line := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d\.\d{3} sandbox GET /v2/catalog/products 200 \d+\.\dms partners/acme$`)
+	poll.Until(t, time.Minute, "dev logged the request", func() (bool, string) {
+		return line.MatchString(dev.out.String()), dev.out.String()
+	})
+	dev.stop(t)
 }
 
 // TestMakeRunStopsCleanlyOnInterrupt: Ctrl-C (SIGINT to the terminal's whole process group) on

@@ -82,6 +82,9 @@ type Deps struct {
 	// nil, requests are not logged. If it has a Flush method, the line of a 5xx answer is
 	// flushed at once.
 	RequestLog io.Writer
+	// CompactRequestLog makes the request lines short text for a person at a terminal
+	// (codeport dev) instead of JSON for a log pipeline.
+	CompactRequestLog bool
 }
 
 // Server is the partner API of one environment, with its in-memory caches.
@@ -117,6 +120,7 @@ func New(cfg Config, deps Deps) *Server {
 	s.log = s.log.With(slog.String("environment", cfg.Environment))
 	if deps.RequestLog != nil {
 		s.requestLog = newRequestLog(deps.RequestLog, cfg.Environment)
+		s.requestLog.compact = deps.CompactRequestLog
 	}
 	// No tracer when spans would go nowhere (no provider, or a no-op one).
 	if _, off := deps.Tracing.(noop.TracerProvider); deps.Tracing != nil && !off {

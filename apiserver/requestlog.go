@@ -27,10 +27,14 @@ type requestLog struct {
 	lines  sync.Pool // *[]byte
 	// accounts holds each account's `,"partner":"…","account_id":"…"`, by account id.
 	accounts sync.Map
+	// compact writes a short text line instead (writeCompact).
+	compact bool
+	// environment is the environment's name, for compact lines.
+	environment string
 }
 
 func newRequestLog(out io.Writer, environment string) *requestLog {
-	l := &requestLog{out: out}
+	l := &requestLog{out: out, environment: environment}
 	if f, ok := out.(interface{ Flush() error }); ok {
 		l.flush = f.Flush
 	}
@@ -56,6 +60,10 @@ type requestRecord struct {
 }
 
 func (l *requestLog) write(id []byte, r *requestRecord) {
+	if l.compact {
+		l.writeCompact(r)
+		return
+	}
 	pooled := l.lines.Get().(*[]byte)
 	line := append((*pooled)[:0], `{"time":"`...)
 	line = r.at.AppendFormat(line, time.RFC3339Nano)
@@ -87,6 +95,35 @@ func (l *requestLog) write(id []byte, r *requestRecord) {
 	if r.status >= 500 && l.flush != nil {
 		_ = l.flush()
 	}
+	*pooled = line
+	l.lines.Put(pooled)
+}
+
+// writeCompact writes the line of a request as a person following a local run reads it:
+//
+//	15:04:05.000 sandbox GET /v2/orders/:reference 202 3.1ms partners/acme
+//
+// local time, the environment, the route, the status, the latency and the caller's partner.
+func (l *requestLog) writeCompact(r *requestRecord) {
+	pooled := l.lines.Get().(*[]byte)
+	line := r.at.Local().AppendFormat((*pooled)[:0], "15:04:05.000")
+	line = append(line, ' ')
+	line = append(line, l.environment...)
+	line = append(line, ' ')
+	line = append(line, r.method...)
+	line = append(line, ' ')
+	line = append(line, r.route...)
+	line = append(line, ' ')
+	line = strconv.AppendInt(line, int64(r.status), 10)
+	line = append(line, ' ')
+	line = strconv.AppendFloat(line, float64(r.elapsed.Microseconds())/1000, 'f', 1, 64)
+	line = append(line, "ms"...)
+	if r.caller != nil {
+		line = append(line, ' ')
+		line = append(line, r.caller.Account.Partner...)
+	}
+	line = append(line, '\n')
+	_, _ = l.out.Write(line)
 	*pooled = line
 	l.lines.Put(pooled)
 }
