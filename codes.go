@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -153,6 +155,9 @@ can be re-run safely.`,
 				return err
 			}
 			defer db.Close()
+			if err := warnUncatalogued(cmd.Context(), db, product, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			progress := func(codes.ImportResult) {}
 			if term.IsTerminal(int(os.Stderr.Fd())) {
 				progress = func(r codes.ImportResult) {
@@ -182,4 +187,21 @@ can be re-run safely.`,
 	codesKeyFlag(f, &codesKey)
 	_ = cmd.MarkFlagRequired("product")
 	return cmd
+}
+
+// warnUncatalogued warns when no catalog lists product: its codes are imported all the same
+// (stock may come before the Catalog that sells it), but a mistyped product code would
+// otherwise fill a stock nobody can order from, without a word.
+func warnUncatalogued(ctx context.Context, db *store.DB, product string, out io.Writer) error {
+	var listed bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog_products p JOIN catalogs c ON c.id = p.catalog_id
+		WHERE p.product_code = $1 AND c.deleted_at IS NULL)`, product).Scan(&listed)
+	if err != nil {
+		return fmt.Errorf("look up product %s in the catalogs: %w", product, err)
+	}
+	if !listed {
+		_, err = fmt.Fprintf(out, "warning: product %s is in no catalog: no partner can order these codes "+
+			"until a Catalog lists it (check --product)\n", product)
+	}
+	return err
 }

@@ -38,6 +38,11 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	operator := []string{"operator", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--database-url", db.URL, "--codes-key", key}
+	codesFile := filepath.Join(t.TempDir(), "codes.txt")
+	if err := os.WriteFile(codesFile, []byte("FIRSTHOUR-1\nFIRSTHOUR-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	for _, c := range []struct {
 		name      string
 		args      []string
@@ -66,6 +71,10 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 				"--kubeconfig and $KUBECONFIG unset, and " + home + "/.kube/config does not exist; pass --kubeconfig PATH"},
 		{"API server unreachable", operator, []string{"KUBECONFIG=" + kubeconfig}, 1,
 			"codeport: cannot reach the Kubernetes API server at " + apiServer + ": connection refused"},
+		{"codes for a product in no catalog", []string{"codes", "import", "--product", "12345678901234", codesFile},
+			[]string{"CODEPORT_DATABASE_URL=" + db.URL, "CODEPORT_CODES_KEY=" + key}, 0,
+			"warning: product 12345678901234 is in no catalog: no partner can order these codes until a Catalog " +
+				"lists it (check --product)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runBinary(t, home, c.env, c.args...)
