@@ -180,13 +180,15 @@ func runBinary(t *testing.T, home string, env []string, args ...string) (int, st
 }
 
 // childEnv is this process's environment without what would let a child find a database, a
-// codes key or a cluster other than the ones a test gives it, and with HOME home.
+// codes key or a cluster other than the ones a test gives it, nor the variables of a make that
+// runs the tests (a make started under it would prefix its lines with its level, make[2]), and
+// with HOME home.
 func childEnv(home string) []string {
 	env := []string{"HOME=" + home}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "CODEPORT_") || strings.HasPrefix(name, "KUBERNETES_") ||
-			name == "KUBECONFIG" || name == "HOME" {
+			strings.HasPrefix(name, "MAKE") || name == "MFLAGS" || name == "KUBECONFIG" || name == "HOME" {
 			continue
 		}
 		env = append(env, kv)
