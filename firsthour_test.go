@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -223,4 +226,67 @@ func writeKubeconfig(t *testing.T, server string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestOperatorStartsAgainstAReachableAPIServer: the start-up probe lets the operator through to
+// a kube-apiserver it can reach, with the kubeconfig named by --kubeconfig: it becomes ready.
+func TestOperatorStartsAgainstAReachableAPIServer(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
+	}
+	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true}
+	if _, err := te.Start(); err != nil {
+		t.Fatalf("start envtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := te.Stop(); err != nil {
+			t.Errorf("stop envtest: %v", err)
+		}
+	})
+	user, err := te.AddUser(envtest.User{Name: "codeport-operator", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.New(t)
+	probes := closedPort(t)
+	cmd := exec.Command(os.Args[0], "operator", "--kubeconfig", kubeconfig, "--database-url", db.URL,
+		"--codes-key", strings.Repeat("ab", 32), "--metrics-bind-address", "0", "--health-probe-bind-address", probes)
+	cmd.Env = append(childEnv(t.TempDir()), runMainEnv+"=1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	})
+	poll.Until(t, 2*time.Minute, "operator ready", func() (bool, string) {
+		select {
+		case <-exited:
+			t.Fatalf("operator exited: %v\n%s", waitErr, out.String())
+		default:
+		}
+		resp, err := http.Get("http://" + probes + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
 }
