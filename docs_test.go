@@ -81,7 +81,8 @@ func flagTables(root *cobra.Command) string {
 		if cmd.Hidden || cmd.Name() == "help" {
 			return
 		}
-		if cmd.Runnable() {
+		// A command group runs only to refuse unknown subcommands: its subcommands carry the flags.
+		if cmd.Runnable() && !cmd.HasAvailableSubCommands() {
 			fmt.Fprintf(&b, "### `%s`\n\n%s.\n\n%s", cmd.CommandPath(), strings.TrimSuffix(cmd.Short, "."), flagTable(cmd))
 		}
 		for _, sub := range cmd.Commands() {
