@@ -46,7 +46,7 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(),
-		newOperatorCommand(), newDevGuardCommand())
+		newOperatorCommand(), newDevGuardCommand(), newProbeCommand())
 	refuseUnknownSubcommands(root)
 	return root
 }
