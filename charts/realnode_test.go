@@ -1,11 +1,18 @@
 package charts_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -109,4 +116,130 @@ func electAs(t *testing.T, cfg *rest.Config) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+}
+
+// buildCodeport builds the codeport binary into the test's directory.
+func buildCodeport(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "codeport")
+	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestMigrationJobFailsWithItsReason checks what makes a failed migration visible: the hook Job
+// retries a bounded number of times, its Pods put their last log lines into their status, a
+// failed Job is replaced by the next install or upgrade, and a database that accepts
+// connections but never answers (as one behind a dropped route) fails an attempt, run as the
+// Job runs it, with the reason on its last line (the termination message), rather than waiting
+// out the command's five-minute limit while Helm's own timeout runs out.
+func TestMigrationJobFailsWithItsReason(t *testing.T) {
+	job := render(t)["Job/codeport-migrate"]
+	if job == nil {
+		t.Fatal("no migration hook Job")
+	}
+	if policy := job.GetAnnotations()["helm.sh/hook-delete-policy"]; policy != "before-hook-creation,hook-succeeded" {
+		t.Errorf("hook-delete-policy %q", policy)
+	}
+	var spec batchv1.JobSpec
+	raw, _, _ := unstructured.NestedMap(job.Object, "spec")
+	if err := runtimeConvert(raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.BackoffLimit == nil || *spec.BackoffLimit > 3 {
+		t.Errorf("backoffLimit %v", spec.BackoffLimit)
+	}
+	c := spec.Template.Spec.Containers[0]
+	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("terminationMessagePolicy %q", c.TerminationMessagePolicy)
+	}
+	env := []string{"CODEPORT_DATABASE_URL="}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+		}
+	}
+
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = silent.Close() }()
+	go func() {
+		// Connections are held open and never answered, until the listener goes.
+		var held []net.Conn
+		defer func() {
+			for _, conn := range held {
+				_ = conn.Close()
+			}
+		}()
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, conn)
+		}
+	}()
+	migrate := exec.Command(buildCodeport(t), append(c.Args, "--database-url",
+		"postgres://codeport:codeport@"+silent.Addr().String()+"/codeport")...)
+	migrate.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	migrate.Stderr = &stderr
+	if err := migrate.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- migrate.Wait() }()
+	select {
+	case err := <-exited:
+		last := strings.TrimSpace(stderr.String())
+		if err == nil || !strings.Contains(last, silent.Addr().String()) || !strings.Contains(last, "timeout") {
+			t.Fatalf("migrate up against a silent database: %v\n%s", err, last)
+		}
+	case <-time.After(2 * time.Minute):
+		_ = migrate.Process.Kill()
+		t.Fatalf("migrate up still waits on a silent database under the Job's environment %v", env)
+	}
+}
+
+// TestPodsStartWithoutProbeFailures checks every Deployment of the chart and of config/default:
+// a startup probe holds the readiness and liveness probes back until the process listens (on a
+// real node, each Pod start otherwise recorded a "Readiness probe failed: connection refused"
+// event), checking the port and path the liveness probe checks, and a failing process leaves its
+// last log lines in the Pod's status.
+func TestPodsStartWithoutProbeFailures(t *testing.T) {
+	deployments := ofKind(render(t), "Deployment")
+	for _, o := range kustomize(t, "default") {
+		if o.GetKind() == "Deployment" {
+			deployments = append(deployments, o)
+		}
+	}
+	if len(deployments) < 6 {
+		t.Fatalf("%d Deployments", len(deployments))
+	}
+	for _, d := range deployments {
+		var spec corev1.PodSpec
+		raw, _, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec")
+		if err := runtimeConvert(raw, &spec); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range spec.Containers {
+			start, live := c.StartupProbe, c.LivenessProbe
+			switch {
+			case start == nil || start.HTTPGet == nil || live == nil || live.HTTPGet == nil:
+				t.Errorf("%s/%s: startup probe %v, liveness probe %v", d.GetName(), c.Name, start, live)
+			case start.HTTPGet.Port != live.HTTPGet.Port || start.HTTPGet.Path != live.HTTPGet.Path:
+				t.Errorf("%s/%s: the startup probe checks %s%s, the liveness probe %s%s", d.GetName(), c.Name,
+					start.HTTPGet.Port.String(), start.HTTPGet.Path, live.HTTPGet.Port.String(), live.HTTPGet.Path)
+			case start.InitialDelaySeconds < 1 || start.PeriodSeconds*start.FailureThreshold < 60:
+				t.Errorf("%s/%s: the startup probe gives up after %ds", d.GetName(), c.Name,
+					start.PeriodSeconds*start.FailureThreshold)
+			}
+			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+				t.Errorf("%s/%s: terminationMessagePolicy %q", d.GetName(), c.Name, c.TerminationMessagePolicy)
+			}
+		}
+	}
 }
