@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/provisioning"
+	"github.com/codeport/codeport/internal/tenancy"
 )
 
 // rbacKinds are the kinds that make up the operator's identity and permissions.
@@ -239,6 +244,56 @@ func TestPodsStartWithoutProbeFailures(t *testing.T) {
 			}
 			if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 				t.Errorf("%s/%s: terminationMessagePolicy %q", d.GetName(), c.Name, c.TerminationMessagePolicy)
+			}
+		}
+	}
+}
+
+// TestSamplesAdmitCallersInsideTheCluster applies what the operator does to the sample Partner's
+// allowlists and checks who may call: on a real node the first call through a Service came from
+// a Pod address and answered 403. Both environments admit the cluster's Pod network; only the
+// sandbox admits every private network, and neither admits an arbitrary public address.
+func TestSamplesAdmitCallersInsideTheCluster(t *testing.T) {
+	var partners []v1alpha1.Partner
+	for _, o := range kustomize(t, "samples") {
+		if o.GetKind() == "Partner" {
+			var p v1alpha1.Partner
+			if err := runtimeConvert(o.Object, &p); err != nil {
+				t.Fatal(err)
+			}
+			partners = append(partners, p)
+		}
+	}
+	if len(partners) != 1 {
+		t.Fatalf("%d sample Partners", len(partners))
+	}
+	for _, tc := range []struct {
+		environment tenancy.Environment
+		admitted    []string
+		refused     []string
+	}{
+		{tenancy.Production, []string{"10.88.0.7", "10.244.1.9", "127.0.0.1", "203.0.113.9"},
+			[]string{"172.17.0.2", "192.168.1.10", "198.51.100.7", "2001:db8::1"}},
+		{tenancy.Sandbox, []string{"10.88.0.7", "172.17.0.2", "192.168.1.10", "fd00::5", "::1"},
+			[]string{"198.51.100.7", "2001:db8::1"}},
+	} {
+		entries, err := provisioning.NormalizeWhitelist(
+			provisioning.EffectivePolicy(&partners[0].Spec, string(tc.environment)).IPWhitelist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		account := auth.Account{}
+		for _, e := range entries {
+			account.IPWhitelist = append(account.IPWhitelist, netip.MustParsePrefix(e))
+		}
+		for _, ip := range tc.admitted {
+			if !account.Allows(netip.MustParseAddr(ip)) {
+				t.Errorf("%s refuses %s: %v", tc.environment, ip, entries)
+			}
+		}
+		for _, ip := range tc.refused {
+			if account.Allows(netip.MustParseAddr(ip)) {
+				t.Errorf("%s admits %s: %v", tc.environment, ip, entries)
 			}
 		}
 	}
