@@ -1,44 +1,17 @@
 package apiserver_test
 
 import (
-	"context"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
 
-// setConnectable opens or closes a database to new connections and, when closing, drops the
-// existing ones: the API then sees the database as down.
-func setConnectable(t *testing.T, name string, allow bool) {
-	t.Helper()
-	admin, err := storetest.ServerURL()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS "+strconv.FormatBool(allow)); err != nil {
-		t.Fatal(err)
-	}
-	if !allow {
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+// setConnectable opens or closes a database to new connections (storetest.SetConnectable).
+func setConnectable(t *testing.T, name string, allow bool) { storetest.SetConnectable(t, name, allow) }
 
 // TestDatabaseOutage: while the database is unreachable, orders get the spec's 502 (never a 500
 // or a hang) and readiness fails; when it returns, the same API recovers without a restart.

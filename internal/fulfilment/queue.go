@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/codeport/codeport/internal/logthrottle"
 	"github.com/codeport/codeport/internal/store"
 )
 
@@ -51,6 +52,9 @@ type WorkerConfig struct {
 	// RescueAfter is when a job whose worker died (crash, kill -9) is run again.
 	RescueAfter time.Duration
 	Logger      *slog.Logger
+	// LogRepeatsEvery is how often River's log lines of one message are written while they
+	// repeat (DefaultLogRepeatsEvery when 0); the line after a run counts the ones left out.
+	LogRepeatsEvery time.Duration
 	// Register adds further workers (notifications) to the same River client, working
 	// ExtraQueues, ExtraConcurrency jobs at once each (DefaultExtraConcurrency when 0).
 	Register         []func(*river.Workers) error
@@ -82,6 +86,9 @@ const (
 	// DefaultExtraConcurrency bounds the jobs of the extra queues (webhook and e-mail
 	// deliveries, each an outbound request that holds a connection of the pool meanwhile).
 	DefaultExtraConcurrency = 20
+	// DefaultLogRepeatsEvery bounds River's logs while PostgreSQL is down: its producer retries
+	// (and logged) each failed fetch every few milliseconds, about 69 lines a second per process.
+	DefaultLogRepeatsEvery = 10 * time.Second
 	// gatherJobs is how long a transaction waits for more orders after the first: River hands
 	// over the jobs of one fetch within a millisecond or two.
 	gatherJobs = 2 * time.Millisecond
@@ -113,7 +120,11 @@ type Workers struct {
 	// stopBatches ends the batchers' transaction loops, batches the wait for them.
 	stopBatches context.CancelFunc
 	batches     *sync.WaitGroup
+	logs        *logthrottle.Handler
 }
+
+// LogsSuppressed counts River's log records left out as repeats.
+func (w *Workers) LogsSuppressed() uint64 { return w.logs.Suppressed() }
 
 // StartWorkers starts working the configured queues on db's pgx pool.
 func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerConfig) (*Workers, error) {
@@ -147,6 +158,11 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 	if logger == nil {
 		logger = slog.Default()
 	}
+	every := cfg.LogRepeatsEvery
+	if every <= 0 {
+		every = DefaultLogRepeatsEvery
+	}
+	throttle := logthrottle.New(logger.Handler(), every)
 	client, err := river.NewClient(riverpgxv5.New(db.Pool), &river.Config{
 		Queues:               queues,
 		Workers:              workers,
@@ -158,7 +174,7 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 		// Placement writes its job row with a plain INSERT, which wakes no worker, so a short
 		// poll bounds placement-to-completed latency (make bench, B4).
 		FetchPollInterval: 25 * time.Millisecond,
-		Logger:            logger,
+		Logger:            slog.New(throttle),
 		PeriodicJobs:      cfg.PeriodicJobs,
 	})
 	if err != nil {
@@ -176,7 +192,7 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 		batches.Wait()
 		return nil, fmt.Errorf("start fulfilment workers: %w", err)
 	}
-	return &Workers{client: client, stopBatches: stopBatches, batches: batches}, nil
+	return &Workers{client: client, stopBatches: stopBatches, batches: batches, logs: throttle}, nil
 }
 
 // Stop lets running jobs finish (until ctx ends, then cancels them) and stops fetching.

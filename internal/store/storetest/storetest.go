@@ -334,3 +334,29 @@ func WaitForLockWaiter(ctx context.Context, db *store.DB) error {
 	}
 	return fmt.Errorf("no session waited for a lock within 10s")
 }
+
+// SetConnectable opens or closes the test database name to new connections and, when closing,
+// drops the existing ones: whoever uses it then sees the database as down.
+func SetConnectable(tb testing.TB, name string, allow bool) {
+	tb.Helper()
+	admin, err := ServerURL()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	ident := pgx.Identifier{name}.Sanitize()
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS "+fmt.Sprint(allow)); err != nil {
+		tb.Fatal(err)
+	}
+	if !allow {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = $1 AND pid <> pg_backend_pid()`, name); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
