@@ -28,10 +28,10 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	cmd, err := newRootCommand().ExecuteContextC(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "codeport:", err)
+		reportError(os.Stderr, cmd, err)
 		os.Exit(1)
 	}
 }
@@ -45,8 +45,8 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newMigrateCommand(), newServeCommand(), newDevCommand(), newCodesCommand(),
-		newOperatorCommand(), newDevGuardCommand(), newProbeCommand())
+	root.AddCommand(newVersionCommand(), newMigrateCommand(), logsJSON(newServeCommand()), newDevCommand(),
+		newCodesCommand(), logsJSON(newOperatorCommand()), newDevGuardCommand(), newProbeCommand())
 	refuseUnknownSubcommands(root)
 	return root
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,8 +60,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err := checkNamespaces(m.watchNamespaces); err != nil {
 				return err
 			}
-			handler := slog.NewJSONHandler(os.Stderr, nil)
-			ctrl.SetLogger(logr.FromSlogHandler(handler))
+			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
 			// else can fail on it.
 			db, err := openDatabase(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
@@ -70,7 +68,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 				return err
 			}
 			defer db.Close()
-			if err := requireSchema(cmd.Context(), db, slog.New(handler)); err != nil {
+			if err := requireSchema(cmd.Context(), db, log); err != nil {
 				return err
 			}
 			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {

@@ -56,6 +56,7 @@ requests and running fulfilment jobs finish, then exits.`,
 			}
 			logs, processLog := processLogs(cmd.ErrOrStderr(), logFlushInterval)
 			defer logs.Close()
+			routeLogs(processLog.Handler())
 			log := processLog.With(slog.String("environment", environment))
 			cfg := apiserver.DefaultConfig(environment)
 			cfg.SandboxTimeoutDelay = sandboxTimeout
