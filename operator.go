@@ -156,6 +156,10 @@ func checkNamespaces(namespaces []string) error {
 	return nil
 }
 
+// leaderElectionID names the operator's leader-election Lease (docs/operator.md deletes it by
+// name after an uninstall).
+const leaderElectionID = "operator.codeport.dev"
+
 // managerFlags are the operator's flags that shape its manager.
 type managerFlags struct {
 	metricsAddr, probeAddr, leaderElectionNamespace string
@@ -185,7 +189,7 @@ func newManager(restConfig *rest.Config, m *managerFlags) (ctrl.Manager, error) 
 		HealthProbeBindAddress:        m.probeAddr,
 		Cache:                         controllers.CacheOptions(m.cacheAllSecrets, m.watchNamespaces...),
 		LeaderElection:                m.leaderElect,
-		LeaderElectionID:              "operator.codeport.dev",
+		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       m.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &m.leaseDuration,

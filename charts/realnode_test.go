@@ -159,6 +159,17 @@ func TestMigrationJobFailsWithItsReason(t *testing.T) {
 	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 		t.Errorf("terminationMessagePolicy %q", c.TerminationMessagePolicy)
 	}
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "operator.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// docs/operator.md finds the Job and its Pods by these.
+	for _, want := range []string{"-l app.kubernetes.io/component=" + spec.Template.Labels["app.kubernetes.io/component"],
+		"job/" + job.GetName()} {
+		if !strings.Contains(string(docs), want) {
+			t.Errorf("docs/operator.md lacks %q", want)
+		}
+	}
 	env := []string{"CODEPORT_DATABASE_URL="}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
