@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,23 +53,10 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 	}
 	db := storetest.New(t)
 
-	operator := exec.Command(os.Args[0], "operator", "--kubeconfig", kubeconfigPath,
+	_, out, exited := startComponent(t, db.URL, "operator", "--kubeconfig", kubeconfigPath,
 		"--leader-elect", "--leader-election-namespace", "default", "--leader-elect-lease-duration", "4s",
 		"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
-	operator.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL="+db.URL,
-		"CODEPORT_CODES_KEY="+strings.Repeat("ab", 32))
-	var out syncBuffer
-	operator.Stdout, operator.Stderr = &out, &out
-	if err := operator.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- operator.Wait() }()
-	t.Cleanup(func() {
-		_ = operator.Process.Kill()
-		<-exited
-	})
 	wrote := func(what string) func() (bool, string) {
 		return func() (bool, string) { return strings.Contains(out.String(), what), out.String() }
 	}
@@ -81,7 +72,6 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 	stopped = true
 	select {
 	case err := <-exited:
-		exited <- err
 		if err == nil {
 			t.Error("the operator ended without an error when it lost its API server")
 		}
@@ -89,14 +79,97 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 		t.Fatalf("the operator still runs without its API server:\n%s", out.String())
 	}
 
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	for _, line := range lines {
+	everyLineJSON(t, out.String())
+	if !strings.Contains(out.String(), "leader election lost") {
+		t.Errorf("no line says the operator lost its lease:\n%s", out.String())
+	}
+}
+
+// startComponent runs `codeport <args>` as a process of its own on the database at databaseURL
+// until the test ends, its stdout and stderr in out; exited delivers the result once.
+func startComponent(t *testing.T, databaseURL string, args ...string) (*exec.Cmd, *syncBuffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL="+databaseURL,
+		"CODEPORT_CODES_KEY="+strings.Repeat("ab", 32))
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		done <- err
+		exited <- err
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if err := <-done; err != nil {
+			t.Logf("%s: %v", args[0], err)
+		}
+	})
+	return cmd, out, exited
+}
+
+// everyLineJSON fails the test for each line of out that is not a JSON object.
+func everyLineJSON(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var record map[string]any
 		if err := json.Unmarshal([]byte(line), &record); err != nil {
 			t.Errorf("not JSON: %s", line)
 		}
 	}
-	if !strings.Contains(out.String(), "leader election lost") {
-		t.Errorf("no line says the operator lost its lease:\n%s", out.String())
+}
+
+// TestServeWritesOnlyJSON runs serve as a process of its own through bad requests, a malformed
+// one among them, and a database closed to connections (River's failures, the API's 502s), until
+// SIGTERM stops it. Every line it wrote must be JSON.
+func TestServeWritesOnlyJSON(t *testing.T) {
+	db := storetest.New(t)
+	serve, out, exited := startComponent(t, db.URL, "serve", "--environment", "sandbox", "--addr", "127.0.0.1:0",
+		"--metrics-addr", "", "--redis-url", "", "--log-flush-interval", "0")
+	var addr string
+	poll.Until(t, time.Minute, "serve to listen", func() (bool, string) {
+		for _, line := range strings.Split(out.String(), "\n") {
+			var record struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &record) == nil && record.Msg == "serving partner API" {
+				addr = record.Addr
+			}
+		}
+		return addr != "", out.String()
+	})
+	call := func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader("{"))
+		req.Header.Set("Authorization", "Bearer cp_test_nonsense")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+		}
 	}
+	call()
+	if conn, err := net.Dial("tcp", addr); err == nil {
+		_, _ = conn.Write([]byte("GARBAGE / HTTP/9.9\r\nHost\r\n\r\n"))
+		_, _ = io.Copy(io.Discard, conn)
+		_ = conn.Close()
+	}
+	storetest.SetConnectable(t, db.Name, false)
+	defer storetest.SetConnectable(t, db.Name, true)
+	poll.Until(t, time.Minute, "River's failures to be logged", func() (bool, string) {
+		call()
+		return strings.Contains(out.String(), "Error fetching jobs"), out.String()
+	})
+	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("serve stopped by SIGTERM: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("serve still runs after SIGTERM:\n%s", out.String())
+	}
+	everyLineJSON(t, out.String())
 }

@@ -105,7 +105,8 @@ func TestSmokeTestPods(t *testing.T) {
 		}
 		c := pod.Spec.Containers[0]
 		// The codeport image's own probe: nothing to pull that an air-gapped cluster lacks.
-		served, _, _ := unstructured.NestedSlice(objs["Deployment/"+deployment].Object, "spec", "template", "spec", "containers")
+		served, _, _ := unstructured.NestedSlice(objs["Deployment/"+deployment].Object,
+			"spec", "template", "spec", "containers")
 		if c.Image != served[0].(map[string]any)["image"] ||
 			len(c.Command) != 0 || c.Args[0] != "probe" {
 			t.Errorf("%s: %s %v %v", name, c.Image, c.Command, c.Args)
