@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
@@ -241,31 +239,7 @@ func writeKubeconfig(t *testing.T, server string) string {
 // TestOperatorStartsAgainstAReachableAPIServer: the start-up probe lets the operator through to
 // a kube-apiserver it can reach, with the kubeconfig named by --kubeconfig: it becomes ready.
 func TestOperatorStartsAgainstAReachableAPIServer(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
-	}
-	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true}
-	if _, err := te.Start(); err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	user, err := te.AddUser(envtest.User{Name: "codeport-operator", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, _ := startKubeAPIServer(t)
 	db := storetest.New(t)
 	probes := closedPort(t)
 	cmd := exec.Command(os.Args[0], "operator", "--kubeconfig", kubeconfig, "--database-url", db.URL,

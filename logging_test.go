@@ -7,13 +7,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -24,33 +21,7 @@ import (
 // the standard library's logger) and its API server gone (client-go's reflectors and leader
 // election wrote klog lines), until it stops with an error. Every line it wrote must be JSON.
 func TestOperatorWritesOnlyJSON(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set: run `make test`, or export KUBEBUILDER_ASSETS=\"$(hack/envtest.sh)\"")
-	}
-	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = te.Stop()
-		}
-	})
-	user, err := te.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfigPath := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfigPath, stopAPIServer := startKubeAPIServer(t)
 	db := storetest.New(t)
 
 	_, out, exited := startComponent(t, db.URL, "operator", "--kubeconfig", kubeconfigPath,
@@ -66,10 +37,9 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 	defer storetest.SetConnectable(t, db.Name, true)
 	poll.Until(t, time.Minute, "a failed ledger refresh", wrote("ledger refresh"))
 
-	if err := te.Stop(); err != nil {
+	if err := stopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	stopped = true
 	select {
 	case err := <-exited:
 		if err == nil {
