@@ -1,0 +1,12 @@
+// Command image builds a single-layer container image from files on this machine, with no
+// registry and no container daemon, and writes it as a docker-archive tarball that
+// `ctr images import` loads. The end-to-end cluster (hack/e2e) runs its pause, CoreDNS and
+// codeport images from it.
+//
+// With -distroless the layer also carries what gcr.io/distroless/static-debian12:nonroot gives
+// the Dockerfile's release image: the CA certificates, /etc/passwd and /etc/group with root,
+// nobody and nonroot (65532), /etc/nsswitch.conf, /tmp and /home/nonroot, and the time zone
+// database, and no shell. The image's user, entrypoint and command are passed as flags; the
+// package's test reads them from the Dockerfile and checks that an image built the way
+// hack/e2e/images.sh builds it matches.
+package main

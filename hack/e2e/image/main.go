@@ -1,0 +1,290 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Every entry carries the same time so that the same inputs build the same image digest.
+var epoch = time.Unix(0, 0).UTC()
+
+// spec is what one image is built from.
+type spec struct {
+	tag        string
+	files      []string // "src=dst": a file of this machine copied to dst in the image
+	distroless bool     // lay distroless static's nonroot base under the files
+	caFile     string
+	zoneinfo   string
+	user       string
+	entrypoint []string
+	cmd        []string
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// jsonList parses a flag given as a JSON array of strings, as the Dockerfile writes ENTRYPOINT.
+type jsonList []string
+
+func (l *jsonList) String() string { b, _ := json.Marshal([]string(*l)); return string(b) }
+func (l *jsonList) Set(v string) error {
+	var s []string
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return fmt.Errorf("want a JSON array of strings: %w", err)
+	}
+	*l = s
+	return nil
+}
+
+func main() {
+	var (
+		s    spec
+		out  string
+		file listFlag
+		ep   jsonList
+		cmd  jsonList
+	)
+	flag.StringVar(&s.tag, "tag", "", "image reference the archive names, e.g. ghcr.io/codeport/codeport:0.1.0")
+	flag.Var(&file, "file", "src=dst: copy a file of this machine to dst in the image (repeatable)")
+	flag.BoolVar(&s.distroless, "distroless", false, "add distroless static's nonroot base files")
+	flag.StringVar(&s.caFile, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle for -distroless")
+	flag.StringVar(&s.zoneinfo, "zoneinfo", "/usr/share/zoneinfo", "time zone database for -distroless (empty: none)")
+	flag.StringVar(&s.user, "user", "", "user[:group] the image runs as")
+	flag.Var(&ep, "entrypoint", `JSON array, e.g. ["/usr/local/bin/codeport"]`)
+	flag.Var(&cmd, "cmd", `JSON array, e.g. ["--help"]`)
+	flag.StringVar(&out, "o", "", "docker-archive tarball to write")
+	dockerfile := flag.String("dockerfile", "", "take the base, user, entrypoint, command and the "+
+		"binary's place from this Dockerfile's final stage (with -binary)")
+	binary := flag.String("binary", "", "with -dockerfile: the binary its final stage copies in")
+	flag.Parse()
+	s.files, s.entrypoint, s.cmd = file, ep, cmd
+	if *dockerfile != "" {
+		df, err := os.ReadFile(*dockerfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "image:", err)
+			os.Exit(1)
+		}
+		if s, err = fromDockerfile(string(df), *binary, s); err != nil {
+			fmt.Fprintln(os.Stderr, "image:", err)
+			os.Exit(1)
+		}
+	}
+	if err := run(s, out); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run(s spec, out string) error {
+	if s.tag == "" || out == "" {
+		return errors.New("-tag and -o are required")
+	}
+	ref, err := name.NewTag(s.tag)
+	if err != nil {
+		return fmt.Errorf("parse tag %q: %w", s.tag, err)
+	}
+	img, err := build(s)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", out, err)
+	}
+	if err := tarball.Write(ref, img, f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", out, err)
+	}
+	return nil
+}
+
+// build lays every file into one layer on an empty base and sets the configuration.
+func build(s spec) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	w := &layerWriter{tw: tw, dirs: map[string]bool{}}
+	if s.distroless {
+		if err := w.distrolessBase(s.caFile, s.zoneinfo); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range s.files {
+		src, dst, ok := strings.Cut(f, "=")
+		if !ok || !path.IsAbs(dst) {
+			return nil, fmt.Errorf("-file %q: want src=/absolute/dst", f)
+		}
+		if err := w.copyFile(src, dst); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close layer: %w", err)
+	}
+	layerBytes := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerBytes)), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("layer: %w", err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, fmt.Errorf("append layer: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cf = cf.DeepCopy()
+	// The binaries are built for this machine, as is the node that runs them.
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.User = s.user
+	cf.Config.Entrypoint = s.entrypoint
+	cf.Config.Cmd = s.cmd
+	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if s.distroless {
+		// As distroless: SSL_CERT_FILE points Go's and OpenSSL's clients at the bundle.
+		cf.Config.Env = append(cf.Config.Env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
+		cf.Config.WorkingDir = "/home/nonroot"
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("set config: %w", err)
+	}
+	return img, nil
+}
+
+// layerWriter writes tar entries, creating each parent directory once.
+type layerWriter struct {
+	tw   *tar.Writer
+	dirs map[string]bool
+}
+
+func (w *layerWriter) dir(p string, mode int64, uid int) error {
+	p = path.Clean(p)
+	if p == "/" || w.dirs[p] {
+		return nil
+	}
+	if err := w.dir(path.Dir(p), 0o755, 0); err != nil {
+		return err
+	}
+	w.dirs[p] = true
+	return w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/",
+		Mode: mode, Uid: uid, Gid: uid, ModTime: epoch, Format: tar.FormatPAX})
+}
+
+func (w *layerWriter) bytes(dst string, data []byte, mode int64) error {
+	if err := w.dir(path.Dir(dst), 0o755, 0); err != nil {
+		return err
+	}
+	if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(dst, "/"),
+		Mode: mode, Size: int64(len(data)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	if _, err := w.tw.Write(data); err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	return nil
+}
+
+// copyFile copies a regular file, keeping whether it is executable.
+func (w *layerWriter) copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", src, err)
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", src, err)
+	}
+	mode := int64(0o644)
+	if fi.Mode().Perm()&0o111 != 0 {
+		mode = 0o755
+	}
+	return w.bytes(dst, data, mode)
+}
+
+// distroless static's nonroot image: its users, groups and name-service switch.
+const (
+	passwd = "root:x:0:0:root:/root:/sbin/nologin\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+		"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"
+	group         = "root:x:0:\nnobody:x:65534:\ntty:x:5:\nstaff:x:50:\nnonroot:x:65532:\n"
+	nsswitch      = "hosts: files dns\n"
+	nonrootUID    = 65532
+	stickyTmpMode = 0o1777
+)
+
+func (w *layerWriter) distrolessBase(caFile, zoneinfo string) error {
+	for _, f := range []struct {
+		dst  string
+		data string
+	}{{"/etc/passwd", passwd}, {"/etc/group", group}, {"/etc/nsswitch.conf", nsswitch}} {
+		if err := w.bytes(f.dst, []byte(f.data), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := w.dir("/tmp", stickyTmpMode, 0); err != nil {
+		return err
+	}
+	if err := w.dir("/home/nonroot", 0o700, nonrootUID); err != nil {
+		return err
+	}
+	if err := w.copyFile(caFile, "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+		return fmt.Errorf("CA certificates (apt-get install ca-certificates): %w", err)
+	}
+	if zoneinfo == "" {
+		return nil
+	}
+	var files []string
+	err := filepath.WalkDir(zoneinfo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		// Links (UTC -> Etc/UTC) become copies: the zones read the same either way.
+		if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("time zone database %s: %w", zoneinfo, err)
+	}
+	slices.Sort(files)
+	for _, p := range files {
+		rel, err := filepath.Rel(zoneinfo, p)
+		if err != nil {
+			return fmt.Errorf("time zone database: %w", err)
+		}
+		if err := w.copyFile(p, path.Join("/usr/share/zoneinfo", filepath.ToSlash(rel))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
