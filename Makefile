@@ -29,8 +29,8 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
 # The build tag sets make lint runs golangci-lint with, one run each: a file behind a tag is
-# linted only in a run that sets it (faults: apiserver's fault tests; soak: hack/soak).
-LINT_BUILD_TAGS ?= faults soak
+# linted only in a run that sets it (faults: apiserver's fault tests; soak: hack/soak; e2e: hack/e2e).
+LINT_BUILD_TAGS ?= faults soak e2e
 
 # Test servers: hack/testenv.sh finds or starts PostgreSQL and Redis and prints their URLs.
 GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
@@ -197,6 +197,14 @@ test-soak: deps ## Soak test (build tag soak): operators, API replicas, Redis an
 	eval "$$(hack/testenv.sh)"; \
 	export KUBEBUILDER_ASSETS="$$assets"; \
 	go test -tags soak -count=1 -timeout 15m -run TestSoak -v ./hack/soak/
+
+# The chart on a real single-node cluster built on this machine (root; hack/e2e/cluster.sh): the
+# image built without a registry, helm install/test/upgrade/uninstall and the mission through the
+# Services. A cold first run builds Kubernetes and CoreDNS from source; docs/operator.md
+# ("End-to-end cluster") gives the times and how to run the test against another cluster.
+.PHONY: test-e2e
+test-e2e: deps ## End-to-end test on a single-node cluster of this machine (needs root).
+	@hack/e2e/run.sh
 
 .PHONY: fuzz
 fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s).

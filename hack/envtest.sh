@@ -9,11 +9,12 @@ set -euo pipefail
 
 K8S_VERSION="${ENVTEST_K8S_VERSION:-1.36.3}"
 ETCD_VERSION="${ENVTEST_ETCD_VERSION:-3.6.8}"
-STAGING_VERSION="v0.${K8S_VERSION#1.}"
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/envtest"
 DEST="${CACHE_ROOT}/${K8S_VERSION}-etcd${ETCD_VERSION}"
 
 log() { echo "envtest: $*" >&2; }
+# shellcheck source=hack/kube-module.sh
+source "$(dirname "$0")/kube-module.sh"
 
 # The chart's kubeVersion is checked against the version the API server reports, so the binary
 # carries its release version (a plain go build reports v0.0.0-master). One built before that is
@@ -39,25 +40,10 @@ if [[ "${build_apiserver}" == true ]]; then
   log "building kube-apiserver v${K8S_VERSION} from source (takes a few minutes, once)"
   mkdir -p "${work}/apiserver"
   cd "${work}/apiserver"
-  go mod init codeport.local/envtest-apiserver >/dev/null 2>&1
-  go mod edit -require="k8s.io/kubernetes@v${K8S_VERSION}"
-  go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" >/dev/null
-  k8s_dir="$(go list -m -f '{{.Dir}}' "k8s.io/kubernetes@v${K8S_VERSION}" 2>/dev/null || true)"
-  if [[ -z "${k8s_dir}" ]]; then
-    k8s_dir="$(go env GOMODCACHE)/k8s.io/kubernetes@v${K8S_VERSION}"
-  fi
-  # k8s.io/kubernetes points its staging modules at ./staging; pin each to the published version.
-  while read -r mod; do
-    go mod edit -replace="${mod}=${mod}@${STAGING_VERSION}"
-  done < <(grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "${k8s_dir}/go.mod" | awk '{print $1}')
+  kube_module codeport.local/envtest-apiserver "${K8S_VERSION}"
   printf 'package main\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\nfunc main() {}\n' > tools.go
   go mod tidy >/dev/null 2>&1 || true
-  k8s_minor="${K8S_VERSION#*.}"
-  k8s_minor="${k8s_minor%%.*}"
-  version_pkg="k8s.io/component-base/version"
-  go build -trimpath -ldflags="-s -w -X ${version_pkg}.gitVersion=v${K8S_VERSION} \
-    -X ${version_pkg}.gitMajor=${K8S_VERSION%%.*} -X ${version_pkg}.gitMinor=${k8s_minor} \
-    -X ${version_pkg}.gitTreeState=clean" \
+  go build -trimpath -ldflags="$(kube_ldflags "${K8S_VERSION}")" \
     -o "${DEST}/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
   mv "${DEST}/kube-apiserver.tmp" "${DEST}/kube-apiserver"
 fi

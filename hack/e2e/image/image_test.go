@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -41,7 +42,8 @@ func TestImageMatchesDockerfile(t *testing.T) {
 		t.Fatalf("the Dockerfile's final stage is no longer %s (pinned): teach hack/e2e/image its files", distrolessBase)
 	}
 	want := map[string]string{}
-	for name, re := range map[string]*regexp.Regexp{"copy": copyBinary, "user": userLine, "entrypoint": entryLine, "cmd": cmdLine} {
+	lines := map[string]*regexp.Regexp{"copy": copyBinary, "user": userLine, "entrypoint": entryLine, "cmd": cmdLine}
+	for name, re := range lines {
 		m := re.FindAllStringSubmatch(df, -1)
 		if len(m) != 1 {
 			t.Fatalf("Dockerfile: want one %s line in the final stage, found %d", name, len(m))
@@ -83,25 +85,7 @@ func TestImageMatchesDockerfile(t *testing.T) {
 		t.Errorf("cmd %q, Dockerfile %s", got, want["cmd"])
 	}
 
-	files := map[string]*tar.Header{}
-	contents := map[string]string{}
-	tr := tar.NewReader(mutate.Extract(img))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := "/" + strings.TrimSuffix(h.Name, "/")
-		files[p] = h
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		contents[p] = string(b)
-	}
+	files, contents := layerFiles(t, img)
 	dst := want["copy"]
 	if h := files[dst]; h == nil || h.Mode&0o111 == 0 || contents[dst] != string(binaryBytes) {
 		t.Errorf("the binary is not at %s, executable: %+v", dst, h)
@@ -144,6 +128,31 @@ func TestFromDockerfileRefusesOtherBases(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// layerFiles reads the image's files: their headers and contents by absolute path.
+func layerFiles(t *testing.T, img v1.Image) (map[string]*tar.Header, map[string]string) {
+	t.Helper()
+	files := map[string]*tar.Header{}
+	contents := map[string]string{}
+	tr := tar.NewReader(mutate.Extract(img))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := "/" + strings.TrimSuffix(h.Name, "/")
+		files[p] = h
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		contents[p] = string(b)
+	}
+	return files, contents
 }
 
 func execFormOf(t *testing.T, s string) []string {

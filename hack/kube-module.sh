@@ -1,0 +1,34 @@
+# shellcheck shell=bash
+# Sourced by hack/envtest.sh and hack/e2e/kube.sh, which build Kubernetes commands from
+# k8s.io/kubernetes through the Go module proxy.
+
+# kube_module NAME VERSION: makes the current directory a Go module NAME that requires
+# k8s.io/kubernetes@vVERSION. k8s.io/kubernetes points its staging modules (k8s.io/api,
+# k8s.io/client-go, ...) at ./staging, which a module download lacks: each is pinned to its
+# published version, v0.<minor>.<patch>.
+kube_module() {
+  local name="$1" version="$2" k8s_dir mod
+  go mod init "${name}" >/dev/null 2>&1
+  go mod edit -require="k8s.io/kubernetes@v${version}"
+  go mod download -json "k8s.io/kubernetes@v${version}" >/dev/null
+  k8s_dir="$(go list -m -f '{{.Dir}}' "k8s.io/kubernetes@v${version}" 2>/dev/null || true)"
+  if [[ -z "${k8s_dir}" ]]; then
+    k8s_dir="$(go env GOMODCACHE)/k8s.io/kubernetes@v${version}"
+  fi
+  while read -r mod; do
+    go mod edit -replace="${mod}=${mod}@v0.${version#1.}"
+  done < <(grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "${k8s_dir}/go.mod" | awk '{print $1}')
+}
+
+# kube_ldflags VERSION: the -ldflags that stamp the release version into a build. A plain go
+# build reports v0.0.0-master, which kubectl and Helm's kubeVersion check refuse.
+kube_ldflags() {
+  local version="$1" minor pkg flags="-s -w"
+  minor="${version#*.}"
+  minor="${minor%%.*}"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=v${version} -X ${pkg}.gitMajor=${version%%.*}"
+    flags+=" -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
+  done
+  echo "${flags}"
+}
