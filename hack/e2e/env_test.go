@@ -1,0 +1,232 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+)
+
+const (
+	// release and its namespace, as the README installs it.
+	release   = "codeport"
+	namespace = "codeport-system"
+	// partnersNS is where config/samples puts the sample partner.
+	partnersNS = "partners"
+)
+
+// env is what the test is pointed at; every field comes from the environment.
+type env struct {
+	kubeconfig string
+	helm       string
+	kubectl    string
+	chart      string
+	samples    string
+	// image is the codeport image as repository:tag, present on (or pullable by) the nodes.
+	image string
+	// databaseURL and redisURL are reachable from the Pods.
+	databaseURL string
+	redisURL    string
+	// callerCIDRs are the addresses this test's requests reach the APIs from; they are added to
+	// the sample partner's allowlist, as a partner's own addresses would be.
+	callerCIDRs []string
+	// auditLog is the API server's audit log (JSON lines), when this machine can read it.
+	auditLog string
+}
+
+func loadEnv(t *testing.T) env {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := env{
+		kubeconfig:  os.Getenv("KUBECONFIG"),
+		helm:        os.Getenv("HELM"),
+		kubectl:     envOr("KUBECTL", "kubectl"),
+		chart:       envOr("E2E_CHART", filepath.Join(root, "charts", "codeport")),
+		samples:     filepath.Join(root, "config", "samples"),
+		image:       envOr("E2E_IMAGE", "ghcr.io/codeport/codeport:e2e"),
+		databaseURL: os.Getenv("E2E_DATABASE_URL"),
+		redisURL:    os.Getenv("E2E_REDIS_URL"),
+		callerCIDRs: strings.Split(envOr("E2E_CALLER_CIDRS", "10.88.0.0/16"), ","),
+		auditLog:    os.Getenv("E2E_AUDIT_LOG"),
+	}
+	for name, v := range map[string]string{"KUBECONFIG": e.kubeconfig, "HELM": e.helm,
+		"E2E_DATABASE_URL": e.databaseURL, "E2E_REDIS_URL": e.redisURL} {
+		if v == "" {
+			t.Fatalf("%s is not set: run make test-e2e, or see docs/operator.md (End-to-end cluster)", name)
+		}
+	}
+	return e
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// kube holds the clients; k8s reads and writes every kind, cs streams logs.
+type kube struct {
+	k8s client.WithWatch
+	cs  kubernetes.Interface
+}
+
+func newKube(t *testing.T, e env) *kube {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", e.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("clientset: %v", err)
+	}
+	return &kube{k8s: k8s, cs: cs}
+}
+
+// run runs a command (helm, kubectl) with the test's KUBECONFIG and returns its output; the
+// output is part of the error.
+func run(ctx context.Context, e env, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.kubeconfig)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// eventually polls cond every 250 ms until it holds or limit passes; the last reason it gave is
+// the error. The limits are generous: the machine is shared and slow at times.
+func eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return nil
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not after %s: %s", what, limit, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// createNamespace creates a namespace that enforces the restricted Pod Security profile, as a
+// platform team's namespaces do; one left by an earlier run is deleted first.
+func (k *kube) createNamespace(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	if err := k.k8s.Get(ctx, client.ObjectKey{Name: name}, ns); err == nil {
+		t.Fatalf("namespace %s exists: the cluster is not fresh (delete it, or the earlier release)", name)
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}}}
+	if err := k.k8s.Create(ctx, ns); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+func (k *kube) createSecret(ctx context.Context, t *testing.T, name string, data map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: data}
+	if err := k.k8s.Create(ctx, s); err != nil {
+		t.Fatalf("create secret %s: %v", name, err)
+	}
+}
+
+func randomKey(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// pods lists the release's Pods of one component (api-production, api-sandbox, operator).
+func (k *kube) pods(ctx context.Context, component string) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	err := k.k8s.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{
+		"app.kubernetes.io/instance": release, "app.kubernetes.io/component": component})
+	if err != nil {
+		return nil, fmt.Errorf("list %s pods: %w", component, err)
+	}
+	return list.Items, nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// readyPods waits until a component has exactly n Ready Pods and no other, and returns them.
+func (k *kube) readyPods(ctx context.Context, component string, n int) ([]corev1.Pod, error) {
+	var ready []corev1.Pod
+	err := eventually(ctx, 5*time.Minute, fmt.Sprintf("%d ready %s pods", n, component), func() (bool, string) {
+		pods, err := k.pods(ctx, component)
+		if err != nil {
+			return false, err.Error()
+		}
+		ready = ready[:0]
+		for i := range pods {
+			if podReady(&pods[i]) {
+				ready = append(ready, pods[i])
+			}
+		}
+		return len(ready) == n && len(pods) == n, fmt.Sprintf("%d of %d ready", len(ready), len(pods))
+	})
+	return ready, err
+}
