@@ -76,15 +76,15 @@ func (a *partnerAPI) firstProduct(ctx context.Context, want string) (string, int
 		return "", 0, fmt.Errorf("catalog: %d %s", ans.status, ans.body)
 	}
 	var page struct {
-		Items []struct {
+		Products []struct {
 			ProductCode string `json:"productCode"`
 			Price       *int64 `json:"price"`
-		} `json:"items"`
+		} `json:"products"`
 	}
 	if err := json.Unmarshal(ans.body, &page); err != nil {
 		return "", 0, fmt.Errorf("catalog: %w: %s", err, ans.body)
 	}
-	for _, p := range page.Items {
+	for _, p := range page.Products {
 		if p.Price != nil && (want == "" || p.ProductCode == want) {
 			return p.ProductCode, *p.Price, nil
 		}
@@ -116,6 +116,11 @@ func (a *partnerAPI) placeOrder(ctx context.Context, code, product string, price
 		ans, err := a.do(ctx, *a.key.Load(), http.MethodPost, "/v2/orders", body)
 		if err != nil && ans.status == 0 {
 			lastErr = err
+			continue
+		}
+		// The limit is a minute's window: a partner waits and sends the same order again.
+		if ans.status == http.StatusTooManyRequests {
+			lastErr = fmt.Errorf("order %s: 429 %s", code, ans.body)
 			continue
 		}
 		if ans.status >= 500 {

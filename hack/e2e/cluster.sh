@@ -311,13 +311,14 @@ up() {
   "${HACK}/deps.sh"
   "${HACK}/e2e/deps.sh"
   id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
-  local kube etcd_dir ip
+  local kube etcd_dir ip images
   kube="$("${HACK}/e2e/kube.sh")"
   etcd_dir="$("${HACK}/envtest.sh")"
   KUBECTL="${kube}/kubectl"
   # The images' references are fixed by images.sh; it prints NAME=REF lines and the archives'
   # directory.
-  eval "$("${HACK}/e2e/images.sh" "${kube}")"
+  images="$("${HACK}/e2e/images.sh" "${kube}")"
+  eval "${images}"
   ip="$(node_ip)"
   [[ -n "${ip}" ]] || { log "no IPv4 address on the default route's device"; exit 1; }
 
@@ -341,7 +342,7 @@ up() {
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster "${NODE}=http://127.0.0.1:2380" --unsafe-no-fsync
   start kube-apiserver "${kube}/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-    --advertise-address "${ip}" --secure-port 6443 \
+    --advertise-address "${ip}" --secure-port 6443 --kubelet-preferred-address-types InternalIP \
     --service-cluster-ip-range "${SERVICE_CIDR}" --authorization-mode Node,RBAC \
     --token-auth-file "${RUN}/pki/tokens.csv" --client-ca-file "${RUN}/pki/ca.crt" \
     --tls-cert-file "${RUN}/pki/apiserver.crt" --tls-private-key-file "${RUN}/pki/apiserver.key" \
@@ -400,6 +401,8 @@ start_data() {
     --auth-host=scram-sha-256 --pwfile="${RUN}/pg-pass" -E UTF8 --no-instructions >/dev/null
   echo "host all all ${POD_CIDR} scram-sha-256" >>"${data}/pg_hba.conf"
   echo "host all all ${ip}/32 scram-sha-256" >>"${data}/pg_hba.conf"
+  touch "${RUN}/logs/postgres.log"
+  chown postgres "${RUN}/logs/postgres.log"
   runuser -u postgres -- "${bindir}/pg_ctl" -D "${data}" -l "${RUN}/logs/postgres.log" -w -t 60 \
     -o "-h ${ip} -p ${PG_PORT} -k ${data} -c max_connections=200 -c fsync=off" start >/dev/null
   head -n1 "${data}/postmaster.pid" >"${RUN}/pids/postgres"
@@ -473,10 +476,11 @@ remove_chains() {
     comm -13 "${RUN}/before/chains-${t}" <(chains "${t}") >"${RUN}/chains-${t}.new" || true
     [[ -s "${RUN}/chains-${t}.new" ]] || continue
     # First the rules that jump into them from any other chain, then the chains.
-    iptables -t "${t}" -S | grep -F -f <(sed 's/.*/-j &/' "${RUN}/chains-${t}.new") |
-      grep -v -E '^-N ' | while read -r rule; do
-        # shellcheck disable=SC2086 # the rule's words are iptables arguments
-        iptables -t "${t}" ${rule/-A /-D } 2>/dev/null || true
+    # iptables -S quotes the rules' words as a shell would (comments have spaces): eval reads
+    # them back.
+    iptables -t "${t}" -S | { grep -F -f <(sed 's/.*/-j &/' "${RUN}/chains-${t}.new") || true; } |
+      { grep -v -E '^-N ' || true; } | while read -r rule; do
+        eval "iptables -t ${t} ${rule/-A /-D }" 2>/dev/null || true
       done
     while read -r c; do iptables -t "${t}" -F "${c}" 2>/dev/null || true; done <"${RUN}/chains-${t}.new"
     while read -r c; do iptables -t "${t}" -X "${c}" 2>/dev/null || true; done <"${RUN}/chains-${t}.new"
@@ -489,7 +493,7 @@ remove_cgroups() {
     grep -qxF "${d}" "${RUN}/before/cgroups" 2>/dev/null && continue
     # Children before parents; a cgroup with a process left in it stays (and is reported).
     find "${d}" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-    [[ -d "${d}" ]] && log "cgroup ${d} still has processes; left in place"
+    if [[ -d "${d}" ]]; then log "cgroup ${d} still has processes; left in place"; fi
   done < <(find /sys/fs/cgroup -maxdepth 2 -name kubepods -type d 2>/dev/null)
 }
 

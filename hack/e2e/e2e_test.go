@@ -34,6 +34,9 @@ import (
 // its stock.
 const productionProduct = "10000000000001"
 
+// loadRateLimit is the sample partner's rate limit during the test, per key and minute.
+const loadRateLimit = 100000
+
 // nodeCPU is the smallest node the chart's defaults must fit on with the settings of the README's
 // install plus two operator and two production API replicas.
 var nodeCPU = resource.MustParse("2")
@@ -79,7 +82,7 @@ func TestMission(t *testing.T) {
 	checkNetworkPolicies(ctx, t, k)
 
 	t.Run("helm test", func(t *testing.T) {
-		if _, err := run(ctx, e, e.helm, "test", release, "-n", namespace, "--timeout", "5m", "--logs"); err != nil {
+		if _, err := run(ctx, e, e.helm, "test", release, "-n", namespace, "--timeout", "3m", "--logs"); err != nil {
 			t.Error(err)
 		}
 	})
@@ -285,8 +288,13 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube) *mission {
 			p.Spec.IPWhitelist = append(p.Spec.IPWhitelist, c)
 		}
 	}
+	// The load of the test is well above the samples' rate limits (600 and 120 a minute).
+	p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: loadRateLimit}
+	if o := p.Spec.Environments; o != nil && o.Sandbox != nil && o.Sandbox.RateLimit != nil {
+		o.Sandbox.RateLimit.RequestsPerMinute = loadRateLimit
+	}
 	if err := k.k8s.Patch(ctx, p, patch); err != nil {
-		t.Fatalf("allow the test's addresses: %v", err)
+		t.Fatalf("allow the test's addresses and load: %v", err)
 	}
 	for _, w := range []string{"acme-production", "acme-sandbox"} {
 		tu := &v1alpha1.WalletTopUp{ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: w + "-e2e"},

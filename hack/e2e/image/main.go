@@ -267,9 +267,16 @@ func (w *layerWriter) distrolessBase(caFile, zoneinfo string) error {
 		if err != nil {
 			return err
 		}
-		// Links (UTC -> Etc/UTC) become copies: the zones read the same either way.
-		if d.Type().IsRegular() || d.Type()&fs.ModeSymlink != 0 {
+		if d.Type().IsRegular() {
 			files = append(files, p)
+			return nil
+		}
+		// Links to files (UTC -> Etc/UTC) become copies: the zones read the same either way.
+		// Links to directories (posix -> .) are left out; their zones are there already.
+		if d.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+				files = append(files, p)
+			}
 		}
 		return nil
 	})
