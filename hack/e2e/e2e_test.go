@@ -55,26 +55,7 @@ func TestMission(t *testing.T) {
 	k.createNamespace(ctx, t, partnersNS)
 	logs := watchLogs(ctx, t, k)
 	t.Cleanup(func() { cleanup(t, e, k) })
-	defer func() {
-		// Every line read, also of Pods the test deleted, is JSON and reports no denied verb.
-		bad := logs.findings()
-		for i, b := range bad {
-			if i == 20 {
-				t.Errorf("… %d log findings in all (logs in %s)", len(bad), logs.dir)
-				break
-			}
-			t.Error(b)
-		}
-		if e.auditLog != "" {
-			denials, err := auditDenials(e.auditLog)
-			if err != nil {
-				t.Error(err)
-			}
-			for _, d := range denials {
-				t.Errorf("the API server denied %s", d)
-			}
-		}
-	}()
+	defer checkLogs(t, e, logs)
 
 	install(ctx, t, e, k)
 	checkPods(ctx, t, k)
@@ -102,28 +83,58 @@ func TestMission(t *testing.T) {
 	})
 	t.Run("key rotation on every replica", func(t *testing.T) { rotateKey(ctx, t, k, m) })
 	t.Run("leader and an API Pod deleted under load", func(t *testing.T) { churn(ctx, t, k, m) })
-	t.Run("helm upgrade under load", func(t *testing.T) {
-		l := startLoad(ctx, "upgrade", 4, m.production, m.sandbox)
-		before := podUIDs(ctx, t, k, "api-production")
-		// A changed value that every API Pod's spec carries, so that each rolls.
-		if _, err := run(ctx, e, e.helm, "upgrade", release, e.chart, "-n", namespace, "--reuse-values",
-			"--set", "api.logFlushInterval=50ms", "--wait", "--timeout", "10m"); err != nil {
-			t.Error(err)
-		}
-		if _, err := k.readyPods(ctx, "api-production", 2); err != nil {
-			t.Error(err)
-		}
-		for uid := range podUIDs(ctx, t, k, "api-production") {
-			if before[uid] {
-				t.Errorf("production API Pod %s was not replaced by the upgrade", uid)
-			}
-		}
-		if err := l.stop(ctx); err != nil {
-			t.Errorf("orders during the upgrade: %v", err)
-		}
-		t.Logf("%d orders placed during the upgrade", l.placed.Load())
-	})
+	t.Run("helm upgrade under load", func(t *testing.T) { upgrade(ctx, t, e, k, m) })
+	logs.startUninstall()
 	uninstall(ctx, t, e, k)
+}
+
+// checkLogs: every line read, also of Pods the test deleted, is JSON and reports no denied
+// verb, and the audit log records no denial.
+func checkLogs(t *testing.T, e env, logs *logWatch) {
+	bad := logs.findings()
+	for i, b := range bad {
+		if i == 20 {
+			t.Errorf("… %d log findings in all (logs in %s)", len(bad), logs.dir)
+			break
+		}
+		t.Error(b)
+	}
+	if e.auditLog == "" {
+		return
+	}
+	logs.mu.Lock()
+	until := logs.uninstallAt
+	logs.mu.Unlock()
+	denials, err := auditDenials(e.auditLog, until)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, d := range denials {
+		t.Errorf("the API server denied %s", d)
+	}
+}
+
+// upgrade changes a value every API Pod's spec carries, so that each rolls, under order load.
+func upgrade(ctx context.Context, t *testing.T, e env, k *kube, m *mission) {
+	l := startLoad(ctx, "upgrade", 4, m.production, m.sandbox)
+	before := podUIDs(ctx, t, k, "api-production")
+	// A changed value that every API Pod's spec carries, so that each rolls.
+	if _, err := run(ctx, e, e.helm, "upgrade", release, e.chart, "-n", namespace, "--reuse-values",
+		"--set", "api.logFlushInterval=50ms", "--wait", "--timeout", "10m"); err != nil {
+		t.Error(err)
+	}
+	if _, err := k.readyPods(ctx, "api-production", 2); err != nil {
+		t.Error(err)
+	}
+	for uid := range podUIDs(ctx, t, k, "api-production") {
+		if before[uid] {
+			t.Errorf("production API Pod %s was not replaced by the upgrade", uid)
+		}
+	}
+	if err := l.stop(ctx); err != nil {
+		t.Errorf("orders during the upgrade: %v", err)
+	}
+	t.Logf("%d orders placed during the upgrade", l.placed.Load())
 }
 
 // install creates the Secrets the README names and installs the chart as a platform team
@@ -199,8 +210,14 @@ func checkPods(ctx context.Context, t *testing.T, k *kube) {
 			}
 		}
 	}
-	// A Pod start that fails its first readiness probe records an Unhealthy event: the probes
-	// must not fire before the process listens.
+	checkProbeEvents(ctx, t, k)
+	checkRequests(ctx, t, k)
+}
+
+// checkProbeEvents: a Pod start that fails its first readiness probe records an Unhealthy
+// event; the probes must not fire before the process listens.
+func checkProbeEvents(ctx context.Context, t *testing.T, k *kube) {
+	t.Helper()
 	var evs corev1.EventList
 	if err := k.k8s.List(ctx, &evs, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
@@ -210,6 +227,11 @@ func checkPods(ctx context.Context, t *testing.T, k *kube) {
 			t.Errorf("event on %s: %s", ev.InvolvedObject.Name, ev.Message)
 		}
 	}
+}
+
+// checkRequests: the CPU requests of every Pod of the cluster fit a 2-CPU node.
+func checkRequests(ctx context.Context, t *testing.T, k *kube) {
+	t.Helper()
 	var pods corev1.PodList
 	if err := k.k8s.List(ctx, &pods); err != nil {
 		t.Fatal(err)
@@ -592,26 +614,30 @@ func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
 			}
 		}
 		for _, ns := range []string{partnersNS, namespace} {
-			err := eventually(ctx, 3*time.Minute, "namespace "+ns+" deleted", func() (bool, string) {
-				var n corev1.Namespace
-				err := k.k8s.Get(ctx, client.ObjectKey{Name: ns}, &n)
-				if apierrors.IsNotFound(err) {
-					return true, ""
-				}
-				if err != nil {
-					return false, err.Error()
-				}
-				for _, c := range n.Status.Conditions {
-					if c.Status == corev1.ConditionTrue {
-						return false, fmt.Sprintf("%s: %s", c.Type, c.Message)
-					}
-				}
-				return false, string(n.Status.Phase)
-			})
-			if err != nil {
+			if err := k.waitNamespaceGone(ctx, ns); err != nil {
 				t.Error(err)
 			}
 		}
+	})
+}
+
+// waitNamespaceGone waits until a deleted namespace is gone, and says what holds it otherwise.
+func (k *kube) waitNamespaceGone(ctx context.Context, ns string) error {
+	return eventually(ctx, 3*time.Minute, "namespace "+ns+" deleted", func() (bool, string) {
+		var n corev1.Namespace
+		err := k.k8s.Get(ctx, client.ObjectKey{Name: ns}, &n)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Status == corev1.ConditionTrue {
+				return false, fmt.Sprintf("%s: %s", c.Type, c.Message)
+			}
+		}
+		return false, string(n.Status.Phase)
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -59,8 +60,9 @@ func (k *kube) checkOperatorRBAC(
 	user := "system:serviceaccount:" + namespace + ":" + serviceAccount
 	for _, ra := range needs {
 		sar := &authv1.SubjectAccessReview{Spec: authv1.SubjectAccessReviewSpec{
-			User:               user,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			User: user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace,
+				"system:authenticated"},
 			ResourceAttributes: &ra,
 		}}
 		if err := k.k8s.Create(ctx, sar); err != nil {
@@ -75,9 +77,10 @@ func (k *kube) checkOperatorRBAC(
 
 // auditEvent is the part of an audit.k8s.io/v1 Event read here.
 type auditEvent struct {
-	Stage string `json:"stage"`
-	Verb  string `json:"verb"`
-	User  struct {
+	Stage    string    `json:"stage"`
+	Received time.Time `json:"requestReceivedTimestamp"`
+	Verb     string    `json:"verb"`
+	User     struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
@@ -93,7 +96,8 @@ type auditEvent struct {
 
 // auditDenials reads the API server's audit log for requests the release's ServiceAccounts were
 // refused (403): a verb the chart's RBAC does not grant, whether or not a log line says so.
-func auditDenials(path string) ([]string, error) {
+// Requests received from before are counted (zero: all).
+func auditDenials(path string, before time.Time) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
@@ -106,6 +110,9 @@ func auditDenials(path string) ([]string, error) {
 	for sc.Scan() {
 		var ev auditEvent
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
+			continue
+		}
+		if !before.IsZero() && !ev.Received.Before(before) {
 			continue
 		}
 		if !strings.HasPrefix(ev.User.Username, prefix) || ev.ResponseStatus == nil || ev.ResponseStatus.Code != 403 {
