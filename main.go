@@ -140,10 +140,18 @@ are one of the steps, so 'migrate up' prepares everything the API and workers ne
 type withMigratorFunc func(ctx context.Context, run func(context.Context, *store.Migrator) error) error
 
 func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
-	return &cobra.Command{
+	var logJSON bool
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration",
 		Args:  cobra.NoArgs,
+		PreRun: func(cmd *cobra.Command, _ []string) {
+			// In a cluster the migration runs as a Job whose lines go to the same log pipeline
+			// as the components': the error it may end with must be JSON too.
+			if logJSON {
+				logsJSON(cmd)
+			}
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
 				applied, err := m.Up(ctx)
@@ -154,11 +162,18 @@ func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if logJSON {
+					slog.New(slog.NewJSONHandler(cmd.OutOrStdout(), nil)).Info("migrated",
+						"applied", len(applied), "schemaVersion", v)
+					return nil
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "applied %d migration(s); schema version %d\n", len(applied), v)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write the result and any error as JSON lines (for a Job whose logs a pipeline parses)")
+	return cmd
 }
 
 func newMigrateDownCommand(withMigrator withMigratorFunc) *cobra.Command {

@@ -3,6 +3,7 @@ package charts_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -213,6 +214,10 @@ func TestMigrationJobFailsWithItsReason(t *testing.T) {
 		last := strings.TrimSpace(stderr.String())
 		if err == nil || !strings.Contains(last, silent.Addr().String()) || !strings.Contains(last, "timeout") {
 			t.Fatalf("migrate up against a silent database: %v\n%s", err, last)
+		}
+		// The Job's lines reach the same log pipeline as the components': JSON too.
+		if !json.Valid([]byte(last)) {
+			t.Errorf("the migration Job's error is not a JSON line: %s", last)
 		}
 	case <-time.After(2 * time.Minute):
 		_ = migrate.Process.Kill()

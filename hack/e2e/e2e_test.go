@@ -582,10 +582,17 @@ func churn(ctx context.Context, t *testing.T, k *kube, m *mission) {
 	t.Logf("%d orders placed during the deletions", l.placed.Load())
 }
 
-// uninstall: helm uninstall leaves the CRDs and no Pod, and the partners' namespace and the
-// release's namespace can then be deleted.
+// uninstall follows docs/operator.md's order: the partners' namespace deleted while the
+// operator runs (its finalizers revoke the keys, then let go), then helm uninstall, which leaves
+// the CRDs and no Pod, then the release's namespace.
 func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
-	t.Run("helm uninstall, then the namespaces deleted", func(t *testing.T) {
+	t.Run("partners deleted, helm uninstall, then the namespace deleted", func(t *testing.T) {
+		if err := k.k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: partnersNS}}); err != nil {
+			t.Fatalf("delete namespace %s: %v", partnersNS, err)
+		}
+		if err := k.waitNamespaceGone(ctx, partnersNS); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := run(ctx, e, e.helm, "uninstall", release, "-n", namespace, "--wait", "--timeout", "5m"); err != nil {
 			t.Fatal(err)
 		}
@@ -608,15 +615,11 @@ func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
 		if err != nil {
 			t.Error(err)
 		}
-		for _, ns := range []string{partnersNS, namespace} {
-			if err := k.k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				t.Errorf("delete namespace %s: %v", ns, err)
-			}
+		if err := k.k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+			t.Errorf("delete namespace %s: %v", namespace, err)
 		}
-		for _, ns := range []string{partnersNS, namespace} {
-			if err := k.waitNamespaceGone(ctx, ns); err != nil {
-				t.Error(err)
-			}
+		if err := k.waitNamespaceGone(ctx, namespace); err != nil {
+			t.Error(err)
 		}
 	})
 }
