@@ -46,7 +46,7 @@ partners declaratively through Kubernetes custom resources (Partner, Catalog, Ap
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand(), newMigrateCommand(), logsJSON(newServeCommand()), newDevCommand(),
-		newCodesCommand(), logsJSON(newOperatorCommand()), newDevGuardCommand(), newProbeCommand())
+		newCodesCommand(), logsJSON(newOperatorCommand()), newDevGuardCommand(), logsJSON(newProbeCommand()))
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -172,7 +172,8 @@ func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&logJSON, "log-json", false, "write the result and any error as JSON lines (for a Job whose logs a pipeline parses)")
+	cmd.Flags().BoolVar(&logJSON, "log-json", false,
+		"write the result and any error as JSON lines (for a Job whose logs a pipeline parses)")
 	return cmd
 }
 

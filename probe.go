@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -29,13 +30,13 @@ image itself, so that a test pulls no other image (the image has no shell and no
 				return errors.New("--attempts and --timeout must be positive, --interval not negative")
 			}
 			client := &http.Client{Timeout: timeout}
+			log := slog.New(slog.NewJSONHandler(cmd.OutOrStdout(), nil))
 			for _, u := range urls {
 				if err := probe(cmd.Context(), client, u, attempts, interval); err != nil {
 					return err
 				}
-				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: ok\n", u); err != nil {
-					return err
-				}
+				// helm test Pods' logs reach the cluster's log pipeline: JSON, like every component.
+				log.Info("ready", "url", u)
 			}
 			return nil
 		},

@@ -35,7 +35,7 @@ func TestProbeWaitsForEveryURL(t *testing.T) {
 		err := cmd.Execute()
 		return out.String(), err
 	}
-	if out, err := run(starting.URL + "/readyz"); err != nil || !strings.Contains(out, "ok") || calls.Load() != 3 {
+	if out, err := run(starting.URL + "/readyz"); err != nil || !strings.Contains(out, `"msg":"ready"`) || calls.Load() != 3 {
 		t.Fatalf("a URL ready on the third call: %v, %d calls, %q", err, calls.Load(), out)
 	}
 	_, err := run(starting.URL+"/readyz", broken.URL+"/readyz")

@@ -176,6 +176,10 @@ type target struct {
 	price   int64
 }
 
+// loadPace is the pause between one worker's orders: it keeps the orders a phase places, and so
+// the funds and stock the test provides, the same on a fast machine as on a slow one.
+const loadPace = 50 * time.Millisecond
+
 func startLoad(ctx context.Context, prefix string, workers int, targets ...target) *load {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &load{acked: map[*partnerAPI][]string{}, cancel: cancel}
@@ -183,7 +187,16 @@ func startLoad(ctx context.Context, prefix string, workers int, targets ...targe
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			pace := time.NewTicker(loadPace)
+			defer pace.Stop()
 			for n := 0; ctx.Err() == nil; n++ {
+				if n > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-pace.C:
+					}
+				}
 				tg := targets[(w+n)%len(targets)]
 				code := fmt.Sprintf("%s-%d-%d", prefix, w, n)
 				_, status, err := tg.api.placeOrder(ctx, code, tg.product, tg.price)

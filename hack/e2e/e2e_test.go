@@ -63,7 +63,7 @@ func TestMission(t *testing.T) {
 	checkNetworkPolicies(ctx, t, k)
 
 	t.Run("helm test", func(t *testing.T) {
-		if _, err := run(ctx, e, e.helm, "test", release, "-n", namespace, "--timeout", "3m", "--logs"); err != nil {
+		if _, err := run(ctx, e, e.helm, "test", release, "-n", namespace, "--timeout", "3m"); err != nil {
 			t.Error(err)
 		}
 	})
@@ -321,7 +321,7 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube) *mission {
 	for _, w := range []string{"acme-production", "acme-sandbox"} {
 		tu := &v1alpha1.WalletTopUp{ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: w + "-e2e"},
 			Spec: v1alpha1.WalletTopUpSpec{WalletRef: v1alpha1.LocalObjectReference{Name: w}, ID: "e2e-load",
-				Currency: "EUR", Amount: "40000.00", Note: "end-to-end load"}}
+				Currency: "EUR", Amount: "200000.00", Note: "end-to-end load"}}
 		if err := k.k8s.Create(ctx, tu); err != nil {
 			t.Fatalf("top up %s: %v", w, err)
 		}
