@@ -35,10 +35,11 @@ func TestProbeWaitsForEveryURL(t *testing.T) {
 		err := cmd.Execute()
 		return out.String(), err
 	}
-	if out, err := run(starting.URL + "/readyz"); err != nil || !strings.Contains(out, `"msg":"ready"`) || calls.Load() != 3 {
+	out, err := run(starting.URL + "/readyz")
+	if err != nil || !strings.Contains(out, `"msg":"ready"`) || calls.Load() != 3 {
 		t.Fatalf("a URL ready on the third call: %v, %d calls, %q", err, calls.Load(), out)
 	}
-	_, err := run(starting.URL+"/readyz", broken.URL+"/readyz")
+	_, err = run(starting.URL+"/readyz", broken.URL+"/readyz")
 	if err == nil || !strings.Contains(err.Error(), broken.URL) || !strings.Contains(err.Error(), "503") ||
 		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("a URL answering 503: %v", err)
