@@ -28,6 +28,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // rbacKinds are the kinds that make up the operator's identity and permissions.
@@ -124,16 +125,6 @@ func electAs(t *testing.T, cfg *rest.Config) {
 	})
 }
 
-// buildCodeport builds the codeport binary into the test's directory.
-func buildCodeport(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "codeport")
-	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestMigrationJobFailsWithItsReason checks what makes a failed migration visible: the hook Job
 // retries a bounded number of times, its Pods put their last log lines into their status, a
 // failed Job is replaced by the next install or upgrade, and a database that accepts
@@ -199,7 +190,7 @@ func TestMigrationJobFailsWithItsReason(t *testing.T) {
 			held = append(held, conn)
 		}
 	}()
-	migrate := exec.Command(buildCodeport(t), append(c.Args, "--database-url",
+	migrate := exec.Command(testprocess.Binary(t), append(c.Args, "--database-url",
 		"postgres://codeport:codeport@"+silent.Addr().String()+"/codeport")...)
 	migrate.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestCloudNativePGRuntimeRoleServesWithoutDDL sets PostgreSQL up the way the chart's
@@ -40,11 +40,7 @@ func TestCloudNativePGRuntimeRoleServesWithoutDDL(t *testing.T) {
 	}
 	dbURL, owner, runtimeRole := cnpgLikeDatabase(t, inRoles)
 
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "codeport")
-	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testprocess.Binary(t)
 	as := func(role string) []string {
 		return append(os.Environ(), "CODEPORT_DATABASE_URL="+dbURL, "PGUSER="+role, "PGPASSWORD="+role)
 	}
@@ -53,6 +49,7 @@ func TestCloudNativePGRuntimeRoleServesWithoutDDL(t *testing.T) {
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("migrate up as the owner: %v\n%s", err, out)
 	}
+	dir := t.TempDir()
 	sandbox, running := startDev(t, bin, dir, as(runtimeRole))
 
 	api := "http://" + sandbox + "/v2"
@@ -151,14 +148,14 @@ func cnpgLikeDatabase(t *testing.T, inRoles []string) (dbURL, owner, runtimeRole
 // and a check that fails the test once the process has exited.
 func startDev(t *testing.T, bin, dir string, env []string) (sandbox string, running func()) {
 	t.Helper()
-	sandbox = freeAddr(t)
+	sandbox = testprocess.Addr(t)
 	logPath := filepath.Join(dir, "dev.log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dev := exec.Command(bin, "dev", "--manifests", filepath.Join("..", "config", "samples"),
-		"--state-dir", filepath.Join(dir, "state"), "--production-addr", freeAddr(t), "--sandbox-addr", sandbox)
+		"--state-dir", filepath.Join(dir, "state"), "--production-addr", testprocess.Addr(t), "--sandbox-addr", sandbox)
 	dev.Env = env
 	dev.Stdout, dev.Stderr = log, log
 	if err := dev.Start(); err != nil {
@@ -205,17 +202,6 @@ func sandboxKey(path string) string {
 		return ""
 	}
 	return c.Partners["partners/acme"].Sandbox.APIKey
-}
-
-// freeAddr returns a loopback address with a port free at the time of the call.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // call sends a request with the partner's key and returns the status and body (0 when the
