@@ -4,12 +4,15 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/codeport/codeport/internal/poll"
 )
 
 const serviceMonitorAPI = "--api-versions=monitoring.coreos.com/v1/ServiceMonitor"
@@ -136,7 +139,7 @@ func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
 		}
 	}
 
-	for sa, want := range map[string]bool{"monitoring:prometheus-k8s": true, "monitoring:grafana": false} {
+	mayGetMetrics := func(sa string) (bool, string) {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:                  "system:serviceaccount:" + sa,
 			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:monitoring"},
@@ -145,8 +148,15 @@ func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
 		if err := c.Create(ctx, sar); err != nil {
 			t.Fatal(err)
 		}
-		if sar.Status.Allowed != want {
-			t.Errorf("%s may GET /metrics: %t, want %t (%s)", sa, sar.Status.Allowed, want, sar.Status.Reason)
+		return sar.Status.Allowed, sar.Status.Reason
+	}
+	// The authorizer sees the release's bindings a moment after they are created.
+	poll.Until(t, time.Minute, "Prometheus's binding to reach the authorizer", func() (bool, string) {
+		return mayGetMetrics("monitoring:prometheus-k8s")
+	})
+	for sa, want := range map[string]bool{"monitoring:prometheus-k8s": true, "monitoring:grafana": false} {
+		if allowed, reason := mayGetMetrics(sa); allowed != want {
+			t.Errorf("%s may GET /metrics: %t, want %t (%s)", sa, allowed, want, reason)
 		}
 	}
 }
