@@ -199,9 +199,16 @@ func startLoad(ctx context.Context, prefix string, workers int, targets ...targe
 				}
 				tg := targets[(w+n)%len(targets)]
 				code := fmt.Sprintf("%s-%d-%d", prefix, w, n)
+				used := tg.api.key.Load()
 				_, status, err := tg.api.placeOrder(ctx, code, tg.product, tg.price)
 				if ctx.Err() != nil {
 					return
+				}
+				// A rotation refuses the old key at once; a partner whose order met it resends
+				// the same order (idempotent) with the new key once its Secret holds it.
+				if status == http.StatusUnauthorized && awaitNewKey(ctx, tg.api.key, used) {
+					n--
+					continue
 				}
 				l.mu.Lock()
 				switch {
@@ -219,6 +226,19 @@ func startLoad(ctx context.Context, prefix string, workers int, targets ...targe
 		}()
 	}
 	return l
+}
+
+// awaitNewKey reports whether key changes from used within a rotation's time: the test stores a
+// rotated key once the ApiKey's Secret holds it, a moment after the API refuses the old one.
+func awaitNewKey(ctx context.Context, key *atomic.Pointer[string], used *string) bool {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if key.Load() != used {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 // stop ends the load and checks that every acknowledged order completed and nothing failed.
