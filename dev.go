@@ -117,6 +117,11 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 	if _, err := migrator.Up(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	unregister, err := registerInstance(ctx, db, "dev", log)
+	if err != nil {
+		return err
+	}
+	defer unregister()
 	cipher, err = attachCodesKey(ctx, db, cipher, "CODEPORT_CODES_KEY, else "+filepath.Join(stateDir, "codes.key"))
 	if err != nil {
 		return err

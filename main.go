@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -140,7 +142,7 @@ are one of the steps, so 'migrate up' prepares everything the API and workers ne
 type withMigratorFunc func(ctx context.Context, run func(context.Context, *store.Migrator) error) error
 
 func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
-	var logJSON bool
+	var logJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Apply every pending migration",
@@ -154,6 +156,11 @@ func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
+				if !force {
+					if err := m.CheckUp(ctx); err != nil {
+						return err
+					}
+				}
 				applied, err := m.Up(ctx)
 				if err != nil {
 					return err
@@ -174,27 +181,45 @@ func newMigrateUpCommand(withMigrator withMigratorFunc) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&logJSON, "log-json", false,
 		"write the result and any error as JSON lines (for a Job whose logs a pipeline parses)")
+	cmd.Flags().BoolVar(&force, "force", false,
+		"apply a contract step even while binaries built for an older schema run (they break)")
 	return cmd
 }
 
 func newMigrateDownCommand(withMigrator withMigratorFunc) *cobra.Command {
 	var downTo int64
+	var force bool
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Roll back the latest migration (or every migration above --to)",
 		Long: `Roll back the most recent migration. With --to N, roll back every migration above version N;
 --to 0 removes the whole schema, including the job queue's tables. Orders and ledger rows are lost
-with it: this is for development and recovery, not for production rollbacks.`,
+with it: this is for development and recovery, not for production rollbacks.
+
+Before it changes anything it counts what each step would destroy (rows of the tables it drops,
+values other than the default in the columns it drops) and refuses, naming the step and the row
+count, if anything would be lost; it refuses too while a running binary needs a step it would
+undo. --force rolls back anyway.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
 				if cmd.Flags().Changed("to") {
+					if !force {
+						if err := m.CheckDown(ctx, downTo); err != nil {
+							return err
+						}
+					}
 					rolled, err := m.DownTo(ctx, downTo)
 					if err != nil {
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "rolled back %d migration(s); schema version %d\n", len(rolled), downTo)
 					return nil
+				}
+				if !force {
+					if err := m.CheckDownOne(ctx); err != nil {
+						return err
+					}
 				}
 				v, err := m.Down(ctx)
 				if errors.Is(err, store.ErrNothingToRollBack) {
@@ -210,14 +235,20 @@ with it: this is for development and recovery, not for production rollbacks.`,
 		},
 	}
 	down.Flags().Int64Var(&downTo, "to", 0, "roll back every migration above this version")
+	down.Flags().BoolVar(&force, "force", false,
+		"roll back even if data is destroyed or running binaries need the schema")
 	return down
 }
 
 func newMigrateStatusCommand(withMigrator withMigratorFunc) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
-		Short: "List migrations and whether each is applied",
-		Args:  cobra.NoArgs,
+		Short: "List migrations and whether each is applied, and the running binaries' compatibility",
+		Long: `List the migrations embedded in this binary and whether each is applied, then the codeport
+processes running on the database (serve, operator, dev; each refreshes its row every few
+seconds) and whether each is compatible with the schema: built for a schema that no applied
+contract step breaks, and no newer than the database's.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withMigrator(cmd.Context(), func(ctx context.Context, m *store.Migrator) error {
 				statuses, err := m.Status(ctx)
@@ -229,7 +260,10 @@ func newMigrateStatusCommand(withMigrator withMigratorFunc) *cobra.Command {
 				for _, s := range statuses {
 					fmt.Fprintf(w, "%d\t%t\t%s\n", s.Version, s.Applied, s.Source)
 				}
-				return w.Flush()
+				if err := w.Flush(); err != nil {
+					return err
+				}
+				return printCompatibility(ctx, cmd.OutOrStdout(), m)
 			})
 		},
 	}
@@ -248,6 +282,29 @@ func requireSchema(ctx context.Context, db *store.DB, log *slog.Logger) error {
 			"otherwise run the newer codeport", slog.Int64("schema_version", have), slog.Int64("binary_schema_version", need))
 	}
 	return nil
+}
+
+// registerInstance records this process in the database's registry of running binaries
+// (store.Heartbeat) until stop is called or ctx ends; stop waits until its row is removed, so
+// call it before the database closes. `migrate` reads the registry to tell whether a migration
+// would break a running binary.
+func registerInstance(ctx context.Context, db *store.DB, component string, log *slog.Logger) (stop func(), err error) {
+	schema, err := store.LatestSchemaVersion()
+	if err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	in := store.Instance{ID: uuid.New(), Component: component, Version: version, SchemaVersion: schema, Host: host}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		store.Heartbeat(ctx, db.Pool, in, log)
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // openDatabase opens the database of --database-url (store.Open) and, when no connection can
@@ -334,4 +391,39 @@ func networkCause(err error) string {
 		return "timed out"
 	}
 	return err.Error()
+}
+
+// printCompatibility lists the running binaries after the migrations, each compatible with the
+// database's schema or not and why; the last line sums it up for a script or a person.
+func printCompatibility(ctx context.Context, out io.Writer, m *store.Migrator) error {
+	schema, running, err := m.Compatibility(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nrunning binaries (schema version %d):\n", schema)
+	if len(running) == 0 {
+		_, err := fmt.Fprintln(out, "none registered")
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "COMPONENT\tVERSION\tHOST\tBUILT FOR SCHEMA\tLAST SEEN\tCOMPATIBLE")
+	incompatible := 0
+	for _, c := range running {
+		verdict := "compatible"
+		if !c.Compatible {
+			verdict = "incompatible: " + c.Reason
+			incompatible++
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s ago\t%s\n", c.Component, c.Version, c.Host, c.SchemaVersion,
+			time.Since(c.LastSeen).Round(time.Second), verdict)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if incompatible > 0 {
+		_, err = fmt.Fprintf(out, "%d of %d running binaries are incompatible with the schema\n", incompatible, len(running))
+		return err
+	}
+	_, err = fmt.Fprintf(out, "all %d running binaries are compatible with the schema\n", len(running))
+	return err
 }

@@ -71,6 +71,11 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err := requireSchema(cmd.Context(), db, log); err != nil {
 				return err
 			}
+			unregister, err := registerInstance(cmd.Context(), db, "operator", log)
+			if err != nil {
+				return err
+			}
+			defer unregister()
 			if cipher, err = attachCodesKey(cmd.Context(), db, cipher, codesKeySource); err != nil {
 				return err
 			}

@@ -100,6 +100,11 @@ requests and running fulfilment jobs finish, then exits.`,
 			if err := requireSchema(ctx, db, log); err != nil {
 				return err
 			}
+			unregister, err := registerInstance(ctx, db, "serve", log)
+			if err != nil {
+				return err
+			}
+			defer unregister()
 			if cipher, err = attachCodesKey(ctx, db, cipher, codesKeySource); err != nil {
 				return err
 			}

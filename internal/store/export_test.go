@@ -11,3 +11,10 @@ func PlanPositions(codes []string, stored map[string]int) []int {
 	}
 	return planPositions(codes, s)
 }
+
+// NewMigratorFS is NewMigrator over the migrations of fsys, for tests of steps the embedded
+// migrations do not have (a contract step).
+var NewMigratorFS = newMigrator
+
+// EmbeddedMigrations are the embedded migration files, for tests that add steps to them.
+var EmbeddedMigrations = embeddedMigrations

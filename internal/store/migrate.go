@@ -9,6 +9,7 @@ import (
 	"io/fs"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
 	"github.com/riverqueue/river/rivermigrate"
 )
@@ -35,13 +36,35 @@ type MigrationStatus struct {
 // Migrator applies the embedded schema migrations (ours and River's) to one database.
 type Migrator struct {
 	provider *goose.Provider
+	db       *sql.DB
+	// notes are each step's annotations (upgrade.go), by version.
+	notes map[int64]stepNotes
 }
 
-// NewMigrator prepares the embedded migrations for db. The caller keeps ownership of db.
+// migrateLockID names the session-level advisory lock a migration holds, so that two migrate
+// Jobs at once (a retried Helm hook, two releases' upgrades) apply each step once: the second
+// waits, then finds nothing pending.
+const migrateLockID = 0x636f6465706f7274 // "codeport"
+
+// NewMigrator prepares the embedded migrations for db. The caller keeps ownership of db, which
+// needs at least two connections: one holds the lock, another runs River's step.
 func NewMigrator(db *sql.DB) (*Migrator, error) {
 	migrationsFS, err := fs.Sub(embeddedMigrations, "migrations")
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
+	}
+	return newMigrator(db, migrationsFS)
+}
+
+func newMigrator(db *sql.DB, migrationsFS fs.FS) (*Migrator, error) {
+	notes, err := readNotes(migrationsFS)
+	if err != nil {
+		return nil, err
+	}
+	// Polled each second for as long as migrate's own deadline allows.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(migrateLockID), lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
 	}
 	river := goose.NewGoMigration(riverSchemaVersion,
 		&goose.GoFunc{RunDB: func(ctx context.Context, db *sql.DB) error {
@@ -55,11 +78,12 @@ func NewMigrator(db *sql.DB) (*Migrator, error) {
 		goose.WithGoMigrations(river),
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithTableName(migrationsVersionsTable),
+		goose.WithSessionLocker(locker),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	return &Migrator{provider: provider}, nil
+	return &Migrator{provider: provider, db: db, notes: notes}, nil
 }
 
 // migrateRiver runs River's migrations outside one enclosing transaction: one of them adds an
@@ -81,6 +105,15 @@ func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	results, err := m.provider.Up(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate up: %w", err)
+	}
+	return appliedVersions(results), nil
+}
+
+// UpTo applies every pending migration up to version and returns the versions applied.
+func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
+	results, err := m.provider.UpTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate up to %d: %w", version, err)
 	}
 	return appliedVersions(results), nil
 }

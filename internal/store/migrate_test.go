@@ -21,7 +21,13 @@ func openEmpty(t *testing.T) (*store.DB, *store.Migrator) {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() { _ = d.Drop(context.Background()) })
-	db, err := store.Open(ctx, d.URL, store.Options{MaxConns: 4})
+	return openMigrator(t, d.URL)
+}
+
+// openMigrator opens a pool of its own on the database at url and a migrator over it.
+func openMigrator(t *testing.T, url string) (*store.DB, *store.Migrator) {
+	t.Helper()
+	db, err := store.Open(context.Background(), url, store.Options{MaxConns: 4})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

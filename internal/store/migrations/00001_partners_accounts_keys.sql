@@ -54,6 +54,9 @@ CREATE INDEX api_keys_account_idx ON api_keys (account_id);
 CREATE INDEX api_keys_source_idx ON api_keys (source) WHERE revoked_at IS NULL;
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM partners
+-- codeport:destroys SELECT count(*) FROM accounts
+-- codeport:destroys SELECT count(*) FROM api_keys
 DROP TABLE api_keys;
 DROP TABLE accounts;
 DROP TABLE partners;

@@ -75,6 +75,8 @@ CREATE INDEX catalog_products_category_idx ON catalog_products (catalog_id, lowe
 CREATE INDEX catalog_products_tags_idx ON catalog_products USING gin (tags);
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM catalogs
+-- codeport:destroys SELECT count(*) FROM catalog_products
 DROP TABLE catalog_products;
 ALTER TABLE partners DROP CONSTRAINT partners_catalog_fk;
 DROP TABLE catalogs;

@@ -45,6 +45,8 @@ CREATE TRIGGER wallet_entries_no_update BEFORE UPDATE OR DELETE ON wallet_entrie
     FOR EACH ROW EXECUTE FUNCTION wallet_entries_append_only();
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM wallet_balances
+-- codeport:destroys SELECT count(*) FROM wallet_entries
 DROP TABLE wallet_entries;
 DROP FUNCTION wallet_entries_append_only();
 DROP TABLE wallet_balances;

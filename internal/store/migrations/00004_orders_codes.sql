@@ -67,6 +67,10 @@ CREATE TABLE delivered_codes (
 );
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM orders
+-- codeport:destroys SELECT count(*) FROM order_lines
+-- codeport:destroys SELECT count(*) FROM code_stock
+-- codeport:destroys SELECT count(*) FROM delivered_codes
 DROP TABLE delivered_codes;
 DROP TABLE code_stock;
 DROP TABLE order_lines;

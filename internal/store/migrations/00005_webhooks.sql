@@ -22,5 +22,7 @@ CREATE TABLE webhook_events (
 CREATE INDEX webhook_events_account_idx ON webhook_events (account_id, created_at);
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM webhook_endpoints
+-- codeport:destroys SELECT count(*) FROM webhook_events
 DROP TABLE webhook_events;
 DROP TABLE webhook_endpoints;

@@ -15,6 +15,7 @@ ALTER TABLE webhook_endpoints DROP COLUMN secret;
 ALTER TABLE webhook_endpoints ADD COLUMN sealed_secret bytea;
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM webhook_endpoints
 -- The plaintext secrets cannot be recovered: the endpoints are removed, and the operator of the
 -- version migrated down to writes them again from the Partners.
 DELETE FROM webhook_endpoints;

@@ -7,4 +7,5 @@
 ALTER TABLE api_keys ADD COLUMN expires_at timestamptz;
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM api_keys WHERE expires_at IS NOT NULL
 ALTER TABLE api_keys DROP COLUMN expires_at;

@@ -12,4 +12,5 @@ CREATE TABLE wallet_owners (
 );
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM wallet_owners
 DROP TABLE wallet_owners;

@@ -15,4 +15,5 @@ CREATE TABLE top_up_sources (
 );
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM top_up_sources
 DROP TABLE top_up_sources;

@@ -15,6 +15,7 @@ ALTER TABLE orders ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'
     CONSTRAINT orders_metadata_object_check CHECK (jsonb_typeof(metadata) = 'object');
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM orders WHERE metadata <> '{}'
 ALTER TABLE orders DROP COLUMN metadata;
 DROP INDEX orders_history_idx;
 DROP INDEX wallet_entries_statement_idx;

@@ -31,6 +31,7 @@ DROP INDEX webhook_events_account_idx;
 CREATE INDEX webhook_events_created_idx ON webhook_events (created_at);
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM webhook_events WHERE state <> 'pending' OR attempts <> 0 OR last_attempt_at IS NOT NULL
 DROP INDEX webhook_events_created_idx;
 CREATE INDEX webhook_events_account_idx ON webhook_events (account_id, created_at);
 DROP INDEX webhook_events_account_listing_idx;

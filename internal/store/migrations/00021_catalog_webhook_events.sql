@@ -7,6 +7,7 @@ ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_check CHECK (type 
     'catalog.updated'));
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM webhook_events WHERE type IN ('product.updated', 'product.removed', 'catalog.updated')
 DELETE FROM webhook_events WHERE type IN ('product.updated', 'product.removed', 'catalog.updated');
 ALTER TABLE webhook_events DROP CONSTRAINT webhook_events_type_check;
 ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_check CHECK (type IN ('order.completed',

@@ -31,6 +31,10 @@ ALTER TABLE webhook_endpoints ADD CONSTRAINT webhook_endpoints_secret_key_ref_ch
     CHECK (secret_key_ref > 0) NOT VALID;
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM codes_keys
+-- codeport:destroys SELECT count(*) FROM code_stock WHERE key_ref <> 1
+-- codeport:destroys SELECT count(*) FROM delivered_codes WHERE key_ref <> 1
+-- codeport:destroys SELECT count(*) FROM webhook_endpoints WHERE secret_key_ref <> 1
 ALTER TABLE webhook_endpoints DROP COLUMN secret_key_ref;
 ALTER TABLE delivered_codes DROP COLUMN key_ref;
 ALTER TABLE code_stock DROP COLUMN key_ref;
