@@ -29,8 +29,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
 # The build tag sets make lint runs golangci-lint with, one run each: a file behind a tag is
-# linted only in a run that sets it (faults: apiserver's fault tests; soak: hack/soak; e2e: hack/e2e).
-LINT_BUILD_TAGS ?= faults soak e2e
+# linted only in a run that sets it (faults: apiserver's fault tests; soak: hack/soak; e2e: hack/e2e;
+# upgrade: hack/upgrade).
+LINT_BUILD_TAGS ?= faults soak e2e upgrade
 
 # Test servers: hack/testenv.sh finds or starts PostgreSQL and Redis and prints their URLs.
 GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
@@ -197,6 +198,16 @@ test-soak: deps ## Soak test (build tag soak): operators, API replicas, Redis an
 	eval "$$(hack/testenv.sh)"; \
 	export KUBEBUILDER_ASSETS="$$assets"; \
 	go test -tags soak -count=1 -timeout 15m -run TestSoak -v ./hack/soak/
+
+# The upgrade test builds the previous release pinned in hack/upgrade/previous-release from the
+# repository's history (a clone without it fails, naming the commit) and this tree, then upgrades
+# one to the other under order load as docs/operations.md says: migrate, API replicas, operator.
+.PHONY: test-upgrade
+test-upgrade: deps ## Rolling upgrade from the previous release under load (build tag upgrade).
+	@assets="$$(hack/envtest.sh)"; \
+	eval "$$(hack/testenv.sh)"; \
+	export KUBEBUILDER_ASSETS="$$assets"; \
+	go test -tags upgrade -count=1 -timeout 15m -run TestUpgradeUnderLoad -v ./hack/upgrade/
 
 # The chart on a real single-node cluster built on this machine (root; hack/e2e/cluster.sh): the
 # image built without a registry, helm install/test/upgrade/uninstall and the mission through the
