@@ -131,11 +131,11 @@ shellcheck: deps ## shellcheck every shell script (installed by hack/deps.sh).
 
 # The vulnerability database's own site is out of reach of the machines and CI; the module proxy
 # is not, and serves the reports as golang.org/x/vulndb: hack/vulndb.sh builds the database from
-# it once per new version, and keeps it for when the proxy is out of reach too.
+# it once per new version, and keeps it for when the proxy is out of reach too. hack/vulncheck.sh
+# reuses the scan of an identical tree, toolchain and database.
 .PHONY: vulncheck
 vulncheck: $(GOVULNCHECK) $(VULNDB_INDEXDB) ## govulncheck (pinned) against the newest vulnerability reports.
-	@db="$$(INDEXDB=$(VULNDB_INDEXDB) hack/vulndb.sh)"; \
-	$(GOVULNCHECK) -db "file://$$db" -format json ./... | go run ./hack/vulncheck -stdlib $(VULNCHECK_STDLIB)
+	@GOVULNCHECK=$(GOVULNCHECK) INDEXDB=$(VULNDB_INDEXDB) STDLIB=$(VULNCHECK_STDLIB) hack/vulncheck.sh
 
 # The API reference page (/docs) is Scalar's renderer, embedded in the binary: verify checks the
 # embedded bundle against the digest in apiserver/openapi/ui/scalar.lock (no network); update
