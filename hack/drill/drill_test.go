@@ -18,17 +18,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testfixture"
 	"github.com/codeport/codeport/internal/testprocess"
 )
+
+// topUps counts the top-ups in the ledgers.
+const topUps = `SELECT count(*) FROM wallet_entries WHERE kind = 'top_up'`
 
 // The drill's catalog: plentiful has stock for every order, scarce runs out, so orders of it
 // that were in flight in the backup can end failed or partial and be refunded.
@@ -43,19 +43,24 @@ const (
 
 // TestBackupRestoreDrill runs the restore procedure of docs/operations.md against a backup taken
 // while orders flow: pg_dump (custom format) of database A during the load, pg_restore into a
-// fresh database B, `migrate up`, serve on B with the same codes keyring. On B every order of the
-// backup reads through the API, completed ones with the codes they had on A; the orders the backup
-// caught in flight finish or are refunded (their River jobs were in the backup); every ledger
-// sums to its balance; the partner's key authenticates and its allowlist still refuses other
-// addresses. Serve on B with another keyring refuses to start: without the keyring, the backup's
+// fresh database B, `migrate up`, the operator and serve on B with the same codes keyring and
+// the same custom resources. On B every order of the backup reads through the API, completed ones
+// with the codes they had on A; the orders the backup caught in flight finish or are refunded
+// (their River jobs were in the backup); every ledger sums to its balance; the partner's key
+// authenticates and its allowlist still refuses other addresses. What the custom resources
+// gained after the backup, a key and a top-up, the operator writes into B again, and it replaces
+// no key. Serve on B with another keyring refuses to start: without the keyring, the backup's
 // codes are lost.
 func TestBackupRestoreDrill(t *testing.T) {
 	dump, restore := pgTools(t)
+	kubernetes := startKubernetes(t)
 	binary := testprocess.Binary(t)
 	keyring := newCodesKey(t)
+	k := kubernetes()
 
 	a := storetest.New(t)
-	key := onboard(t, a.URL, keyring)
+	operatorOnA := k.startOperator(t, binary, a.URL, keyring)
+	key := k.onboard(t)
 	importCodes(t, binary, a.URL, keyring, plentiful, 400)
 	importCodes(t, binary, a.URL, keyring, scarce, scarceStock)
 	dbA := open(t, a.URL)
@@ -96,6 +101,19 @@ func TestBackupRestoreDrill(t *testing.T) {
 	}
 	acceptedAfter, late := load.accepted(), load.late()
 	onA := readOrders(t, apiOnly.addr, key, refsOf(t, dbA))
+	// After the backup, a key is issued and a top-up recorded: the custom resources hold them,
+	// the backup does not.
+	k.create(t, testfixture.APIKey("acme", "production", testfixture.Named("acme-late"),
+		testfixture.InNamespace(namespace)), testfixture.WalletTopUp("acme-production",
+		testfixture.TopUp("late", "EUR", "500.00"), testfixture.InNamespace(namespace)))
+	lateKey := k.key(t, "acme-late")
+	poll.Until(t, time.Minute, "the late top-up credited on A", func() (bool, string) {
+		n := count(t, dbA, topUps)
+		return n == 2, fmt.Sprintf("%d top-ups", n)
+	})
+	// The restore begins: codeport stops.
+	operatorOnA.Stop(30 * time.Second)
+	apiOnly.proc.Stop(30 * time.Second)
 
 	b := createEmpty(t)
 	restoreStart := time.Now()
@@ -109,6 +127,9 @@ func TestBackupRestoreDrill(t *testing.T) {
 	inFlight := count(t, dbB, `SELECT count(*) FROM orders WHERE status = 'processing'`)
 	if inFlight == 0 {
 		t.Fatal("the backup holds no order in flight")
+	}
+	if n := count(t, dbB, topUps); n != 1 {
+		t.Fatalf("%d top-ups in the backup, want the opening one alone", n)
 	}
 	for ref := range acceptedBefore {
 		if !restored[ref] {
@@ -128,7 +149,21 @@ func TestBackupRestoreDrill(t *testing.T) {
 			err, out)
 	}
 
+	// The operator makes the restored database say what the custom resources say: the top-up
+	// and the key of after the backup come back, the keys of before stay.
+	k.startOperator(t, binary, b.URL, keyring)
+	poll.Until(t, time.Minute, "the late top-up credited on B", func() (bool, string) {
+		n := count(t, dbB, topUps)
+		return n == 2, fmt.Sprintf("%d top-ups", n)
+	})
 	onB := startServe(t, binary, b.URL, keyring, "--workers=true")
+	poll.Until(t, time.Minute, "the key issued after the backup authenticates on B", func() (bool, string) {
+		status, body := get(t, onB.addr, lateKey, "/v2/orders/"+slices.Sorted(maps.Keys(restored))[0], "")
+		return status == http.StatusOK, fmt.Sprintf("%d %s", status, body)
+	})
+	if again := k.key(t, "acme-production"); again != key {
+		t.Errorf("the operator on the restored database replaced the key %s… with %s…", key[:12], again[:12])
+	}
 	poll.Until(t, time.Minute, "the orders in flight in the backup finished on B", func() (bool, string) {
 		n := count(t, dbB, `SELECT count(*) FROM orders WHERE status = 'processing'`)
 		return n == 0, fmt.Sprintf("%d of %d still processing", n, inFlight)
@@ -343,37 +378,6 @@ func startServe(t *testing.T, binary, databaseURL, keyring string, extra ...stri
 	p := testprocess.Start(t, &testprocess.Process{Name: "serve " + strings.Join(extra, " "), Binary: binary,
 		Args: append(serveArgs(databaseURL, keyring, addr), extra...), ReadyURL: "http://" + addr + "/readyz"})
 	return serving{addr: addr, proc: p}
-}
-
-// onboard provisions partner acme (a production key, loopback alone on its allowlist, a funded
-// wallet) and its catalog as the operator does, and returns the key.
-func onboard(t *testing.T, databaseURL, keyring string) string {
-	t.Helper()
-	db := open(t, databaseURL)
-	raw, err := codes.ParseKey(keyring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cipher, err := codes.NewCipher(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := "drill"
-	tenant, err := testfixture.Onboard(t.Context(), prov,
-		testfixture.Partner("acme", testfixture.InNamespace(ns), testfixture.WithAllowlist("127.0.0.1/32"),
-			testfixture.WithRateLimit(1_000_000)),
-		testfixture.WithCatalog(testfixture.Catalog("main", testfixture.InNamespace(ns)),
-			testfixture.Product(plentiful), testfixture.Product(scarce, testfixture.WithPrice(500))),
-		testfixture.WithKeys(testfixture.APIKeyIn("production")),
-		testfixture.WithBalance("production", "", v1alpha1.TopUp{ID: "opening", Currency: "EUR", Amount: "1000000.00"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tenant.Keys["production"]
 }
 
 // importCodes imports n codes of product with `codes import`.
