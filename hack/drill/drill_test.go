@@ -142,8 +142,11 @@ func TestBackupRestoreDrill(t *testing.T) {
 		}
 	}
 
-	other := newCodesKey(t)
-	if out, err := exec.Command(binary, serveArgs(b.URL, other, testprocess.Addr(t))...).CombinedOutput(); err == nil ||
+	// Refused, serve exits at once; one that serves anyway is stopped by the deadline.
+	refusal, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	otherKeyring := serveArgs(b.URL, newCodesKey(t), testprocess.Addr(t))
+	if out, err := exec.CommandContext(refusal, binary, otherKeyring...).CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "does not match the key this database's codes and secrets are encrypted with") {
 		t.Fatalf("serve on the restored database with another keyring: %v, want a refusal naming the keyring:\n%s",
 			err, out)
