@@ -302,7 +302,7 @@ func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{refs: map[string]bool{}, sent: map[string]bool{}, cancel: cancel, errs: make(chan error, clients)}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 30 * time.Second}
 	for c := range clients {
 		l.done.Add(1)
 		go func() {
@@ -318,15 +318,12 @@ func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 					l.sent[ref] = true
 					l.mu.Unlock()
 				}
-				status, body, err := post(ctx, client, *api.Load(), key, ref, product)
+				err := placeUntilAnswered(ctx, client, api, key, ref, product)
 				switch {
 				case ctx.Err() != nil:
 					return
 				case err != nil:
-					l.errs <- fmt.Errorf("order %s: %w", ref, err)
-					return
-				case status != http.StatusAccepted:
-					l.errs <- fmt.Errorf("order %s: %d %s", ref, status, body)
+					l.errs <- err
 					return
 				}
 				l.mu.Lock()
@@ -337,6 +334,36 @@ func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 	}
 	t.Cleanup(func() { _ = l.stop() })
 	return l
+}
+
+// placeUntilAnswered places an order at the serve process that takes the load now, sending it
+// again while no answer comes or the answer is an error of the server's: a process being stopped
+// refuses connections, and the same externalOrderCode is safe to send twice (a replay answers
+// 200). It gives up after a minute.
+func placeUntilAnswered(
+	ctx context.Context, client *http.Client, api *atomic.Pointer[string], key, ref, product string,
+) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		status, body, err := post(ctx, client, *api.Load(), key, ref, product)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == nil && (status == http.StatusAccepted || status == http.StatusOK):
+			return nil
+		case err == nil && status < http.StatusInternalServerError:
+			return fmt.Errorf("order %s: %d %s", ref, status, body)
+		case time.Now().After(deadline) && err != nil:
+			return fmt.Errorf("order %s unanswered for a minute: %w", ref, err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("order %s failing for a minute: %d %s", ref, status, body)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (l *load) accepted() map[string]bool {
