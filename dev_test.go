@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 // TestDevStopsItsPostgresWhenKilled: dev killed with SIGKILL runs none of its shutdown, yet its
 // embedded PostgreSQL stops, and the next dev on the state directory starts with the data kept.
 func TestDevStopsItsPostgresWhenKilled(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	dev := startDevProcess(t, state)
 	pid := postmasterPID(t, state)
@@ -48,6 +49,7 @@ func TestDevStopsItsPostgresWhenKilled(t *testing.T) {
 // TestDevRefusesASecondDevOnItsStateDir: a second dev on the same state directory stops at once
 // with one line naming the first, which goes on serving.
 func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	first := startDevProcess(t, state)
 	second := launchDev(t, state)
@@ -76,6 +78,7 @@ func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
 // TestDevStopsPostgresLeftRunning: a PostgreSQL left running by a dev that died with its guard
 // (or by a dev from before guards) does not keep the next dev from starting: it is stopped.
 func TestDevStopsPostgresLeftRunning(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	dev := startDevProcess(t, state)
 	pid := postmasterPID(t, state)

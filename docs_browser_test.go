@@ -31,6 +31,7 @@ type docsOperation struct{ id, summary string }
 // 390 px (a phone) or 1400 px (a laptop), a sandbox key pasted once lets "Test Request" reach the sandbox and
 // show its answer, and the page asks nothing of any server but the one that served it.
 func TestDocsPageInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := chromiumPath(t)
 	artefacts := artefactsDir(t)
 	dev := startDevProcess(t, t.TempDir())

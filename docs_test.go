@@ -135,6 +135,7 @@ func cell(s string) string {
 // the addresses are the test's: the credentials file of its state directory and the sandbox
 // listener dev bound.
 func TestReadmeTourRuns(t *testing.T) {
+	t.Parallel()
 	tour := readmeTour(t)
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -24,6 +24,7 @@ import (
 // TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line
 // it writes to stderr, and its exit code: the cause first, once, then what to do.
 func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
+	t.Parallel()
 	db := storetest.New(t)
 	server, err := url.Parse(os.Getenv("TEST_DATABASE_URL"))
 	if err != nil {
@@ -102,6 +103,7 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 // its usage; a declared default would show as a second one (and would show the environment's
 // value).
 func TestSMTPFromHelpShowsOneDefault(t *testing.T) {
+	t.Parallel()
 	_, stdout, _ := runBinary(t, t.TempDir(), []string{"CODEPORT_SMTP_FROM=ops@example.com"}, "serve", "--help")
 	for line := range strings.SplitSeq(stdout, "\n") {
 		if strings.Contains(line, "--smtp-from") {
@@ -116,6 +118,7 @@ func TestSMTPFromHelpShowsOneDefault(t *testing.T) {
 
 // TestDevLogsRequests: dev writes one short line for each request beside its banner.
 func TestDevLogsRequests(t *testing.T) {
+	t.Parallel()
 	dev := startDevProcess(t, t.TempDir())
 	dev.serves(t)
 	line := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d\.\d{3} sandbox GET /v2/catalog/products 200 \d+\.\dms partners/acme$`)
@@ -129,6 +132,7 @@ func TestDevLogsRequests(t *testing.T) {
 // `make run` stops dev, which exits 0, so make reports no error. The binary is this test's own
 // (BIN_DIR), and make does not rebuild it (-o build).
 func TestMakeRunStopsCleanlyOnInterrupt(t *testing.T) {
+	t.Parallel()
 	makePath, err := exec.LookPath("make")
 	if err != nil {
 		t.Fatal("make is not installed: apt-get install make")
@@ -239,6 +243,7 @@ func writeKubeconfig(t *testing.T, server string) string {
 // TestOperatorStartsAgainstAReachableAPIServer: the start-up probe lets the operator through to
 // a kube-apiserver it can reach, with the kubeconfig named by --kubeconfig: it becomes ready.
 func TestOperatorStartsAgainstAReachableAPIServer(t *testing.T) {
+	t.Parallel()
 	kubeconfig, _ := startKubeAPIServer(t)
 	db := storetest.New(t)
 	probes := closedPort(t)

@@ -21,6 +21,7 @@ import (
 // the standard library's logger) and its API server gone (client-go's reflectors and leader
 // election wrote klog lines), until it stops with an error. Every line it wrote must be JSON.
 func TestOperatorWritesOnlyJSON(t *testing.T) {
+	t.Parallel()
 	kubeconfigPath, stopAPIServer := startKubeAPIServer(t)
 	db := storetest.New(t)
 
@@ -98,6 +99,7 @@ func everyLineJSON(t *testing.T, out string) {
 // one among them, and a database closed to connections (River's failures, the API's 502s), until
 // SIGTERM stops it. Every line it wrote must be JSON.
 func TestServeWritesOnlyJSON(t *testing.T) {
+	t.Parallel()
 	db := storetest.New(t)
 	serve, out, exited := startComponent(t, db.URL, "serve", "--environment", "sandbox", "--addr", "127.0.0.1:0",
 		"--metrics-addr", "", "--redis-url", "", "--log-flush-interval", "0")

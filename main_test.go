@@ -48,6 +48,7 @@ func (b *syncBuffer) String() string {
 // database: credentials.json has the documented shape, the printed curl works, a sandbox order
 // completes, keys survive a restart, and cancelling shuts everything down.
 func TestDevProvisionsSamplesAndServes(t *testing.T) {
+	t.Parallel()
 	db := storetest.New(t)
 	state := t.TempDir()
 	creds, banner, stop := startDev(t, db.URL, state)
@@ -233,6 +234,7 @@ func TestHelpKeepsCredentialsFromTheEnvironmentOut(t *testing.T) {
 // with each attribute once (the request line's environment included), and the request line
 // names the environment served. With --otlp-endpoint, the request's span reaches the collector.
 func TestServeLogsAndTracesRequests(t *testing.T) {
+	t.Parallel()
 	db := storetest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -287,6 +289,7 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 // TestServeWritesWarningsAtOnce: with info lines buffered for an hour, a warning raised while
 // serving (the shared rate limiter's Redis does not answer) is written as it happens.
 func TestServeWritesWarningsAtOnce(t *testing.T) {
+	t.Parallel()
 	db := storetest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -408,6 +411,7 @@ spec:
 // TestRefusesUnmigratedSchema: serve and operator started against a database that was never
 // migrated, or is a migration behind, stop at once with one line that says what to run.
 func TestRefusesUnmigratedSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	d, err := storetest.Create(ctx, t.Name(), false)
 	if err != nil {

@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // TestRotateCodesKeyUnderLoad follows the documented rotation while orders flow: the new key
@@ -135,12 +134,8 @@ func newCodesKey(t *testing.T) string {
 // importCodes imports n codes named prefix-i for the sample product with keyring.
 func importCodes(t *testing.T, databaseURL, keyring, prefix string, n int, extra ...string) {
 	t.Helper()
-	var lines strings.Builder
-	for i := range n {
-		fmt.Fprintf(&lines, "%s-%04d\n", prefix, i)
-	}
-	file := filepath.Join(t.TempDir(), prefix+".txt")
-	if err := os.WriteFile(file, []byte(lines.String()), 0o600); err != nil {
+	file, err := testfixture.WriteCodes(t.TempDir(), prefix, n)
+	if err != nil {
 		t.Fatal(err)
 	}
 	args := append([]string{"codes", "import", "--product", "10000000000001", "--database-url", databaseURL,

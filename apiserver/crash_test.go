@@ -13,6 +13,7 @@ import (
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
 )
 
@@ -53,7 +54,11 @@ func finishedOrders(t *testing.T, db *store.DB, accountID any) int64 {
 // batch of orders. After another worker takes over, every order reaches its terminal state, no
 // unit is delivered twice, and the ledger still equals the balances.
 func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
-	s := newStack(t, stackOptions{noWorker: true})
+	t.Parallel()
+	// A database of its own: the worker process works every sandbox job of its database, and
+	// the kill leaves jobs to be rescued only after RescueAfter.
+	database := storetest.New(t)
+	s := newStack(t, stackOptions{noWorker: true, databaseURL: database.URL})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10000.00"})
 	acct := s.account(t, tn, "sandbox")
@@ -76,7 +81,7 @@ func TestFulfilmentSurvivesWorkerKill(t *testing.T) {
 	}
 
 	worker := exec.Command(os.Args[0], "-test.run=^$")
-	worker.Env = append(os.Environ(), workerProcessEnv+"="+testDatabase)
+	worker.Env = append(os.Environ(), workerProcessEnv+"="+database.URL)
 	worker.Stderr = os.Stderr
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ func operatorBaseURLs(t *testing.T, objs rendered) map[string]string {
 // TestPublicBaseURLReachesKeySecrets: publicBaseUrl is what the operator writes into key
 // Secrets, ahead of the chart's Ingress host and the in-cluster Service.
 func TestPublicBaseURLReachesKeySecrets(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		set  []string

@@ -78,6 +78,7 @@ func objects(t *testing.T, manifests string) []*unstructured.Unstructured {
 }
 
 func TestLint(t *testing.T) {
+	t.Parallel()
 	for _, values := range []string{"", "codeport/ci/production-values.yaml"} {
 		args := []string{"lint", "--strict", chart}
 		if values != "" {
@@ -92,6 +93,7 @@ func TestLint(t *testing.T) {
 // TestTemplate renders the chart with default and production-like values and checks the objects
 // and the hardening of every container.
 func TestTemplate(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		values string
 		want   []string
@@ -139,6 +141,7 @@ func TestTemplate(t *testing.T) {
 // TestWebhooksStayOffPrivateNetworks: the API replicas refuse webhook URLs that reach the
 // cluster's own network unless the install asks otherwise.
 func TestWebhooksStayOffPrivateNetworks(t *testing.T) {
+	t.Parallel()
 	for _, allow := range []bool{false, true} {
 		out, err := helm(t, nil, "template", "codeport", chart,
 			"--set", fmt.Sprintf("webhooks.allowPrivateNetworks=%t", allow))
@@ -190,6 +193,7 @@ func checkPodHardening(t *testing.T, o *unstructured.Unstructured) {
 }
 
 func TestValuesSchemaRejectsBadValues(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		set  []string
 		want string
@@ -233,6 +237,7 @@ func TestValuesSchemaRejectsBadValues(t *testing.T) {
 // that the release installs codeport's CRDs and leaves them behind, which the shared server has
 // installed already.
 func TestInstallUpgradeUninstall(t *testing.T) {
+	t.Parallel()
 	s := freshAPIServer(t)
 	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
@@ -332,6 +337,7 @@ func TestKustomizeDefaultAppliesServerSide(t *testing.T) {
 // codeport metric it queries is one the code defines, so the dashboard cannot drift from the
 // instruments.
 func TestDashboardUsesExportedMetrics(t *testing.T) {
+	t.Parallel()
 	out, err := helm(t, nil, "template", "codeport", chart, "--show-only", "templates/dashboard.yaml")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

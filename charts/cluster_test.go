@@ -128,8 +128,9 @@ func TestMain(m *testing.M) {
 // sharedAPIServer returns the package's kube-apiserver and a namespace of the test's own there.
 // Tests on it keep to their namespace; the cluster-scoped objects a release of the chart creates
 // are named after the release (always codeport, the names the tests check), so tests that
-// install one run one after the other (no t.Parallel) and installChart uninstalls it when the
-// test ends.
+// install one, or use this server at all, run one after the other (no t.Parallel) and installChart
+// uninstalls it when the test ends. Tests that only render, or start a server of their own
+// (freshAPIServer), run in parallel.
 func sharedAPIServer(t *testing.T) (*apiServer, string) {
 	t.Helper()
 	s := shared.get(t)

@@ -58,6 +58,7 @@ func workloadsDatabase(t *testing.T, objs rendered) map[string]workloadDatabase 
 // the migration Job the owner's (DDL), the API and the operator a role that only reads and
 // writes data, through the Pooler.
 func TestCloudNativePGRendering(t *testing.T) {
+	t.Parallel()
 	out, err := renderErr(t, "database.cnpg.enabled=true")
 	if err == nil || !strings.Contains(out, "CloudNativePG") {
 		t.Fatalf("database.cnpg without CloudNativePG's API: %v\n%s", err, out)
@@ -137,6 +138,7 @@ func TestCloudNativePGRendering(t *testing.T) {
 // TestCloudNativePGOptions: without the Pooler the API reaches the primary; an existing
 // Secret replaces the generated one; clusterSpec adds fields and roles under the chart's own.
 func TestCloudNativePGOptions(t *testing.T) {
+	t.Parallel()
 	objs := render(t, cnpgAPI, "database.cnpg.enabled=true", "database.cnpg.pooler.enabled=false",
 		"database.cnpg.runtimeCredentials.existingSecret=payments-db",
 		"database.cnpg.runtimeCredentials.username=payments",

@@ -131,6 +131,7 @@ func servedPartnerHasField(t *testing.T, c client.Client, field string) bool {
 // templates, which helm upgrade applies (files in crds/ it never touches). The server is the
 // test's own: the test installs an older Partner CRD, where the shared server's is current.
 func TestCRDsUpgradeWithTheChart(t *testing.T) {
+	t.Parallel()
 	s := freshAPIServer(t)
 	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
@@ -188,6 +189,7 @@ func TestCRDsUpgradeWithTheChart(t *testing.T) {
 // CRDs are the release's from then on. The server is the test's own: Helm creates CRDs from crds/
 // only where there are none, and the shared server serves codeport's.
 func TestCRDsAdoptedFromCRDsDirectory(t *testing.T) {
+	t.Parallel()
 	s := freshAPIServer(t)
 	c, env := s.client, helmEnv(t, s.kubeconfig)
 	ctx := context.Background()
@@ -261,6 +263,7 @@ func TestCRDsAdoptedFromCRDsDirectory(t *testing.T) {
 
 // TestCRDValues: crds.enabled leaves the CRDs out, crds.keep=false lets an uninstall delete them.
 func TestCRDValues(t *testing.T) {
+	t.Parallel()
 	count := func(set ...string) (crds, kept int) {
 		args := []string{"template", "codeport", chart}
 		for _, s := range set {

@@ -14,6 +14,7 @@ import (
 // (hack/helm.sh), so `helm template` without --kube-version assumes a current Kubernetes and
 // the chart's kubeVersion accepts it, as it does for a user's helm.
 func TestHelmRendersWithoutKubeVersion(t *testing.T) {
+	t.Parallel()
 	// Not through helm(): it adds --kube-version to every template.
 	out, err := exec.Command(helmBinary(t), "template", "codeport", chart).CombinedOutput()
 	if err != nil {
@@ -24,6 +25,7 @@ func TestHelmRendersWithoutKubeVersion(t *testing.T) {
 // TestMoreThanOneReplicaAsksForRedis: an API with more than one replica (or autoscaled) and no
 // Redis fails with a message that says what to set, not the schema's "'allOf' failed".
 func TestMoreThanOneReplicaAsksForRedis(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ set, env string }{
 		{"api.production.replicas=3", "production"},
 		{"api.sandbox.autoscaling.enabled=true", "sandbox"},
@@ -44,6 +46,7 @@ func TestMoreThanOneReplicaAsksForRedis(t *testing.T) {
 // TestNotesNameEverySampleAndNoExternalURL: the notes printed after install show how to apply
 // every sample of config/samples from a clone, and link to nothing outside the installation.
 func TestNotesNameEverySampleAndNoExternalURL(t *testing.T) {
+	t.Parallel()
 	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // TestGlobalValuesForSubchartUse: as a subchart, codeport receives its parent's global values,
 // which the schema must accept, while it still rejects every other unknown key.
 func TestGlobalValuesForSubchartUse(t *testing.T) {
+	t.Parallel()
 	if out, err := renderErr(t, "global.imageRegistry=registry.example", "global.storageClass=fast"); err != nil {
 		t.Fatalf("global values refused: %v\n%s", err, out)
 	}

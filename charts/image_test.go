@@ -65,6 +65,7 @@ func makePlatforms(t *testing.T) []string {
 // constraints, which is how a cgo-only or platform-specific dependency would break the image;
 // compiling each would take minutes).
 func TestImageBuildsForEveryPlatform(t *testing.T) {
+	t.Parallel()
 	stages := dockerfileStages(t)
 	if len(stages) != 2 {
 		t.Fatalf("%d Dockerfile stages, want build and runtime", len(stages))
@@ -116,6 +117,7 @@ func TestImageBuildsForEveryPlatform(t *testing.T) {
 // image is) and the digest of its index (which bytes are built on), and the Go image's tag is
 // go.mod's Go version, since the official image will not fetch another toolchain.
 func TestBaseImagesArePinnedByDigest(t *testing.T) {
+	t.Parallel()
 	src, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)

@@ -123,6 +123,7 @@ func walkSchema(s *structuralschema.Structural, path string, root bool,
 // TestKubeVersionMatchesCELRules: the CRDs' rules (isIP, isCIDR) compile on the oldest
 // Kubernetes the chart admits and not on the one before it, and helm refuses that one.
 func TestKubeVersionMatchesCELRules(t *testing.T) {
+	t.Parallel()
 	minor := chartMinimumMinor(t)
 	if errs := celErrors(t, minor); len(errs) > 0 {
 		t.Errorf("on Kubernetes 1.%d, the chart's minimum, CRD rules do not compile; raise kubeVersion:\n%s",

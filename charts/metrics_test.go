@@ -53,6 +53,7 @@ func selectedServices(t *testing.T, objs rendered, sm *unstructured.Unstructured
 // carry the API port only; metrics have Services of their own, which the (opt-in)
 // ServiceMonitors select, and nothing else.
 func TestMetricsStayOffPartnerServices(t *testing.T) {
+	t.Parallel()
 	objs := render(t, serviceMonitorAPI)
 	for _, env := range []string{"production", "sandbox"} {
 		partner := objs["Service/codeport-"+env]

@@ -13,6 +13,7 @@ import (
 // minAvailable 1 would make every node drain wait forever), one with several pods gets a budget
 // that lets a pod go, and a minAvailable that would keep every pod is refused.
 func TestPodDisruptionBudgetNeverBlocksDrains(t *testing.T) {
+	t.Parallel()
 	const redis = "redis.url=redis://redis:6379/0"
 	cases := []struct {
 		name string

@@ -42,6 +42,7 @@ var rbacKinds = map[string]bool{
 // that lacks the events API the election records through leaves no event (and a denial in the
 // operator's log on every leader change, as a real node showed).
 func TestLeaderElectionRecordsItsEventUnderTheShippedRBAC(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, serviceAccount string
 		objs                 func(t *testing.T) []*unstructured.Unstructured
@@ -132,6 +133,7 @@ func electAs(t *testing.T, cfg *rest.Config) {
 // Job runs it, with the reason on its last line (the termination message), rather than waiting
 // out the command's five-minute limit while Helm's own timeout runs out.
 func TestMigrationJobFailsWithItsReason(t *testing.T) {
+	t.Parallel()
 	job := render(t)["Job/codeport-migrate"]
 	if job == nil {
 		t.Fatal("no migration hook Job")
@@ -222,6 +224,7 @@ func TestMigrationJobFailsWithItsReason(t *testing.T) {
 // event), checking the port and path the liveness probe checks, and a failing process leaves its
 // last log lines in the Pod's status.
 func TestPodsStartWithoutProbeFailures(t *testing.T) {
+	t.Parallel()
 	deployments := ofKind(render(t), "Deployment")
 	for _, o := range kustomize(t, "default") {
 		if o.GetKind() == "Deployment" {
@@ -261,6 +264,7 @@ func TestPodsStartWithoutProbeFailures(t *testing.T) {
 // a Pod address and answered 403. Both environments admit the cluster's Pod network; only the
 // sandbox admits every private network, and neither admits an arbitrary public address.
 func TestSamplesAdmitCallersInsideTheCluster(t *testing.T) {
+	t.Parallel()
 	var partners []v1alpha1.Partner
 	for _, o := range kustomize(t, "samples") {
 		if o.GetKind() == "Partner" {

@@ -32,6 +32,7 @@ import (
 // passes them: partners are provisioned, orders placed, fulfilled and refunded, while DDL is
 // refused.
 func TestCloudNativePGRuntimeRoleServesWithoutDDL(t *testing.T) {
+	t.Parallel()
 	cluster := render(t, cnpgAPI, "database.cnpg.enabled=true")["Cluster/codeport-db"]
 	roles, _, _ := unstructured.NestedSlice(cluster.Object, "spec", "managed", "roles")
 	var inRoles []string

@@ -88,6 +88,7 @@ func probedBy(t *testing.T, objs rendered, rawURL string) string {
 
 // TestSmokeTestPods renders the helm test Pods and follows each URL to the component it checks.
 func TestSmokeTestPods(t *testing.T) {
+	t.Parallel()
 	objs := render(t)
 	pods := testPods(t, objs)
 	want := map[string]string{

@@ -205,6 +205,7 @@ func TestWalletTopUpsAreGrantedApartFromEdit(t *testing.T) {
 // TestKustomizeShipsTheChartsTeamRoles: a kustomize install gets the same aggregated roles as the
 // chart's release named codeport.
 func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
+	t.Parallel()
 	kustomized := rendered{}
 	for _, o := range kustomize(t, "default") {
 		kustomized[o.GetKind()+"/"+o.GetName()] = o
@@ -231,6 +232,7 @@ func TestKustomizeShipsTheChartsTeamRoles(t *testing.T) {
 // TestWalletTopUpRoleIsNotAggregated: the wallet-topup role reaches nobody through Kubernetes'
 // admin, edit or view roles, and rbac.walletTopUpRole turns it off apart from the team roles.
 func TestWalletTopUpRoleIsNotAggregated(t *testing.T) {
+	t.Parallel()
 	role := render(t)["ClusterRole/codeport-wallet-topup"]
 	if role == nil {
 		t.Fatal("ClusterRole codeport-wallet-topup not rendered by default")

@@ -23,6 +23,7 @@ func operatorDefinesFlag(t *testing.T, name string) {
 // TestOperatorWalletSpecTopUps: operator.walletSpecTopUps=false turns off crediting from
 // Wallet.spec.topUps; the default passes nothing, so the operator keeps its default (true).
 func TestOperatorWalletSpecTopUps(t *testing.T) {
+	t.Parallel()
 	operatorDefinesFlag(t, "wallet-spec-top-ups")
 	for _, tc := range []struct {
 		set  []string

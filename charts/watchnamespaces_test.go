@@ -113,6 +113,7 @@ func renderRBAC(t *testing.T, flags ...string) renderedRBAC {
 // watch those namespaces and is granted the generated rules by a Role in each of them, and
 // nothing cluster-wide on codeport's kinds or Secrets; without it, the ClusterRole as before.
 func TestOperatorWatchNamespacesRendersRoles(t *testing.T) {
+	t.Parallel()
 	operatorDefinesFlag(t, "watch-namespaces")
 	want := operatorRules(t)
 

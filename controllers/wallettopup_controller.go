@@ -37,6 +37,26 @@ type WalletTopUpReconciler struct {
 // +kubebuilder:rbac:groups=codeport.dev,resources=wallettopups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=codeport.dev,resources=wallettopups/status,verbs=get;update;patch
 
+// lostByRestore says whether the applied top-up t is missing from the ledger: the database was
+// restored from a backup taken before the credit. It is then applied again, as a Wallet's
+// spec.topUps are; the custom resources are the record of the money paid in. A top-up whose
+// Wallet is gone keeps its status.
+func (r *WalletTopUpReconciler) lostByRestore(ctx context.Context, t *v1alpha1.WalletTopUp) (bool, error) {
+	var w v1alpha1.Wallet
+	err := r.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.WalletRef.Name}, &w)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read Wallet %s: %w", t.Spec.WalletRef.Name, err)
+	}
+	recorded, err := r.Provisioner.TopUpRecorded(ctx, provisioning.TopUpOf(t, &w))
+	if err != nil {
+		return false, fmt.Errorf("look up top-up %s: %w", t.Spec.ID, err)
+	}
+	return !recorded, nil
+}
+
 // Reconcile is the whole flow of a WalletTopUp: fetch → wallet → credit → status.
 func (r *WalletTopUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var t v1alpha1.WalletTopUp
@@ -56,7 +76,14 @@ func (r *WalletTopUpReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 func (r *WalletTopUpReconciler) apply(ctx context.Context, t *v1alpha1.WalletTopUp) (ctrl.Result, error) {
 	if t.Status.Applied {
-		return ctrl.Result{}, nil
+		lost, err := r.lostByRestore(ctx, t)
+		switch {
+		case errors.Is(err, provisioning.ErrPartnerNotProvisioned):
+			// Restored from before the partner too: applied once the partner is provisioned.
+			return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
+		case err != nil || !lost:
+			return ctrl.Result{}, err
+		}
 	}
 	var w v1alpha1.Wallet
 	err := r.Get(ctx, types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.WalletRef.Name}, &w)

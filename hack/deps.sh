@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Makes sure the system packages the tests need are installed: the PostgreSQL server binaries
-# and psql, redis-server, Chromium (the API reference page is checked in a real headless
-# browser), shellcheck (make test checks the shell scripts), python3 and Node.js (the webhook
-# signature snippets of docs/guide.md are run), npm (Spectral lints the OpenAPI documents; the
-# API reference renderer is fetched from npm), and curl and jq (the README's tour is run). As
-# root on a machine with apt-get, missing packages are installed; otherwise the script stops
-# with one line naming what to install.
+# Makes sure the system packages the tests need are installed: the PostgreSQL server binaries and
+# psql, pg_dump and pg_restore, redis-server, Chromium (the API reference page is checked in a
+# real headless browser), shellcheck (make test checks the shell scripts), python3 and Node.js
+# (the webhook signature snippets of docs/guide.md are run), npm (Spectral lints the OpenAPI
+# documents; the API reference renderer is fetched from npm), and curl and jq (the README's tour
+# is run). As root on a machine with apt-get, missing packages are installed; otherwise the script
+# stops with one line naming what to install.
 set -euo pipefail
 
 missing=()
@@ -16,7 +16,12 @@ have_pg_server() {
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
 }
 have_pg_server || missing+=(postgresql postgresql-contrib)
-command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+# The backup drill runs pg_dump and pg_restore, which must be as new as the server: the server's
+# package brings the client of its own version, in its bindir, where the drill looks first.
+have_pg_dump() {
+  compgen -G '/usr/lib/postgresql/*/bin/pg_restore' >/dev/null || command -v pg_restore >/dev/null 2>&1
+}
+{ command -v psql >/dev/null 2>&1 && have_pg_dump; } || missing+=(postgresql-client)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)

@@ -82,6 +82,7 @@ func startCluster(t *testing.T) *cluster {
 // exactly what the server refuses, in the server's words as kubectl prints them, and keeps what
 // it admits as the server stores it.
 func TestManifestsAdmittedAsByTheAPIServer(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	for _, ns := range []string{"partners", "default"} {
 		err := c.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})

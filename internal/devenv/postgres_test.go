@@ -12,6 +12,7 @@ import (
 // TestEmbeddedPostgresRestart starts the embedded server twice on one state directory: the second
 // start must reuse the data (codeport dev keeps orders and balances across restarts).
 func TestEmbeddedPostgresRestart(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	ctx := context.Background()
 

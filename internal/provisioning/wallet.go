@@ -232,6 +232,19 @@ func TopUpOf(t *v1alpha1.WalletTopUp, w *v1alpha1.Wallet) TopUp {
 	}
 }
 
+// TopUpRecorded says whether the ledger holds top-up t (by its id in the partner's account).
+func (p *Provisioner) TopUpRecorded(ctx context.Context, t TopUp) (bool, error) {
+	acct, err := p.account(ctx, t.Namespace, t.Partner, t.Environment)
+	if err != nil {
+		return false, err
+	}
+	_, found, err := store.TopUpByReference(ctx, p.db.Pool, acct.ID, t.ID)
+	if err != nil {
+		return false, fmt.Errorf("top-up %s: %w", t.ID, err)
+	}
+	return found, nil
+}
+
 // TopUpResult is what applying a top-up found or did.
 type TopUpResult struct {
 	// Applied: the credit is in the ledger, recorded by this top-up; AppliedAt is when.

@@ -2,13 +2,14 @@ package testprocess
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -35,19 +36,13 @@ func Build(ctx context.Context, dir string, race bool) (string, error) {
 	return filepath.Join(dir, name), nil
 }
 
-// builds holds the binaries this test binary built. It is package state on purpose: a build
-// takes seconds and every test of a package starting a process would otherwise pay it again.
-var builds = struct {
-	sync.Mutex
-	dir   string
-	paths map[bool]string
-}{paths: map[bool]string{}}
-
-// dirPrefix names the directories the builds go to; the PID after it says whose each is.
-const dirPrefix = "codeport-testprocess-"
-
-// Binary is the codeport binary, built on the first call of this test binary's run into a
-// directory of its own; Race is the same with the race detector.
+// Binary is the codeport binary of this checkout; Race is the same with the race detector.
+//
+// Both live in one directory per checkout under the user's cache directory rather than in a test's
+// own: go build leaves a binary whose build inputs have not changed as it is, so every test
+// package of a run, and every later run, shares one link (seconds of CPU each) instead of
+// repeating it. A file lock makes concurrent test binaries build one after the other; the
+// binary is never rebuilt while a test runs it unless the sources changed under the run.
 func Binary(t testing.TB) string { t.Helper(); return binary(t, false) }
 
 // Race is Binary built with -race.
@@ -55,38 +50,54 @@ func Race(t testing.TB) string { t.Helper(); return binary(t, true) }
 
 func binary(t testing.TB, race bool) string {
 	t.Helper()
-	builds.Lock()
-	defer builds.Unlock()
-	if path, ok := builds.paths[race]; ok {
-		return path
-	}
-	if builds.dir == "" {
-		// A test binary has no hook that runs after its last test, so a run's directory
-		// outlives it; the next run removes those whose process is gone.
-		removeStaleBuilds()
-		dir, err := os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-")
-		if err != nil {
-			t.Fatalf("build directory: %v", err)
-		}
-		builds.dir = dir
-	}
-	path, err := Build(context.Background(), builds.dir, race)
+	dir, err := checkoutBuildDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	builds.paths[race] = path
+	unlock, err := lockFile(filepath.Join(dir, "build.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	path, err := Build(context.Background(), dir, race)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return path
 }
 
-func removeStaleBuilds() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
-	for _, dir := range dirs {
-		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
-		if !ok {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join("/proc", pid)); os.IsNotExist(err) {
-			_ = os.RemoveAll(dir)
-		}
+// checkoutBuildDir is the build directory of the checkout the tests run in, named by a digest of
+// its go.mod's path so that two checkouts of different sources never share a binary.
+func checkoutBuildDir() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the codeport module (go env GOMOD is %q)", gomod)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("cache directory for test binaries: %w", err)
+	}
+	sum := sha256.Sum256([]byte(gomod))
+	dir := filepath.Join(cache, "codeport", "testbin", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("test binary directory: %w", err)
+	}
+	return dir, nil
+}
+
+// lockFile takes an exclusive lock on path, waiting for it, and returns its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open build lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("take build lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
 }
