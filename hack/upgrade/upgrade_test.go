@@ -489,12 +489,8 @@ func (u *upgrade) waitWallet(ctx context.Context, name string, applied int32) {
 // stockFile writes n distinct codes to a file for `codes import`.
 func (u *upgrade) stockFile(n int) string {
 	u.t.Helper()
-	var b strings.Builder
-	for i := range n {
-		fmt.Fprintf(&b, "UPGRADE-%08d-%s\n", i, uuid.NewString()[:8])
-	}
-	file := filepath.Join(u.dir, "stock.txt")
-	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+	file, err := testfixture.WriteCodes(u.dir, "UPGRADE-"+uuid.NewString()[:8], n)
+	if err != nil {
 		u.t.Fatal(err)
 	}
 	return file
