@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
 )
@@ -138,10 +136,7 @@ func newProvisioner(t *testing.T) *stack {
 	}
 	t.Cleanup(db.Close)
 	cipher := sharedCipher(t)
-	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, cipher)
 	return &stack{db: db, prov: prov, cipher: cipher, baseURL: map[string]string{}}
 }
 

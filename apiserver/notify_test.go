@@ -29,6 +29,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // delivery is one request the webhook receiver saw.
@@ -285,10 +286,7 @@ func TestWebhookSecretsFollowACodesKeyChange(t *testing.T) {
 	hook := &provisioning.Webhook{URL: rcv.server.URL, Secret: []byte(webhookSecret)}
 	both := provisioning.Webhooks{"sandbox": hook, "production": hook}
 	// Sealed by an operator that still ran with the previous codes key.
-	oldProv, err := provisioning.New(s.db, old, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldProv := testfixture.Provisioner(t, s.db, old)
 	s.setWebhooksWith(t, oldProv, tn, both)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "10.00"})
 	r := s.call(t, "sandbox", "POST", "/v2/orders", tn.keys["sandbox"],

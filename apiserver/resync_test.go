@@ -15,7 +15,6 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/catalog"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -115,10 +114,7 @@ func TestIdleResyncWritesAndNotifiesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	prov, err := provisioning.New(db, sharedCipher(t), notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, sharedCipher(t))
 	dir := auth.NewDirectory(db, string(tenancy.Production))
 	catalogs := catalog.NewCache(db, tenancy.Production)
 	runCtx, stop := context.WithCancel(ctx)

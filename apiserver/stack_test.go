@@ -105,10 +105,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if opts.slow == 0 {
 		opts.slow = 3 * time.Second
 	}
-	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, cipher)
 	s := &stack{db: db, prov: prov, cipher: cipher, baseURL: map[string]string{}}
 	limiter := opts.limiter
 	if limiter == nil {

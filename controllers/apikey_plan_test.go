@@ -15,7 +15,6 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -42,10 +41,7 @@ func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...cl
 func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	db := openTestStore(t, "controllers_plan", 2)
-	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, nil)
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1alpha1.AddToScheme(scheme)

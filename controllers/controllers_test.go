@@ -19,9 +19,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
 )
@@ -171,11 +169,7 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	prov, err := provisioning.New(env.db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exists, active, err = prov.KeyState(context.Background(), key)
+	exists, active, err := testfixture.Provisioner(t, env.db, nil).KeyState(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
 )
@@ -26,10 +24,7 @@ func followerFixture(t *testing.T, database string) (*ledgerFollower, func() []s
 	t.Helper()
 	ctx := context.Background()
 	db := openTestStore(t, database, 4)
-	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, nil)
 	scheme := runtime.NewScheme()
 	_ = v1alpha1.AddToScheme(scheme)
 

@@ -34,10 +34,9 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // suite is a real kube-apiserver and etcd (envtest) with the CRDs installed, a real PostgreSQL
@@ -201,7 +200,7 @@ func startManagerIn(ctx context.Context, reg prometheus.Registerer, namespaces [
 	if env.mgr == nil {
 		env.mgr = mgr
 	}
-	prov, err := provisioning.New(env.db, env.cipher, notify.NewNotifier(false, notify.DefaultRetry()))
+	prov, err := testfixture.NewProvisioner(env.db, env.cipher)
 	if err != nil {
 		return err
 	}

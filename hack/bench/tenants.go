@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -47,7 +46,7 @@ func newTenants(ctx context.Context, partners, products, funded int) (*tenants, 
 		_ = database.Drop(ctx)
 		return nil, err
 	}
-	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
+	prov, err := testfixture.NewProvisioner(db, nil)
 	if err != nil {
 		db.Close()
 		_ = database.Drop(ctx)

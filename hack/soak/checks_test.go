@@ -15,10 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // latencyLimit is the slowest answer allowed outside a replica's kill.
@@ -447,7 +446,7 @@ func (c *cluster) checkLedger(ctx context.Context, partners []*partner, topUps i
 func (c *cluster) walletConvergence(
 	ctx context.Context, partners []*partner, stopped time.Time, f *findings,
 ) (time.Duration, error) {
-	prov, err := provisioning.New(c.db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
+	prov, err := testfixture.NewProvisioner(c.db, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -46,14 +46,8 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	db := storetest.Open(t, store.Options{MaxConns: 8})
-	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cipher := testfixture.Cipher(t)
+	prov := testfixture.Provisioner(t, db, cipher)
 	return &fixture{db: db, prov: prov, cipher: cipher}
 }
 

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testfixture"
 )
 
 // lines collects JSON log lines written by goroutines.
@@ -57,10 +57,7 @@ func TestDatabaseOutageLogsBoundedLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cipher := testfixture.Cipher(t)
 	var out lines
 	cfg := fulfilment.DefaultWorkerConfig(string(tenancy.Sandbox))
 	cfg.Logger = slog.New(slog.NewJSONHandler(&out, nil))

@@ -14,9 +14,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/catalog"
-	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -50,14 +48,8 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 16})
-	cipher, err := codes.NewCipher([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	prov, err := provisioning.New(db, cipher, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cipher := testfixture.Cipher(t)
+	prov := testfixture.Provisioner(t, db, cipher)
 	f := &fixture{db: db, prov: prov}
 	c := testfixture.Catalog("main", testfixture.InNamespace(namespace), testfixture.WithDescription("Test", 1))
 	gaming := func(p *v1alpha1.CatalogProduct) { p.MainCategory, p.Denomination = "Gaming", v1alpha1.Denomination{} }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/codes/codestest"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -35,10 +34,7 @@ func TestWebhookSecretMovesToTheCurrentKey(t *testing.T) {
 	hooks := provisioning.Webhooks{"production": {URL: "https://hooks.example/acme", Secret: []byte("whsec_1")}}
 	for _, current := range ids {
 		c := attach(current)
-		prov, err := provisioning.New(db, c, notify.NewNotifier(false, notify.DefaultRetry()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		prov := testfixture.Provisioner(t, db, c)
 		if _, err := prov.ApplyPartner(t.Context(), p, nil, hooks); err != nil {
 			t.Fatal(err)
 		}

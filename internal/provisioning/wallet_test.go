@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -174,10 +173,7 @@ func TestSpecTopUpsTurnedOff(t *testing.T) {
 func onboardAcme(t *testing.T, conns int32) (*store.DB, *provisioning.Provisioner, provisioning.PartnerResult) {
 	t.Helper()
 	db := storetest.Open(t, store.Options{MaxConns: conns})
-	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := testfixture.Provisioner(t, db, nil)
 	p := testfixture.Partner("acme", testfixture.InNamespace("ns"), testfixture.WithContact("Acme", "ops@acme.example"))
 	res, err := prov.ApplyPartner(context.Background(), p, nil, nil)
 	if err != nil {

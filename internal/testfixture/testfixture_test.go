@@ -12,8 +12,6 @@ import (
 	"github.com/codeport/codeport/config/crd"
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/crdvalidation"
-	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -92,10 +90,7 @@ func kindOf(obj client.Object) string {
 func TestOnboard(t *testing.T) {
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 4})
-	prov, err := provisioning.New(db, nil, notify.NewNotifier(false, notify.DefaultRetry()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	prov := fx.Provisioner(t, db, nil)
 	tn, err := fx.Onboard(ctx, prov, fx.Partner("acme", fx.InNamespace("partners")),
 		fx.WithCatalog(fx.Catalog("eu", fx.InNamespace("partners")), fx.Product("10000000000001")),
 		fx.WithKeys(fx.APIKeyIn("sandbox"), fx.BearerTokenIn("production")),
