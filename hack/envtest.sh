@@ -30,11 +30,7 @@ if [[ "${build_apiserver}" == false && -x "${DEST}/etcd" ]]; then
   exit 0
 fi
 
-mkdir -p "${DEST}"
-work="$(mktemp -d)"
-trap 'rm -rf "${work}"' EXIT
-export GOFLAGS="-mod=mod"
-export CGO_ENABLED=0
+build_workspace "${DEST}"
 
 if [[ "${build_apiserver}" == true ]]; then
   log "building kube-apiserver v${K8S_VERSION} from source (takes a few minutes, once)"
@@ -52,7 +48,6 @@ if [[ ! -x "${DEST}/etcd" ]]; then
   log "building etcd v${ETCD_VERSION} from source (once)"
   mkdir -p "${work}/etcd"
   cd "${work}/etcd"
-  go mod init codeport.local/envtest-etcd >/dev/null 2>&1
   cat > main.go <<'GO'
 package main
 
@@ -64,10 +59,7 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  go get "go.etcd.io/etcd/server/v3@v${ETCD_VERSION}" >/dev/null 2>&1
-  go mod tidy >/dev/null 2>&1
-  go build -trimpath -ldflags="-s -w" -o "${DEST}/etcd.tmp" .
-  mv "${DEST}/etcd.tmp" "${DEST}/etcd"
+  module_build codeport.local/envtest-etcd "go.etcd.io/etcd/server/v3@v${ETCD_VERSION}" . "${DEST}/etcd"
 fi
 
 echo "${DEST}"

@@ -1,6 +1,17 @@
 # shellcheck shell=bash
 # Sourced by hack/envtest.sh and hack/e2e/kube.sh, which build Kubernetes commands from
-# k8s.io/kubernetes through the Go module proxy.
+# k8s.io/kubernetes (and etcd, CoreDNS) through the Go module proxy.
+
+# build_workspace DEST: makes DEST, and ${work}, a scratch directory removed when the script
+# exits; builds from then on resolve modules through the proxy (no vendor directory, no go.sum
+# to trust yet) and link statically, so the binaries run on any node.
+build_workspace() {
+  mkdir -p "$1"
+  work="$(mktemp -d)"
+  trap 'rm -rf "${work}"' EXIT
+  export GOFLAGS="-mod=mod"
+  export CGO_ENABLED=0
+}
 
 # kube_module NAME VERSION: makes the current directory a Go module NAME that requires
 # k8s.io/kubernetes@vVERSION. k8s.io/kubernetes points its staging modules (k8s.io/api,
@@ -31,4 +42,17 @@ kube_ldflags() {
     flags+=" -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean"
   done
   echo "${flags}"
+}
+
+# module_build NAME MODULE@VERSION PACKAGE OUT: makes the current directory, whose Go file
+# imports what PACKAGE needs, the Go module NAME requiring MODULE@VERSION, and builds PACKAGE
+# stripped into OUT. OUT is replaced only by a finished build, so an interrupted one leaves no
+# binary that the cache check would take for complete.
+module_build() {
+  local name="$1" requirement="$2" pkg="$3" out="$4"
+  go mod init "${name}" >/dev/null 2>&1
+  go get "${requirement}" >/dev/null 2>&1
+  go mod tidy >/dev/null 2>&1 || true
+  go build -trimpath -ldflags="-s -w" -o "${out}.tmp" "${pkg}"
+  mv "${out}.tmp" "${out}"
 }

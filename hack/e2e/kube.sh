@@ -27,11 +27,7 @@ if [[ "${complete}" == true ]]; then
   exit 0
 fi
 
-mkdir -p "${DEST}"
-work="$(mktemp -d)"
-trap 'rm -rf "${work}"' EXIT
-export GOFLAGS="-mod=mod"
-export CGO_ENABLED=0
+build_workspace "${DEST}"
 
 missing_kube=false
 for c in "${COMMANDS[@]}"; do
@@ -73,12 +69,9 @@ if [[ ! -x "${DEST}/coredns" ]]; then
   log "building CoreDNS v${COREDNS_VERSION} from source (once)"
   mkdir -p "${work}/coredns"
   cd "${work}/coredns"
-  go mod init codeport.local/e2e-coredns >/dev/null 2>&1
   printf 'package main\n\nimport _ "github.com/coredns/coredns/core/dnsserver"\n\nfunc main() {}\n' > tools.go
-  go get "github.com/coredns/coredns@v${COREDNS_VERSION}" >/dev/null 2>&1
-  go mod tidy >/dev/null 2>&1 || true
-  go build -trimpath -ldflags="-s -w" -o "${DEST}/coredns.tmp" github.com/coredns/coredns
-  mv "${DEST}/coredns.tmp" "${DEST}/coredns"
+  module_build codeport.local/e2e-coredns "github.com/coredns/coredns@v${COREDNS_VERSION}" \
+    github.com/coredns/coredns "${DEST}/coredns"
 fi
 
 echo "${DEST}"
