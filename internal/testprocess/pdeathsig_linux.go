@@ -1,12 +1,9 @@
 package testprocess
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "syscall"
 
 // dieWithParent has the kernel kill the process when the test binary dies, so that a test
 // killed by its timeout leaves no process holding ports and connections.
-func dieWithParent(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+func dieWithParent(attr *syscall.SysProcAttr) {
+	attr.Pdeathsig = syscall.SIGKILL
 }

@@ -2,7 +2,7 @@
 
 package testprocess
 
-import "os/exec"
+import "syscall"
 
 // dieWithParent does nothing where the kernel offers no parent-death signal.
-func dieWithParent(*exec.Cmd) {}
+func dieWithParent(*syscall.SysProcAttr) {}

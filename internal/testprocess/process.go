@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +53,15 @@ type Process struct {
 	Name   string
 	Binary string
 	Args   []string
-	// Env is added to the test's environment.
+	// Env is added to the test's environment, or to Environ when that is set.
 	Env []string
+	// Environ, when set, stands for the test's environment: a child that must not see some of
+	// the test's variables (a database, a cluster) is given the rest.
+	Environ []string
+	// Group starts the process in a process group of its own, which the processes it starts
+	// (a guard, a server under make) join: Stop, Kill and SignalGroup then reach them all, so
+	// that none outlives the test.
+	Group bool
 	// ReadyURL, when set, is polled by Start until it answers 200.
 	ReadyURL     string
 	ReadyTimeout time.Duration
@@ -68,7 +76,9 @@ type Process struct {
 	exited chan struct{}
 	// spent is the CPU time of the runs that have exited.
 	spent time.Duration
-	out   tailBuffer
+	// waitErr is how the last run that exited ended.
+	waitErr error
+	out     tailBuffer
 }
 
 // Start runs the process and, with a ReadyURL, waits until it is ready, failing early when the
@@ -104,11 +114,16 @@ func (p *Process) launch() error {
 		out = p.Output
 	}
 	cmd := exec.Command(p.Binary, p.Args...) //nolint:gosec // running the binary under test is the point
-	cmd.Env = append(os.Environ(), p.Env...)
+	environ := p.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	cmd.Env = append(slices.Clip(environ), p.Env...)
 	if out != nil {
 		cmd.Stdout, cmd.Stderr = out, out
 	}
-	dieWithParent(cmd)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: p.Group}
+	dieWithParent(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		if file != nil {
 			_ = file.Close()
@@ -117,12 +132,13 @@ func (p *Process) launch() error {
 	}
 	exited := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		if file != nil {
 			_ = file.Close()
 		}
 		p.mu.Lock()
 		p.spent += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		p.waitErr = err
 		p.mu.Unlock()
 		close(exited)
 	}()
@@ -193,18 +209,37 @@ func (p *Process) PID() int {
 	return p.cmd.Process.Pid
 }
 
-// Signal sends sig to the running process.
-func (p *Process) Signal(sig syscall.Signal) error {
+// Signal sends sig to the running process alone, not to the processes it started.
+func (p *Process) Signal(sig syscall.Signal) error { return p.signal(sig, false) }
+
+// SignalGroup sends sig to the process group of a process started with Group: the process and
+// the processes it started.
+func (p *Process) SignalGroup(sig syscall.Signal) error {
+	if !p.Group {
+		return errors.New(p.Name + " has no process group of its own")
+	}
+	return p.signal(sig, true)
+}
+
+func (p *Process) signal(sig syscall.Signal, group bool) error {
 	p.mu.Lock()
 	cmd := p.cmd
 	p.mu.Unlock()
 	if cmd == nil {
 		return errors.New(p.Name + " was not started")
 	}
-	if err := cmd.Process.Signal(sig); err != nil {
+	if err := send(cmd, sig, group); err != nil {
 		return fmt.Errorf("signal %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// send signals cmd's process or, with group, the process group it leads.
+func send(cmd *exec.Cmd, sig syscall.Signal, group bool) error {
+	if group {
+		return syscall.Kill(-cmd.Process.Pid, sig)
+	}
+	return cmd.Process.Signal(sig)
 }
 
 // Exited is closed when the last run has exited.
@@ -214,11 +249,23 @@ func (p *Process) Exited() <-chan struct{} {
 	return p.exited
 }
 
+// Wait waits until the last run has exited and returns how it ended, as exec.Cmd's Wait does.
+func (p *Process) Wait() error {
+	exited := p.Exited()
+	if exited == nil {
+		return errors.New(p.Name + " was not started")
+	}
+	<-exited
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitErr
+}
+
 // Kill sends SIGKILL and waits until the process is gone.
 func (p *Process) Kill() { p.Stop(0) }
 
 // Stop sends SIGTERM, waits up to grace for the process to exit, then kills it; with no grace it
-// kills at once.
+// kills at once. With Group, the signals go to the whole group.
 func (p *Process) Stop(grace time.Duration) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
@@ -227,14 +274,14 @@ func (p *Process) Stop(grace time.Duration) {
 		return
 	}
 	if grace > 0 {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = send(cmd, syscall.SIGTERM, p.Group)
 		select {
 		case <-exited:
 			return
 		case <-time.After(grace):
 		}
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = send(cmd, syscall.SIGKILL, p.Group)
 	<-exited
 }
 

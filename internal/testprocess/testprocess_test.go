@@ -2,12 +2,18 @@ package testprocess_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testprocess"
 )
@@ -55,6 +61,65 @@ func TestStartReportsAnEarlyExitWithItsOutput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no database") || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("Start: %v", err)
 	}
+}
+
+// TestGroupStopsWhatTheProcessStarted: Signal reaches a Group process alone; Kill reaches what
+// it started too, even once the process itself has ended, and Wait reports how the process ended.
+func TestGroupStopsWhatTheProcessStarted(t *testing.T) {
+	p := testprocess.Start(t, &testprocess.Process{Name: "sh", Binary: "/bin/sh",
+		Args: []string{"-c", "sleep 600 & echo $!; wait"}, Group: true})
+	var child int
+	poll.UntilTrue(t, time.Minute, "the shell to name its child", func() bool {
+		child, _ = strconv.Atoi(strings.TrimSpace(p.Log()))
+		return child > 0
+	})
+	// Should the group not be reached, the child would hold the test's cleanup up for good.
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	shell := p.PID()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilTrue(t, time.Minute, "the shell to end", func() bool { return !alive(shell) })
+	if !alive(child) {
+		t.Fatal("signalling the shell alone ended its child")
+	}
+	// The child holds the output open, so the run has not ended yet: Kill waits for it.
+	go p.Kill()
+	poll.Until(t, time.Minute, "the child of a killed group to end", func() (bool, string) {
+		return !alive(child), fmt.Sprintf("pid %d still runs", child)
+	})
+	var exit *exec.ExitError
+	if err := p.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+		t.Fatalf("Wait: %v, want the shell's end by SIGTERM", err)
+	}
+}
+
+// TestEnvironReplacesTheTestsEnvironment: a process given Environ sees it and Env, and nothing
+// else of the test's environment.
+func TestEnvironReplacesTheTestsEnvironment(t *testing.T) {
+	t.Setenv("CODEPORT_TESTPROCESS_HIDDEN", "seen")
+	p := &testprocess.Process{Name: "sh", Binary: "/bin/sh",
+		Args:    []string{"-c", `echo "$BASE $ADDED $CODEPORT_TESTPROCESS_HIDDEN"`},
+		Environ: []string{"BASE=base"}, Env: []string{"ADDED=added"}}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(p.Log()); got != "base added" {
+		t.Fatalf("the process saw %q, want %q", got, "base added")
+	}
+}
+
+// alive says whether pid runs: a zombie has ended.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // get returns the status of GET url, 0 when nothing answers.
