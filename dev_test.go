@@ -14,6 +14,7 @@ import (
 
 	"github.com/codeport/codeport/internal/devenv"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // runMainEnv makes this test binary run main() instead of the tests: a test then runs `codeport
@@ -53,22 +54,21 @@ func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
 	state := t.TempDir()
 	first := startDevProcess(t, state)
 	second := launchDev(t, state)
-	var err error
 	poll.UntilTrue(t, 2*time.Minute, "the second dev ended", func() bool {
 		select {
-		case err = <-second.done:
+		case <-second.Exited():
 			return true
 		default:
 			return false
 		}
 	})
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
-		t.Fatalf("second dev: %v, want a non-zero exit\n%s", err, second.out.String())
+	if err := second.Wait(); !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("second dev: %v, want a non-zero exit\n%s", err, second.Log())
 	}
 	want := fmt.Sprintf("codeport: another codeport dev (pid %d) is using state directory %s; stop it first\n",
-		first.cmd.Process.Pid, state)
-	if got := second.out.String(); got != want {
+		first.PID(), state)
+	if got := second.Log(); got != want {
 		t.Fatalf("second dev wrote:\n%s\nwant:\n%s", got, want)
 	}
 	first.serves(t)
@@ -97,12 +97,11 @@ func TestDevStopsPostgresLeftRunning(t *testing.T) {
 }
 
 // devProcess is `codeport dev` on its embedded PostgreSQL, run as a process of its own (this test
-// binary, see TestMain) in a process group of its own, which its guard shares.
+// binary, see TestMain) in a process group of its own, which its guard shares. Its log holds the
+// guard's output too, and its run ends only once the guard, which holds that output, has ended.
 type devProcess struct {
+	*testprocess.Process
 	state string
-	cmd   *exec.Cmd
-	out   *syncBuffer // stdout and stderr, the guard's included
-	done  chan error  // the process's end; also waits for the guard, which holds out
 	creds *devenv.Credentials
 }
 
@@ -110,32 +109,18 @@ type devProcess struct {
 func startDevProcess(t *testing.T, state string) *devProcess {
 	t.Helper()
 	p := launchDev(t, state)
-	p.creds = waitForDev(t, state, p.out, p.done)
+	p.creds = waitForDev(t, state, p.Log, p.Exited(), p.Wait)
 	return p
 }
 
-// launchDev starts dev; should the test leave it running, it is killed with its group.
+// launchDev starts dev; should the test leave it running, it is stopped with its group.
 func launchDev(t *testing.T, state string) *devProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "dev", "--manifests", "config/samples", "--state-dir", state,
-		"--production-addr", "127.0.0.1:0", "--sandbox-addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL=")
-	p := &devProcess{state: state, cmd: cmd, out: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		p.done <- cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	})
-	return p
+	p := testprocess.Start(t, &testprocess.Process{Name: "dev", Binary: os.Args[0],
+		Args: []string{"dev", "--manifests", "config/samples", "--state-dir", state,
+			"--production-addr", "127.0.0.1:0", "--sandbox-addr", "127.0.0.1:0"},
+		Env: []string{runMainEnv + "=1", "CODEPORT_DATABASE_URL="}, Group: true})
+	return &devProcess{Process: p, state: state}
 }
 
 func (p *devProcess) sandboxKey() string { return p.creds.Partners["partners/acme"]["sandbox"].APIKey }
@@ -149,18 +134,18 @@ func (p *devProcess) serves(t *testing.T) {
 // signal sends sig to dev alone, not to its guard.
 func (p *devProcess) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal dev: %v", err)
+	if err := p.Signal(sig); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // killGroup kills dev and its guard at once, and waits for both.
 func (p *devProcess) killGroup(t *testing.T) {
 	t.Helper()
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill dev's process group: %v", err)
+	if err := p.SignalGroup(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
-	if err := <-p.done; err == nil {
+	if err := p.Wait(); err == nil {
 		t.Fatal("dev exited 0 on SIGKILL")
 	}
 }
@@ -170,14 +155,14 @@ func (p *devProcess) killGroup(t *testing.T) {
 func (p *devProcess) stop(t *testing.T) {
 	t.Helper()
 	pid := postmasterPID(t, p.state)
-	before := len(p.out.String())
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatalf("interrupt dev's process group: %v", err)
+	before := len(p.Log())
+	if err := p.SignalGroup(syscall.SIGINT); err != nil {
+		t.Fatal(err)
 	}
-	if err := <-p.done; err != nil {
-		t.Fatalf("dev on SIGINT: %v\n%s", err, p.out.String())
+	if err := p.Wait(); err != nil {
+		t.Fatalf("dev on SIGINT: %v\n%s", err, p.Log())
 	}
-	if out := p.out.String()[before:]; strings.Contains(out, "level=") {
+	if out := p.Log()[before:]; strings.Contains(out, "level=") {
 		t.Fatalf("dev's shutdown logged:\n%s", out)
 	}
 	waitForExit(t, pid, "the PostgreSQL of a dev stopped with SIGINT")

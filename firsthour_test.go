@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line
@@ -123,7 +123,7 @@ func TestDevLogsRequests(t *testing.T) {
 	dev.serves(t)
 	line := regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d\.\d{3} sandbox GET /v2/catalog/products 200 \d+\.\dms partners/acme$`)
 	poll.Until(t, time.Minute, "dev logged the request", func() (bool, string) {
-		return line.MatchString(dev.out.String()), dev.out.String()
+		return line.MatchString(dev.Log()), dev.Log()
 	})
 	dev.stop(t)
 }
@@ -142,32 +142,24 @@ func TestMakeRunStopsCleanlyOnInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
-	cmd := exec.Command(makePath, "--no-print-directory", "-o", "build", "run", "BIN_DIR="+bin,
-		"DEV_FLAGS=--state-dir "+state+" --production-addr 127.0.0.1:0 --sandbox-addr 127.0.0.1:0")
-	cmd.Env = append(childEnv(t.TempDir()), runMainEnv+"=1")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	waitForDev(t, state, out, done)
+	run := testprocess.Start(t, &testprocess.Process{Name: "make run", Binary: makePath,
+		Args: []string{"--no-print-directory", "-o", "build", "run", "BIN_DIR=" + bin,
+			"DEV_FLAGS=--state-dir " + state + " --production-addr 127.0.0.1:0 --sandbox-addr 127.0.0.1:0"},
+		Environ: childEnv(t.TempDir()), Env: []string{runMainEnv + "=1"}, Group: true})
+	waitForDev(t, state, run.Log, run.Exited(), run.Wait)
 	postmaster := postmasterPID(t, state)
 
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+	if err := run.SignalGroup(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	err = <-done
+	err = run.Wait()
 	// make itself got the SIGINT too: once its recipe has ended, it ends by that signal, quietly.
 	var exit *exec.ExitError
 	interrupted := errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT
 	if err != nil && !interrupted {
 		t.Errorf("make run on SIGINT: %v", err)
 	}
-	if text := out.String(); strings.Contains(text, "make: ***") || !strings.Contains(text, "codeport dev: stopped") {
+	if text := run.Log(); strings.Contains(text, "make: ***") || !strings.Contains(text, "codeport dev: stopped") {
 		t.Errorf("make run on SIGINT did not stop cleanly:\n%s", text)
 	}
 	waitForExit(t, postmaster, "the PostgreSQL of make run")
@@ -247,35 +239,9 @@ func TestOperatorStartsAgainstAReachableAPIServer(t *testing.T) {
 	kubeconfig, _ := startKubeAPIServer(t)
 	db := storetest.New(t)
 	probes := closedPort(t)
-	cmd := exec.Command(os.Args[0], "operator", "--kubeconfig", kubeconfig, "--database-url", db.URL,
-		"--codes-key", strings.Repeat("ab", 32), "--metrics-bind-address", "0", "--health-probe-bind-address", probes)
-	cmd.Env = append(childEnv(t.TempDir()), runMainEnv+"=1")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-	})
-	poll.Until(t, 2*time.Minute, "operator ready", func() (bool, string) {
-		select {
-		case <-exited:
-			t.Fatalf("operator exited: %v\n%s", waitErr, out.String())
-		default:
-		}
-		resp, err := http.Get("http://" + probes + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	testprocess.Start(t, &testprocess.Process{Name: "operator", Binary: os.Args[0],
+		Args: []string{"operator", "--kubeconfig", kubeconfig, "--database-url", db.URL,
+			"--codes-key", strings.Repeat("ab", 32), "--metrics-bind-address", "0", "--health-probe-bind-address", probes},
+		Environ: childEnv(t.TempDir()), Env: []string{runMainEnv + "=1"},
+		ReadyURL: "http://" + probes + "/readyz", ReadyTimeout: 2 * time.Minute})
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestOperatorWritesOnlyJSON runs the operator as a process of its own into what made it write
@@ -25,12 +25,12 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 	kubeconfigPath, stopAPIServer := startKubeAPIServer(t)
 	db := storetest.New(t)
 
-	_, out, exited := startComponent(t, db.URL, "operator", "--kubeconfig", kubeconfigPath,
+	operator := startComponent(t, db.URL, "operator", "--kubeconfig", kubeconfigPath,
 		"--leader-elect", "--leader-election-namespace", "default", "--leader-elect-lease-duration", "4s",
 		"--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	wrote := func(what string) func() (bool, string) {
-		return func() (bool, string) { return strings.Contains(out.String(), what), out.String() }
+		return func() (bool, string) { return strings.Contains(operator.Log(), what), operator.Log() }
 	}
 	poll.Until(t, 2*time.Minute, "the operator to lead", wrote("cquired lease"))
 
@@ -42,46 +42,28 @@ func TestOperatorWritesOnlyJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err == nil {
+	case <-operator.Exited():
+		if operator.Wait() == nil {
 			t.Error("the operator ended without an error when it lost its API server")
 		}
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("the operator still runs without its API server:\n%s", out.String())
+		t.Fatalf("the operator still runs without its API server:\n%s", operator.Log())
 	}
+	out := operator.Log()
 
-	everyLineJSON(t, out.String())
-	if !strings.Contains(out.String(), "leader election lost") {
-		t.Errorf("no line says the operator lost its lease:\n%s", out.String())
+	everyLineJSON(t, out)
+	if !strings.Contains(out, "leader election lost") {
+		t.Errorf("no line says the operator lost its lease:\n%s", out)
 	}
 }
 
 // startComponent runs `codeport <args>` as a process of its own on the database at databaseURL
-// until the test ends, its stdout and stderr in out; exited delivers the result once.
-func startComponent(t *testing.T, databaseURL string, args ...string) (*exec.Cmd, *syncBuffer, <-chan error) {
+// until the test ends; its log holds its stdout and stderr.
+func startComponent(t *testing.T, databaseURL string, args ...string) *testprocess.Process {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL="+databaseURL,
-		"CODEPORT_CODES_KEY="+strings.Repeat("ab", 32))
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		done <- err
-		exited <- err
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if err := <-done; err != nil {
-			t.Logf("%s: %v", args[0], err)
-		}
-	})
-	return cmd, out, exited
+	return testprocess.Start(t, &testprocess.Process{Name: args[0], Binary: os.Args[0], Args: args,
+		Env: []string{runMainEnv + "=1", "CODEPORT_DATABASE_URL=" + databaseURL,
+			"CODEPORT_CODES_KEY=" + strings.Repeat("ab", 32)}})
 }
 
 // everyLineJSON fails the test for each line of out that is not a JSON object.
@@ -101,17 +83,17 @@ func everyLineJSON(t *testing.T, out string) {
 func TestServeWritesOnlyJSON(t *testing.T) {
 	t.Parallel()
 	db := storetest.New(t)
-	serve, out, exited := startComponent(t, db.URL, "serve", "--environment", "sandbox", "--addr", "127.0.0.1:0",
+	serve := startComponent(t, db.URL, "serve", "--environment", "sandbox", "--addr", "127.0.0.1:0",
 		"--metrics-addr", "", "--redis-url", "", "--log-flush-interval", "0")
 	var addr string
 	poll.Until(t, time.Minute, "serve to listen", func() (bool, string) {
-		for _, line := range strings.Split(out.String(), "\n") {
+		for _, line := range strings.Split(serve.Log(), "\n") {
 			var record struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &record) == nil && record.Msg == "serving partner API" {
 				addr = record.Addr
 			}
 		}
-		return addr != "", out.String()
+		return addr != "", serve.Log()
 	})
 	call := func() {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader("{"))
@@ -130,18 +112,18 @@ func TestServeWritesOnlyJSON(t *testing.T) {
 	defer storetest.SetConnectable(t, db.Name, true)
 	poll.Until(t, time.Minute, "River's failures to be logged", func() (bool, string) {
 		call()
-		return strings.Contains(out.String(), "Error fetching jobs"), out.String()
+		return strings.Contains(serve.Log(), "Error fetching jobs"), serve.Log()
 	})
-	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := serve.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
+	case <-serve.Exited():
+		if err := serve.Wait(); err != nil {
 			t.Errorf("serve stopped by SIGTERM: %v", err)
 		}
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("serve still runs after SIGTERM:\n%s", out.String())
+		t.Fatalf("serve still runs after SIGTERM:\n%s", serve.Log())
 	}
-	everyLineJSON(t, out.String())
+	everyLineJSON(t, serve.Log())
 }

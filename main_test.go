@@ -111,35 +111,40 @@ func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, str
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
-	done := make(chan error, 1)
+	var err error
+	ended := make(chan struct{})
 	go func() {
-		done <- runDev(ctx, out, devOptions{
+		defer close(ended)
+		err = runDev(ctx, out, devOptions{
 			databaseURL: databaseURL,
 			manifests:   "config/samples",
 			stateDir:    state,
 			addrs:       map[string]string{string(tenancy.Production): "127.0.0.1:0", string(tenancy.Sandbox): "127.0.0.1:0"},
 		})
 	}()
-	creds := waitForDev(t, state, out, done)
+	result := func() error { <-ended; return err }
+	creds := waitForDev(t, state, out.String, ended, result)
 	return creds, out.String(), func() {
 		cancel()
-		if err := <-done; err != nil {
+		if err := result(); err != nil {
 			t.Fatalf("dev shutdown: %v", err)
 		}
 	}
 }
 
-// waitForDev waits until the dev writing to out prints its banner, failing the test should done
-// deliver dev's end first, and returns the credentials it wrote in state.
-func waitForDev(t *testing.T, state string, out *syncBuffer, done <-chan error) *devenv.Credentials {
+// waitForDev waits until the dev whose output log returns prints its banner, failing the test
+// with result should ended close first, and returns the credentials it wrote in state.
+func waitForDev(
+	t *testing.T, state string, log func() string, ended <-chan struct{}, result func() error,
+) *devenv.Credentials {
 	t.Helper()
 	poll.Until(t, 2*time.Minute, "dev ready", func() (bool, string) {
 		select {
-		case err := <-done:
-			t.Fatalf("dev exited: %v\n%s", err, out.String())
+		case <-ended:
+			t.Fatalf("dev exited: %v\n%s", result(), log())
 		default:
 		}
-		return strings.Contains(out.String(), "curl"), out.String()
+		return strings.Contains(log(), "curl"), log()
 	})
 	raw, err := os.ReadFile(filepath.Join(state, "credentials.json"))
 	if err != nil {
