@@ -52,6 +52,24 @@ func TestServeStartsAndRestartsOnItsPort(t *testing.T) {
 	}
 }
 
+// TestBinaryIsLinkedOnce: every test gets the same binary, and a second call, of this test binary
+// or another package's, finds it up to date instead of linking it again.
+func TestBinaryIsLinkedOnce(t *testing.T) {
+	first := testprocess.Binary(t)
+	info, err := os.Stat(first)
+	if err != nil || info.Mode()&0o111 == 0 {
+		t.Fatalf("%s: %v, not an executable", first, err)
+	}
+	if again := testprocess.Binary(t); again != first {
+		t.Fatalf("a second call built again: %s, then %s", first, again)
+	}
+	// go build touches an up-to-date binary but leaves the file itself, so a process running it
+	// meanwhile is never disturbed; a relinked binary would be a new file.
+	if again, err := os.Stat(first); err != nil || !os.SameFile(info, again) {
+		t.Fatalf("%s was written again by a second call: %v", first, err)
+	}
+}
+
 // TestStartReportsAnEarlyExitWithItsOutput: a process that exits before it is ready fails
 // Start at once, with what it wrote.
 func TestStartReportsAnEarlyExitWithItsOutput(t *testing.T) {
