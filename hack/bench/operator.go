@@ -531,14 +531,11 @@ type operator struct {
 }
 
 func (c *cluster) startOperator(binary, name string, extra ...string) (*operator, error) {
-	metrics, err := testprocess.FreeAddr()
+	addrs, err := testprocess.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	probes, err := testprocess.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	metrics, probes := addrs[0], addrs[1]
 	logPath := filepath.Join(c.dir, strings.NewReplacer(" ", "-", ",", "").Replace(name)+".log")
 	args := append([]string{"operator",
 		"--kubeconfig", c.kubeconfig, "--database-url", c.database.URL, "--codes-key", codesKey,

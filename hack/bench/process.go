@@ -27,14 +27,11 @@ type server struct {
 // startServe starts `codeport serve` the way a deployment runs it: metrics on their own port,
 // JSON request logs on stderr (discarded here, but still written).
 func startServe(binary, databaseURL, environment string, extra ...string) (*server, error) {
-	addr, err := testprocess.FreeAddr()
+	addrs, err := testprocess.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := testprocess.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	addr, metrics := addrs[0], addrs[1]
 	proc := &testprocess.Process{Name: "serve " + environment, Binary: binary,
 		Args: append([]string{"serve", "--environment", environment, "--addr", addr, "--metrics-addr", metrics, "--pprof",
 			"--database-url", databaseURL, "--codes-key", codesKey}, extra...),

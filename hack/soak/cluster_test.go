@@ -373,14 +373,11 @@ func (r *replica) restart(ctx context.Context) (time.Duration, error) {
 // startOperator starts one `codeport operator` replica with leader election, metrics served in
 // plain HTTP on a port of its own (leader_election_master_status says who leads).
 func (c *cluster) startOperator(ctx context.Context, productionBase, sandboxBase string) (*process, error) {
-	metrics, err := testprocess.FreeAddr()
+	addrs, err := testprocess.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	probes, err := testprocess.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
+	metrics, probes := addrs[0], addrs[1]
 	c.mu.Lock()
 	name := fmt.Sprintf("operator-%d", len(c.operators)+1)
 	c.mu.Unlock()

@@ -21,12 +21,32 @@ import (
 
 // FreeAddr is a loopback address with a port nothing listens on now.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := FreeAddrs(1)
 	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
+		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return addrs[0], nil
+}
+
+// FreeAddrs is n loopback addresses with ports nothing listens on now, for a process that serves
+// on several. Each port is held until all are picked, so no two are the same.
+func FreeAddrs(n int) ([]string, error) {
+	held := make([]net.Listener, 0, n)
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	addrs := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		held = append(held, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
 }
 
 // Addr is FreeAddr for a test.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,6 +50,29 @@ func TestServeStartsAndRestartsOnItsPort(t *testing.T) {
 	case <-p.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatal("SIGTERM did not stop serve")
+	}
+}
+
+// TestFreeAddrsAreDistinctAndFree: the addresses are all different, and each can be listened on.
+func TestFreeAddrsAreDistinctAndFree(t *testing.T) {
+	addrs, err := testprocess.FreeAddrs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, addr := range addrs {
+		if seen[addr] {
+			t.Fatalf("%s given twice: %v", addr, addrs)
+		}
+		seen[addr] = true
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("%s is not free: %v", addr, err)
+		}
+		_ = ln.Close()
+	}
+	if len(addrs) != 3 {
+		t.Fatalf("asked for 3 addresses, got %v", addrs)
 	}
 }
 
