@@ -193,15 +193,30 @@ metadata: {name: t}
 spec: {walletRef: {name: w}, id: wire-1, currency: EUR, amount: "10.00", note: wire ref 1}
 `
 
+// rejection is a change to a valid object (base, a manifest) that the API server must refuse as
+// Invalid with an error mentioning message.
+type rejection struct {
+	name    string
+	base    string
+	mutate  func(u map[string]any)
+	message string
+}
+
+// wantInvalid fails the test unless err is an Invalid error mentioning message.
+func wantInvalid(t *testing.T, err error, message string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want rejection mentioning %q", message)
+	}
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), message) {
+		t.Fatalf("err = %v; want Invalid mentioning %q", err, message)
+	}
+}
+
 // TestCreateRejected: objects the API server must refuse, with a message naming the problem.
 func TestCreateRejected(t *testing.T) {
 	ns := createNamespace(t)
-	cases := []struct {
-		name    string
-		base    string
-		mutate  func(u map[string]any)
-		message string
-	}{
+	cases := []rejection{
 		{"13-digit productCode", validCatalog, func(u map[string]any) {
 			product(u)["productCode"] = "1000000000001"
 		}, "productCode"},
@@ -266,16 +281,7 @@ func TestCreateRejected(t *testing.T) {
 			u.SetNamespace(ns)
 			u.SetName(strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "_", "-")))
 			tc.mutate(u.Object)
-			err := k8s.Create(context.Background(), u)
-			if err == nil {
-				t.Fatalf("accepted; want rejection mentioning %q", tc.message)
-			}
-			if !apierrors.IsInvalid(err) {
-				t.Fatalf("err = %v; want Invalid", err)
-			}
-			if !strings.Contains(err.Error(), tc.message) {
-				t.Fatalf("error %q does not mention %q", err.Error(), tc.message)
-			}
+			wantInvalid(t, k8s.Create(context.Background(), u), tc.message)
 		})
 	}
 }
@@ -283,12 +289,7 @@ func TestCreateRejected(t *testing.T) {
 // TestUpdateRejected: transitions the API server must refuse on existing objects.
 func TestUpdateRejected(t *testing.T) {
 	ns := createNamespace(t)
-	cases := []struct {
-		name    string
-		base    string
-		mutate  func(u map[string]any)
-		message string
-	}{
+	cases := []rejection{
 		{"ApiKey environment changed", validApiKey, setSpec("environment", "production"), "environment is immutable"},
 		{"ApiKey partnerRef changed", validApiKey, setSpec("partnerRef", map[string]any{"name": "other"}),
 			"partnerRef is immutable"},
@@ -316,13 +317,7 @@ func TestUpdateRejected(t *testing.T) {
 				t.Fatalf("create: %v", err)
 			}
 			tc.mutate(u.Object)
-			err := k8s.Update(ctx, u)
-			if err == nil {
-				t.Fatalf("update accepted; want rejection %q", tc.message)
-			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.message) {
-				t.Fatalf("err = %v; want Invalid mentioning %q", err, tc.message)
-			}
+			wantInvalid(t, k8s.Update(ctx, u), tc.message)
 		})
 	}
 
