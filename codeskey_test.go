@@ -17,6 +17,7 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
 // TestAnotherCodesKeyIsRefused: the database records the key its codes are sealed under, and
@@ -140,7 +141,7 @@ func keyID(t *testing.T, key string) string {
 func serveOrRefuse(t *testing.T, databaseURL, key string) (string, func(), error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	logs := &syncBuffer{}
+	logs := &testprocess.Buffer{}
 	root := newRootCommand()
 	root.SetErr(logs)
 	root.SetArgs([]string{"serve", "--environment", "production", "--addr", "127.0.0.1:0", "--metrics-addr", "",

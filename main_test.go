@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,24 +24,6 @@ import (
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testprocess"
 )
-
-// syncBuffer collects output written by the dev command's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestDevProvisionsSamplesAndServes runs `codeport dev` on the sample manifests against a test
 // database: credentials.json has the documented shape, the printed curl works, a sandbox order
@@ -110,7 +91,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 func startDev(t *testing.T, databaseURL, state string) (*devenv.Credentials, string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testprocess.Buffer{}
 	var err error
 	ended := make(chan struct{})
 	go func() {
@@ -244,7 +225,7 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// An OTLP/HTTP collector: the request's span must reach it, flushed on shutdown.
-	var traces syncBuffer
+	var traces testprocess.Buffer
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/traces" {
 			body, _ := io.ReadAll(r.Body)
@@ -321,9 +302,9 @@ func TestServeWritesWarningsAtOnce(t *testing.T) {
 // its address once it logs that it serves, its log, and its result.
 func startServe(
 	ctx context.Context, t *testing.T, databaseURL string, args ...string,
-) (string, *syncBuffer, chan error) {
+) (string, *testprocess.Buffer, chan error) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testprocess.Buffer{}
 	root := newRootCommand()
 	root.SetErr(logs)
 	root.SetArgs(append([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",

@@ -28,7 +28,7 @@ func TestRedisOutageFallsBackToProcessLimits(t *testing.T) {
 	dead := testprocess.Addr(t) // nothing listens there
 	rdb := redis.NewClient(&redis.Options{Addr: dead, DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	logs := &lockedBuffer{}
+	logs := &testprocess.Buffer{}
 	limiter := ratelimit.NewFallback(ratelimit.NewRedis(rdb), ratelimit.NewMemory(), nil)
 	s := newStack(t, stackOptions{limiter: limiter, logs: logs, metrics: true, noWorker: true})
 	limiter.SetLogger(s.logger)

@@ -1,7 +1,6 @@
 package apiserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -20,25 +18,8 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/testprocess"
 )
-
-// lockedBuffer collects logs written concurrently.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // scrape returns every sample of the /metrics endpoint as "name{labels}" -> value.
 func scrape(t *testing.T, url string) map[string]float64 {
@@ -78,7 +59,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 // happened, that every request logged one structured line with its request id, and that no log
 // line holds a key, a code or a webhook secret.
 func TestMetricsAndLogs(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testprocess.Buffer{}
 	s := newStack(t, stackOptions{metrics: true, logs: logs})
 	tn := s.onboard(t, "acme", testfixture.WithRateLimit(1000))
 	rcv := newReceiver(t, 0)

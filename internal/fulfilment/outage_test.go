@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +15,14 @@ import (
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/testprocess"
 )
 
-// lines collects JSON log lines written by goroutines.
-type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// byMessage counts the lines per message.
-func (l *lines) byMessage(t *testing.T) map[string]int {
+// byMessage counts the JSON log lines of out per message.
+func byMessage(t *testing.T, out *testprocess.Buffer) map[string]int {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	counts := map[string]int{}
-	for line := range strings.Lines(l.buf.String()) {
+	for line := range strings.Lines(out.String()) {
 		var record struct{ Msg string }
 		if err := json.Unmarshal([]byte(line), &record); err != nil {
 			t.Fatalf("%q: %v", line, err)
@@ -58,7 +44,7 @@ func TestDatabaseOutageLogsBoundedLines(t *testing.T) {
 	}
 	defer db.Close()
 	cipher := testfixture.Cipher(t)
-	var out lines
+	var out testprocess.Buffer
 	cfg := fulfilment.DefaultWorkerConfig(string(tenancy.Sandbox))
 	cfg.Logger = slog.New(slog.NewJSONHandler(&out, nil))
 	cfg.LogRepeatsEvery = time.Hour
@@ -75,9 +61,9 @@ func TestDatabaseOutageLogsBoundedLines(t *testing.T) {
 	storetest.SetConnectable(t, database.Name, false)
 	defer storetest.SetConnectable(t, database.Name, true)
 	poll.Until(t, 2*time.Minute, "River to fail hundreds of times", func() (bool, string) {
-		return w.LogsSuppressed() >= 300, fmt.Sprintf("%d records left out, lines %v", w.LogsSuppressed(), out.byMessage(t))
+		return w.LogsSuppressed() >= 300, fmt.Sprintf("%d records left out, lines %v", w.LogsSuppressed(), byMessage(t, &out))
 	})
-	counts := out.byMessage(t)
+	counts := byMessage(t, &out)
 	if len(counts) == 0 {
 		t.Fatal("no line logged while the database was down")
 	}

@@ -417,3 +417,22 @@ func (b *tailBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf[max(0, len(b.buf)-logLimit):])
 }
+
+// Buffer collects what a process, or a command run in-process, writes from several goroutines
+// at once; String is everything written so far.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

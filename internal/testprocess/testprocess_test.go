@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,29 @@ func TestFreeAddrsAreDistinctAndFree(t *testing.T) {
 	}
 	if len(addrs) != 3 {
 		t.Fatalf("asked for 3 addresses, got %v", addrs)
+	}
+}
+
+// TestBufferKeepsEveryConcurrentWrite: writes from many goroutines all arrive, each whole.
+func TestBufferKeepsEveryConcurrentWrite(t *testing.T) {
+	var b testprocess.Buffer
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				fmt.Fprintf(&b, "writer %d line %d\n", w, i)
+			}
+		})
+	}
+	wg.Wait()
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 800 {
+		t.Fatalf("%d lines, want 800", len(lines))
+	}
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "writer ") || strings.Count(line, "line") != 1 {
+			t.Fatalf("torn line %q", line)
+		}
 	}
 }
 
