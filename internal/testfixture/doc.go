@@ -1,5 +1,6 @@
 // Package testfixture builds the custom resources of api/v1alpha1 for tests, benchmarks and the
-// soak, and onboards partners through internal/provisioning as the operator does.
+// soak, builds the provisioner the operator runs (NewProvisioner, Provisioner) and onboards
+// partners through it as the operator does.
 //
 // Each builder takes a name and options and returns an object that passes the CRDs' validation
 // as it stands: a test states only what it is about (testfixture.Partner("acme",
