@@ -83,7 +83,7 @@ func TestDevStopsPostgresLeftRunning(t *testing.T) {
 	dev := startDevProcess(t, state)
 	pid := postmasterPID(t, state)
 	dev.killGroup(t)
-	if !processRunning(pid) {
+	if !testprocess.Alive(pid) {
 		t.Fatal("PostgreSQL ended with dev and its guard: this test needs it left running")
 	}
 
@@ -182,7 +182,7 @@ func postmasterPID(t *testing.T, state string) int {
 		t.Fatalf("postmaster.pid: %v", err)
 	}
 	t.Cleanup(func() {
-		if processRunning(pid) {
+		if testprocess.Alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGQUIT)
 			waitForExit(t, pid, "left-over PostgreSQL after SIGQUIT")
 		}
@@ -194,17 +194,6 @@ func postmasterPID(t *testing.T, state string) int {
 func waitForExit(t *testing.T, pid int, what string) {
 	t.Helper()
 	poll.Until(t, 2*time.Minute, what+" (pid "+strconv.Itoa(pid)+") exited", func() (bool, string) {
-		return !processRunning(pid), "still running"
+		return !testprocess.Alive(pid), "still running"
 	})
-}
-
-// processRunning tells whether pid is a process that has not exited; a zombie has (kill(pid, 0)
-// alone would say otherwise until its parent reaps it).
-func processRunning(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }

@@ -362,7 +362,10 @@ func Start(t testing.TB, p *Process) *Process {
 // Stat is what /proc says of a live process.
 type Stat struct {
 	Command string
-	Parent  int
+	// State is the process's state letter: R running, S sleeping, Z a zombie (exited, not yet
+	// reaped), ...; 0 for a process that is gone.
+	State  byte
+	Parent int
 	// CPU is the process's CPU time (user and system); Reaped that of its children that have
 	// exited and been waited for.
 	CPU, Reaped time.Duration
@@ -390,8 +393,18 @@ func ReadStat(pid int) Stat {
 		return time.Duration(n) * 10 * time.Millisecond
 	}
 	parent, _ := strconv.Atoi(fields[1])
-	return Stat{Command: string(data[open+1 : closing]), Parent: parent, CPU: ticks(11) + ticks(12),
-		Reaped: ticks(13) + ticks(14)}
+	return Stat{Command: string(data[open+1 : closing]), State: fields[0][0], Parent: parent,
+		CPU: ticks(11) + ticks(12), Reaped: ticks(13) + ticks(14)}
+}
+
+// Alive tells whether pid is a process that has not exited. A zombie has, though kill(pid, 0)
+// would say otherwise until its parent reaps it.
+func Alive(pid int) bool {
+	switch ReadStat(pid).State {
+	case 0, 'Z', 'X':
+		return false
+	}
+	return true
 }
 
 // tailBuffer keeps at least the last logLimit bytes written to it.

@@ -145,14 +145,14 @@ func TestGroupStopsWhatTheProcessStarted(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	poll.UntilTrue(t, time.Minute, "the shell to end", func() bool { return !alive(shell) })
-	if !alive(child) {
+	poll.UntilTrue(t, time.Minute, "the shell to end", func() bool { return !testprocess.Alive(shell) })
+	if !testprocess.Alive(child) {
 		t.Fatal("signalling the shell alone ended its child")
 	}
 	// The child holds the output open, so the run has not ended yet: Kill waits for it.
 	go p.Kill()
 	poll.Until(t, time.Minute, "the child of a killed group to end", func() (bool, string) {
-		return !alive(child), fmt.Sprintf("pid %d still runs", child)
+		return !testprocess.Alive(child), fmt.Sprintf("pid %d still runs", child)
 	})
 	var exit *exec.ExitError
 	if err := p.Wait(); !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
@@ -176,16 +176,6 @@ func TestEnvironReplacesTheTestsEnvironment(t *testing.T) {
 	if got := strings.TrimSpace(p.Log()); got != "base added" {
 		t.Fatalf("the process saw %q, want %q", got, "base added")
 	}
-}
-
-// alive says whether pid runs: a zombie has ended.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i > 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // get returns the status of GET url, 0 when nothing answers.
