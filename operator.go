@@ -39,6 +39,7 @@ func newOperatorCommand() *cobra.Command {
 		databaseURL, kubeconfig, sandboxBaseURL, productionBaseURL string
 		codesKey                                                   codesKeyring
 		specTopUps                                                 bool
+		stockLowThreshold                                          int
 		m                                                          managerFlags
 	)
 	cmd := &cobra.Command{
@@ -59,6 +60,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			}
 			if err := checkNamespaces(m.watchNamespaces); err != nil {
 				return err
+			}
+			if stockLowThreshold < 0 || stockLowThreshold > maxStockLowThreshold {
+				return fmt.Errorf("--stock-low-threshold must be between 0 and %d", maxStockLowThreshold)
 			}
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
@@ -96,6 +100,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return err
 			}
+			prov.WithStockLowThreshold(stockLowThreshold)
 			err = controllers.Setup(mgr, controllers.Options{
 				Provisioner:     prov,
 				Metrics:         crmetrics.Registry,
@@ -136,6 +141,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	f.BoolVar(&specTopUps, "wallet-spec-top-ups", true,
 		"apply top-ups listed in Wallet.spec.topUps; false leaves money to WalletTopUp resources alone, "+
 			"so that RBAC on Wallets grants their settings only")
+	f.IntVar(&stockLowThreshold, "stock-low-threshold", provisioning.DefaultStockLowThreshold,
+		"available production codes under which a product is low (stock.low), "+
+			"for Catalogs without spec.stockLowThreshold; 0 turns it off")
 	f.StringSliceVar(&m.watchNamespaces, "watch-namespaces", nil,
 		"comma-separated namespaces whose resources are reconciled (default: all); "+
 			"the operator then needs RBAC in those namespaces only")
@@ -149,6 +157,10 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 		"production API base URL written into key Secrets (baseUrl)")
 	return cmd
 }
+
+// maxStockLowThreshold is the bound of Catalog spec.stockLowThreshold: each delivery counts
+// up to the threshold of what is left.
+const maxStockLowThreshold = 100000
 
 // checkNamespaces rejects --watch-namespaces entries that cannot be namespaces, so that a typo
 // fails at start instead of leaving a namespace silently unreconciled.

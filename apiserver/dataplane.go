@@ -201,7 +201,10 @@ func (d *DataPlane) startWorkers(ctx context.Context, log *slog.Logger, r *runni
 		cfg.PeriodicJobs = append(cfg.PeriodicJobs, notify.PeriodicJobs(cfg.Environments[0])...)
 	}
 	f := fulfilment.NewFulfiller(d.Deps.DB, d.Deps.Cipher, d.Listeners[0].Config.Estimate.Slow, cfg.Logger, hooks...).
-		WithTracing(d.Deps.Tracing)
+		WithTracing(d.Deps.Tracing).OnStockLow(d.Deps.Notifier.StockCrossedBelow)
+	if d.Deps.OrderMetrics != nil {
+		f.OnDelivered(d.Deps.OrderMetrics.CodesDelivered)
+	}
 	workers, err := fulfilment.StartWorkers(ctx, d.Deps.DB, f, cfg)
 	if err != nil {
 		return err

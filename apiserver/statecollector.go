@@ -17,6 +17,7 @@ type OrderMetrics struct {
 	placed   *prometheus.CounterVec
 	finished *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	codes    *prometheus.CounterVec
 }
 
 // NewOrderMetrics registers the order instruments on reg.
@@ -32,9 +33,18 @@ func NewOrderMetrics(reg prometheus.Registerer) *OrderMetrics {
 			Name: "codeport_order_fulfilment_seconds", Help: "Time from placement to terminal state, by environment and status.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"environment", "status"}),
+		codes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "codeport_codes_delivered_total",
+			Help: "Codes taken from the production stock, by product, counted after the delivery committed.",
+		}, []string{"product_code"}),
 	}
-	reg.MustRegister(m.placed, m.finished, m.duration)
+	reg.MustRegister(m.placed, m.finished, m.duration, m.codes)
 	return m
+}
+
+// CodesDelivered counts codes of a product taken from the stock (Fulfiller.OnDelivered).
+func (m *OrderMetrics) CodesDelivered(productCode string, codes int) {
+	m.codes.WithLabelValues(productCode).Add(float64(codes))
 }
 
 // Placed counts an accepted order.

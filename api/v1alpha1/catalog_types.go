@@ -75,6 +75,16 @@ type CatalogSpec struct {
 	// +optional
 	DefaultDiscountPercentage Percentage `json:"defaultDiscountPercentage,omitempty"`
 
+	// StockLowThreshold is the number of available production codes under which a product of
+	// this catalog is low: the partners' endpoints that list stock.low hear of it once each
+	// time it falls under. Omit it for the operator's
+	// --stock-low-threshold; 0 turns the rule off. The bound keeps each delivery's count of
+	// what is left small.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000
+	StockLowThreshold *int32 `json:"stockLowThreshold,omitempty"`
+
 	// Products listed inline, for small catalogs. Large catalogs put their products in
 	// CatalogShards that name this catalog (spec.catalogRef); the catalog serves the union of
 	// its inline products, its productsFrom ConfigMaps and its shards. A catalog with none of

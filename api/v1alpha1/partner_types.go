@@ -126,15 +126,15 @@ type WebhookSpec struct {
 	SecretRef SecretKeySelector `json:"secretRef"`
 
 	// Events limits delivery to these event types; empty delivers the order and balance events.
-	// The catalog events (product.updated, product.removed, catalog.updated) are delivered only
-	// when listed here.
+	// The catalog events (product.updated, product.removed, catalog.updated) and stock.low are
+	// delivered only when listed here.
 	// +optional
 	// +listType=set
 	Events []WebhookEventType `json:"events,omitempty"`
 }
 
 // WebhookEventType is an event a partner can subscribe to.
-// +kubebuilder:validation:Enum=order.completed;order.failed;order.partially_completed;balance.low;product.updated;product.removed;catalog.updated
+// +kubebuilder:validation:Enum=order.completed;order.failed;order.partially_completed;balance.low;product.updated;product.removed;catalog.updated;stock.low
 type WebhookEventType string
 
 // PartnerAccounts are the data-plane account ids of a partner.

@@ -385,6 +385,11 @@ func (in *CatalogSpec) DeepCopyInto(out *CatalogSpec) {
 		in, out := &in.ValidTo, &out.ValidTo
 		*out = (*in).DeepCopy()
 	}
+	if in.StockLowThreshold != nil {
+		in, out := &in.StockLowThreshold, &out.StockLowThreshold
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Products != nil {
 		in, out := &in.Products, &out.Products
 		*out = make([]CatalogProduct, len(*in))

@@ -134,6 +134,7 @@ func TestWebhooksAreTheEventsRaised(t *testing.T) {
 			Metadata: map[string]string{"invoice": "1"}},
 		notify.EventBalanceLow:     notify.BalanceData{Currency: "EUR", Balance: "85.50", Threshold: "100"},
 		notify.EventCatalogUpdated: notify.CatalogData{Added: 1, Updated: 2, Removed: 3},
+		notify.EventStockLow:       notify.StockData{ProductCode: "10000000000001", Available: 42, Threshold: 100},
 	}
 	for eventType, data := range bodies {
 		body, err := json.Marshal(notify.Event{ID: "evt_1", Type: eventType, Environment: "sandbox",

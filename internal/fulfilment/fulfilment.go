@@ -37,6 +37,11 @@ type Finished struct {
 // own, so that the error fails only the jobs of the orders it is about.
 type Hook func(ctx context.Context, q store.Querier, finished []Finished) error
 
+// StockHook is called in the finishing transaction q with the catalogs' products whose stock a
+// delivery found low and whose partners were not told yet (each recorded as told in q); an
+// error rolls the finish back, as a Hook's does.
+type StockHook func(ctx context.Context, q store.Querier, low []store.StockLevel) error
+
 // Fulfiller finishes orders.
 type Fulfiller struct {
 	db     *store.DB
@@ -44,9 +49,13 @@ type Fulfiller struct {
 	// SlowDelay is how long the sandbox Slow product stays processing.
 	slowDelay time.Duration
 	hooks     []Hook
-	log       *slog.Logger
-	now       func() time.Time
-	tracer    trace.Tracer
+	// stockHooks hear of products found low; delivered counts codes taken from the stock,
+	// after the commit that took them.
+	stockHooks []StockHook
+	delivered  func(productCode string, codes int)
+	log        *slog.Logger
+	now        func() time.Time
+	tracer     trace.Tracer
 }
 
 // WithTracing records a span per fulfilment attempt (its database statements become children).
@@ -54,6 +63,19 @@ func (f *Fulfiller) WithTracing(tp trace.TracerProvider) *Fulfiller {
 	if tp != nil {
 		f.tracer = tp.Tracer("github.com/codeport/codeport/internal/fulfilment")
 	}
+	return f
+}
+
+// OnStockLow adds a hook told of products whose stock a delivery found low (see StockHook).
+func (f *Fulfiller) OnStockLow(h StockHook) *Fulfiller {
+	f.stockHooks = append(f.stockHooks, h)
+	return f
+}
+
+// OnDelivered sets what hears, after each commit, how many codes of each product were taken
+// from the production stock.
+func (f *Fulfiller) OnDelivered(fn func(productCode string, codes int)) *Fulfiller {
+	f.delivered = fn
 	return f
 }
 
@@ -110,8 +132,10 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 		attribute.Int("codeport.orders", len(ids)), attribute.String("codeport.environment", environment)))
 	defer span.End()
 	snoozed := map[uuid.UUID]time.Duration{}
+	var taken map[string]int
 	err := f.db.InTx(ctx, func(tx pgx.Tx) error {
 		clear(snoozed)
+		taken = nil
 		orders, err := store.LockProcessingOrders(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -134,6 +158,7 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 			d, err = f.deliverSandbox(ctx, tx, ready)
 		} else {
 			d, err = deliverStock(ctx, tx, ready)
+			taken = d.taken
 		}
 		if err != nil {
 			return err
@@ -142,6 +167,11 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 	})
 	if err != nil {
 		return err
+	}
+	if f.delivered != nil {
+		for product, n := range taken {
+			f.delivered(product, n)
+		}
 	}
 	for i, id := range ids {
 		if wait, ok := snoozed[id]; ok {
@@ -161,10 +191,13 @@ func (f *Fulfiller) slowWait(o *store.Order) time.Duration {
 }
 
 // deliveries are what a fulfilment delivered: codes per order line, and for orders that fell
-// short, why (the last short line's reason).
+// short, why (the last short line's reason); from the stock, the codes taken per product and the
+// products found low whose partners are to be told.
 type deliveries struct {
 	perLine map[store.LineRef]int
 	reasons map[uuid.UUID]string
+	taken   map[string]int
+	low     []store.StockLevel
 }
 
 // deliverSandbox scripts the test products, mints SANDBOX- codes for everything else and
@@ -208,7 +241,7 @@ func (f *Fulfiller) deliverSandbox(ctx context.Context, q store.Querier, orders 
 }
 
 // deliverStock delivers production codes from the encrypted stock, for all orders in one
-// statement.
+// statement, and brings the catalogs' low-stock notices of the products up to date.
 func deliverStock(ctx context.Context, tx store.Pipeliner, orders []*store.Order) (deliveries, error) {
 	var wants []store.StockWant
 	for _, o := range orders {
@@ -217,18 +250,35 @@ func deliverStock(ctx context.Context, tx store.Pipeliner, orders []*store.Order
 				Quantity: l.Quantity})
 		}
 	}
-	perLine, err := store.ClaimStock(ctx, tx, wants)
+	perLine, levels, err := store.ClaimStock(ctx, tx, wants)
 	if err != nil {
 		return deliveries{}, err
 	}
-	d := deliveries{perLine: perLine, reasons: map[uuid.UUID]string{}}
+	d := deliveries{perLine: perLine, reasons: map[uuid.UUID]string{}, taken: map[string]int{}}
 	for _, o := range orders {
 		for _, l := range o.Lines {
-			if got := perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}]; got < l.Quantity {
+			got := perLine[store.LineRef{OrderID: o.ID, LineNo: l.LineNo}]
+			if got < l.Quantity {
 				d.reasons[o.ID] = fmt.Sprintf("Insufficient stock for product %s: %d of %d units delivered",
 					l.ProductCode, got, l.Quantity)
 			}
+			if got > 0 {
+				d.taken[l.ProductCode] += got
+			}
 		}
+	}
+	var cleared, raised []store.StockLevel
+	for _, l := range levels {
+		switch codes.LowStockTransition(l.Threshold, l.Available, l.Delivered, l.Told) {
+		case codes.NoticeClear:
+			cleared = append(cleared, l)
+		case codes.NoticeRaise:
+			raised = append(raised, l)
+		case codes.NoticeKeep:
+		}
+	}
+	if d.low, err = store.RecordStockNotices(ctx, tx, cleared, raised); err != nil {
+		return deliveries{}, err
 	}
 	return d, nil
 }
@@ -283,6 +333,13 @@ func (f *Fulfiller) finish(
 	for _, h := range f.hooks {
 		if err := h(ctx, q, finished); err != nil {
 			return err
+		}
+	}
+	if len(d.low) > 0 {
+		for _, h := range f.stockHooks {
+			if err := h(ctx, q, d.low); err != nil {
+				return err
+			}
 		}
 	}
 	// Refunds are the last statements: the wallet's balance rows, which every placement of the

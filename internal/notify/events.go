@@ -31,9 +31,10 @@ const (
 	EventRetention = 30 * 24 * time.Hour
 )
 
-// EventTypes are the webhook event types: the contract's, in its order, then the catalog events.
+// EventTypes are the webhook event types: the contract's, in its order, then the catalog events
+// and stock.low.
 var EventTypes = []string{EventOrderCompleted, EventOrderFailed, EventOrderPartiallyCompleted, EventBalanceLow,
-	EventProductUpdated, EventProductRemoved, EventCatalogUpdated}
+	EventProductUpdated, EventProductRemoved, EventCatalogUpdated, EventStockLow}
 
 // EventView is one event as GET /webhooks/events lists it.
 type EventView struct {

@@ -32,7 +32,27 @@ type Provisioner struct {
 	secrets *codes.Cipher
 	// events raises the product events of catalog changes; the API processes deliver them.
 	events *notify.Notifier
-	now    func() time.Time
+	// stockLowThreshold is the threshold of catalogs that do not set spec.stockLowThreshold.
+	stockLowThreshold int
+	now               func() time.Time
+}
+
+// DefaultStockLowThreshold is the low-stock threshold of catalogs that set none, unless the
+// operator is given another (--stock-low-threshold).
+const DefaultStockLowThreshold = 100
+
+// WithStockLowThreshold sets the threshold of catalogs whose spec sets none.
+func (p *Provisioner) WithStockLowThreshold(n int) *Provisioner {
+	p.stockLowThreshold = n
+	return p
+}
+
+// StockLowThreshold is the threshold a catalog applies: its own, or the provisioner's.
+func (p *Provisioner) StockLowThreshold(c *v1alpha1.Catalog) int {
+	if c.Spec.StockLowThreshold != nil {
+		return int(*c.Spec.StockLowThreshold)
+	}
+	return p.stockLowThreshold
 }
 
 // New returns a provisioner on db that seals webhook secrets with secrets (the codes key) and
@@ -42,7 +62,8 @@ func New(db *store.DB, secrets *codes.Cipher, events *notify.Notifier) (*Provisi
 	if err != nil {
 		return nil, err
 	}
-	return &Provisioner{db: db, config: config, secrets: secrets, events: events, now: time.Now}, nil
+	return &Provisioner{db: db, config: config, secrets: secrets, events: events,
+		stockLowThreshold: DefaultStockLowThreshold, now: time.Now}, nil
 }
 
 // CatalogResult is what applying a catalog did.
@@ -96,6 +117,7 @@ func (p *Provisioner) ApplyCatalog(
 	model := store.Catalog{
 		Namespace: c.Namespace, Name: c.Name, Description: c.Spec.Description,
 		ValidFrom: c.Spec.ValidFrom.Time, CatalogTypeID: int(c.Spec.CatalogTypeID), DefaultDiscountPercentage: defaultPct,
+		StockLowThreshold: p.StockLowThreshold(c),
 	}
 	if model.ValidFrom.IsZero() {
 		model.ValidFrom = time.Unix(0, 0)

@@ -17,7 +17,8 @@ var ErrNotFound = errors.New("not found")
 // TextArray parses.
 const (
 	catalogColumns = `id, namespace, name, description, valid_from, valid_to, catalog_type_id,
-	default_discount_percentage::text AS default_discount_percentage, created_at, updated_at, deleted_at`
+	default_discount_percentage::text AS default_discount_percentage, stock_low_threshold, created_at, updated_at,
+	deleted_at`
 	productColumns = `catalog_id, product_code, position, ean, name, short_name, image, brand, publisher,
 	country_code, currency_code, buying_currency_code, denomination_type, price, buying_price, rrp,
 	denomination_min, denomination_max, denomination_step, denomination_default,

@@ -62,10 +62,12 @@ func (c *CatalogChange) RowsWritten() int {
 func UpsertCatalog(ctx context.Context, q BulkQuerier, c *Catalog, products []CatalogProduct) (CatalogChange, error) {
 	var change CatalogChange
 	err := q.QueryRow(ctx, `SELECT id FROM catalogs WHERE namespace = $1 AND name = $2
-		AND (description, valid_from, valid_to, catalog_type_id, default_discount_percentage, deleted_at)
+		AND (description, valid_from, valid_to, catalog_type_id, default_discount_percentage, stock_low_threshold,
+		    deleted_at)
 		    IS NOT DISTINCT FROM ($3::text, $4::timestamptz, $5::timestamptz, $6::integer, $7::text::numeric,
-		    NULL::timestamptz)`,
+		    $8::integer, NULL::timestamptz)`,
 		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage,
+		c.StockLowThreshold,
 	).Scan(&c.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -86,14 +88,16 @@ func UpsertCatalog(ctx context.Context, q BulkQuerier, c *Catalog, products []Ca
 func upsertCatalogRow(ctx context.Context, q Querier, c *Catalog) error {
 	err := q.QueryRow(ctx, `WITH up AS (
 		INSERT INTO catalogs (namespace, name, description, valid_from, valid_to, catalog_type_id,
-			default_discount_percentage)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::text::numeric)
+			default_discount_percentage, stock_low_threshold)
+		VALUES ($1, $2, $3, $4, $5, $6, $7::text::numeric, $8)
 		ON CONFLICT (namespace, name) DO UPDATE SET description = EXCLUDED.description, valid_from = EXCLUDED.valid_from,
 			valid_to = EXCLUDED.valid_to, catalog_type_id = EXCLUDED.catalog_type_id,
-			default_discount_percentage = EXCLUDED.default_discount_percentage, updated_at = now(), deleted_at = NULL
+			default_discount_percentage = EXCLUDED.default_discount_percentage,
+			stock_low_threshold = EXCLUDED.stock_low_threshold, updated_at = now(), deleted_at = NULL
 		RETURNING id)
 		SELECT id FROM up`,
 		c.Namespace, c.Name, c.Description, c.ValidFrom, c.ValidTo, c.CatalogTypeID, c.DefaultDiscountPercentage,
+		c.StockLowThreshold,
 	).Scan(&c.ID)
 	if err != nil {
 		return fmt.Errorf("upsert catalog %s/%s: %w", c.Namespace, c.Name, err)

@@ -53,9 +53,12 @@ type Catalog struct {
 	ValidTo                   *time.Time
 	CatalogTypeID             int
 	DefaultDiscountPercentage string
-	CreatedAt                 time.Time
-	UpdatedAt                 time.Time
-	DeletedAt                 *time.Time
+	// StockLowThreshold is the number of available codes under which a product of the catalog
+	// is low (stock.low); 0 turns the rule off.
+	StockLowThreshold int
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	DeletedAt         *time.Time
 }
 
 type CatalogProduct struct {

@@ -210,13 +210,15 @@ type Pipeliner interface {
 }
 
 // ClaimStock delivers codes from the stock to the units of wants and returns how many each line
-// got, in two round trips whatever the number of lines: one locks codes of every product wanted
-// (a statement per product, pipelined), the other assigns them and records the deliveries. Codes
-// go oldest import first, to lines in the order of wants; when a product runs short, the lines
-// last in wants go without, and a line's delivered units are numbered from 0 without gaps. Locked
-// codes are skipped, so concurrent fulfilments never wait on each other or share a code. tx must
-// be a transaction: the codes stay locked between the two round trips.
-func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineRef]int, error) {
+// got, and the products' stock levels after the delivery as the catalogs holding them judge it
+// (StockLevels), in two round trips whatever the number of lines: one locks codes of every
+// product wanted (a statement per product, pipelined), the other assigns them, records the
+// deliveries and reads the levels. Codes go oldest import first, to lines in the order of wants;
+// when a product runs short, the lines last in wants go without, and a line's delivered units
+// are numbered from 0 without gaps. Locked codes are skipped, so concurrent fulfilments never
+// wait on each other or share a code. tx must be a transaction: the codes stay locked between
+// the two round trips.
+func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineRef]int, []StockLevel, error) {
 	wanted := map[string]int{}
 	var products []string
 	for _, w := range wants {
@@ -235,9 +237,10 @@ func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineR
 		})
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		return nil, fmt.Errorf("claim stock: %w", err)
+		return nil, nil, fmt.Errorf("claim stock: %w", err)
 	}
 	got := map[LineRef]int{}
+	delivered := make(map[string]int64, len(products))
 	var ids []int64
 	var orders []pgtype.UUID
 	var lines, units []int64
@@ -250,14 +253,19 @@ func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineR
 		}
 		claimed[w.ProductCode] = available[n:]
 		got[LineRef{OrderID: w.OrderID, LineNo: w.LineNo}] += n
+		delivered[w.ProductCode] += int64(n)
 	}
-	if len(ids) == 0 {
-		return got, nil
+	batch = &pgx.Batch{}
+	if len(ids) > 0 {
+		batch.Queue(deliverStockSQL, ids, orders, lines, units)
 	}
-	if _, err := tx.Exec(ctx, deliverStockSQL, ids, orders, lines, units); err != nil {
-		return nil, fmt.Errorf("deliver stock: %w", err)
+	// Products that got nothing are read too: their stock is out, and a crossing that
+	// deliveries committed together missed is seen here.
+	levels := queueStockLevels(batch, products, delivered)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, nil, fmt.Errorf("deliver stock: %w", err)
 	}
-	return got, nil
+	return got, *levels, nil
 }
 
 // InsertDeliveredCodes records delivered units in one statement.

@@ -47,7 +47,7 @@ func TestClaimStockReadsOnlyAvailableCodes(t *testing.T) {
 	for line := range delivered / 100 {
 		var n int
 		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
-			got, err := store.ClaimStock(ctx, tx,
+			got, _, err := store.ClaimStock(ctx, tx,
 				[]store.StockWant{{OrderID: orderID, LineNo: line, ProductCode: product, Quantity: 100}})
 			n = got[store.LineRef{OrderID: orderID, LineNo: line}]
 			return err

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// StockLevel is a delivered product's stock as one catalog holding it judges it.
+type StockLevel struct {
+	CatalogID   uuid.UUID
+	ProductCode string
+	// Threshold is the catalog's stock_low_threshold (always positive here).
+	Threshold int64
+	// Available is the codes left after the delivery, counted up to Threshold: a product with
+	// Threshold codes or more reads Threshold, so the count costs at most Threshold index entries.
+	Available int64
+	// Delivered is the codes the delivery took of the product.
+	Delivered int64
+	// Told is true when a stock.low notice stands for this catalog and product.
+	Told bool
+}
+
+// stockLevelsSQL reads, for products ($1) and the codes a delivery took of each ($2), every
+// live catalog with a threshold that holds them, its count of available codes (up to the
+// largest threshold, after the delivery's own writes) and whether its notice stands.
+const stockLevelsSQL = `
+WITH delivered AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS d (product_code, delivered)),
+held AS (
+    SELECT c.id AS catalog_id, d.product_code, c.stock_low_threshold::bigint AS threshold, d.delivered
+    FROM delivered d
+    JOIN catalog_products cp ON cp.product_code = d.product_code
+    JOIN catalogs c ON c.id = cp.catalog_id AND c.deleted_at IS NULL AND c.stock_low_threshold > 0),
+counted AS (
+    SELECT b.product_code, (SELECT count(*) FROM (SELECT 1 FROM code_stock s
+        WHERE s.product_code = b.product_code AND s.order_id IS NULL LIMIT b.bound) x) AS available
+    FROM (SELECT product_code, max(threshold) AS bound FROM held GROUP BY product_code) b)
+SELECT h.catalog_id, h.product_code, h.threshold, least(c.available, h.threshold), h.delivered,
+    EXISTS (SELECT 1 FROM stock_low_notices n WHERE n.catalog_id = h.catalog_id AND n.product_code = h.product_code)
+FROM held h JOIN counted c USING (product_code)
+ORDER BY h.catalog_id, h.product_code`
+
+// queueStockLevels queues the read of the products' levels in batch; the returned slice holds
+// them once the batch has run.
+func queueStockLevels(batch *pgx.Batch, products []string, delivered map[string]int64) *[]StockLevel {
+	counts := make([]int64, len(products))
+	for i, p := range products {
+		counts[i] = delivered[p]
+	}
+	var levels []StockLevel
+	batch.Queue(stockLevelsSQL, products, counts).Query(func(rows pgx.Rows) error {
+		var err error
+		levels, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (StockLevel, error) {
+			var l StockLevel
+			var id pgtype.UUID
+			err := row.Scan(&id, &l.ProductCode, &l.Threshold, &l.Available, &l.Delivered, &l.Told)
+			l.CatalogID = uuid.UUID(id.Bytes)
+			return l, err
+		})
+		if err != nil {
+			return fmt.Errorf("stock levels: %w", err)
+		}
+		return nil
+	})
+	return &levels
+}
+
+// RecordStockNotices forgets the notices of cleared and records those of raised, in one round
+// trip of tx, and returns the raised levels whose notice this transaction recorded. A raised
+// level whose notice stands (Told: a stale one) has it replaced. A concurrent delivery that
+// recorded the same notice first raises it and this one does not, so partners are told once.
+func RecordStockNotices(ctx context.Context, tx Pipeliner, cleared, raised []StockLevel) ([]StockLevel, error) {
+	var forget []StockLevel
+	forget = append(forget, cleared...)
+	for _, l := range raised {
+		if l.Told {
+			forget = append(forget, l)
+		}
+	}
+	batch := &pgx.Batch{}
+	if len(forget) > 0 {
+		ids, products := stockKeys(forget)
+		batch.Queue(`DELETE FROM stock_low_notices n USING unnest($1::uuid[], $2::text[]) AS f (catalog_id, product_code)
+			WHERE n.catalog_id = f.catalog_id AND n.product_code = f.product_code`, ids, products)
+	}
+	var recorded []StockLevel
+	if len(raised) > 0 {
+		ids, products := stockKeys(raised)
+		available := make([]int64, len(raised))
+		for i, l := range raised {
+			available[i] = l.Available
+		}
+		batch.Queue(`INSERT INTO stock_low_notices (catalog_id, product_code, available)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[])
+			ON CONFLICT (catalog_id, product_code) DO NOTHING
+			RETURNING catalog_id, product_code`, ids, products, available).Query(func(rows pgx.Rows) error {
+			var id pgtype.UUID
+			var product string
+			_, err := pgx.ForEachRow(rows, []any{&id, &product}, func() error {
+				for _, l := range raised {
+					if l.CatalogID == uuid.UUID(id.Bytes) && l.ProductCode == product {
+						recorded = append(recorded, l)
+						break
+					}
+				}
+				return nil
+			})
+			return err
+		})
+	}
+	if batch.Len() == 0 {
+		return nil, nil
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("record stock notices: %w", err)
+	}
+	return recorded, nil
+}
+
+func stockKeys(levels []StockLevel) ([]pgtype.UUID, []string) {
+	ids, products := make([]pgtype.UUID, len(levels)), make([]string, len(levels))
+	for i, l := range levels {
+		ids[i], products[i] = pgUUID(l.CatalogID), l.ProductCode
+	}
+	return ids, products
+}
