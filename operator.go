@@ -40,6 +40,7 @@ func newOperatorCommand() *cobra.Command {
 		codesKey                                                   codesKeyring
 		specTopUps                                                 bool
 		stockLowThreshold                                          int
+		stockRefresh                                               time.Duration
 		m                                                          managerFlags
 	)
 	cmd := &cobra.Command{
@@ -63,6 +64,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			}
 			if stockLowThreshold < 0 || stockLowThreshold > maxStockLowThreshold {
 				return fmt.Errorf("--stock-low-threshold must be between 0 and %d", maxStockLowThreshold)
+			}
+			if stockRefresh <= 0 {
+				return errors.New("--stock-refresh must be positive")
 			}
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
@@ -103,6 +107,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			prov.WithStockLowThreshold(stockLowThreshold)
 			err = controllers.Setup(mgr, controllers.Options{
 				Provisioner:     prov,
+				StockRefresh:    stockRefresh,
 				Metrics:         crmetrics.Registry,
 				WatchNamespaces: m.watchNamespaces,
 				NoSpecTopUps:    !specTopUps,
@@ -142,8 +147,10 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 		"apply top-ups listed in Wallet.spec.topUps; false leaves money to WalletTopUp resources alone, "+
 			"so that RBAC on Wallets grants their settings only")
 	f.IntVar(&stockLowThreshold, "stock-low-threshold", provisioning.DefaultStockLowThreshold,
-		"available production codes under which a product is low (stock.low), "+
+		"available production codes under which a product is low (stock.low, Catalog status.stock), "+
 			"for Catalogs without spec.stockLowThreshold; 0 turns it off")
+	f.DurationVar(&stockRefresh, "stock-refresh", time.Minute,
+		"how often each Catalog's stock is counted into its status.stock")
 	f.StringSliceVar(&m.watchNamespaces, "watch-namespaces", nil,
 		"comma-separated namespaces whose resources are reconciled (default: all); "+
 			"the operator then needs RBAC in those namespaces only")

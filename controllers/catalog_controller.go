@@ -195,7 +195,7 @@ func (r *CatalogReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCac
 		return fmt.Errorf("index CatalogShards by catalogRef: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Catalog{}).
+		For(&v1alpha1.Catalog{}, builder.WithPredicates(stockOnly)).
 		Watches(&v1alpha1.CatalogShard{}, handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{

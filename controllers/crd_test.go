@@ -12,9 +12,10 @@ import (
 )
 
 // TestPrinterColumnsAndShortNames reads the CRDs as the API server serves them: `kubectl get`
-// shows every kind's Ready and Age, an ApiKey's Secret, and every kind answers to a short name
-// starting with cp (so `kubectl get cpptn,cpcat,cpkey,cpwallet,cptopup` lists a namespace's codeport
-// resources) and to the codeport category.
+// shows every kind's Ready and Age, an ApiKey's Secret, a Catalog's low and out-of-stock
+// products, and every kind answers to a short name starting with cp (so `kubectl get
+// cpptn,cpcat,cpkey,cpwallet,cptopup` lists a namespace's codeport resources) and to the
+// codeport category.
 func TestPrinterColumnsAndShortNames(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
@@ -29,9 +30,10 @@ func TestPrinterColumnsAndShortNames(t *testing.T) {
 		columns   map[string]string // name: JSONPath
 	}{
 		"partners": {"cpptn", map[string]string{"Ready": readyPath}},
-		"catalogs": {"cpcat", map[string]string{"Ready": readyPath}},
-		"apikeys":  {"cpkey", map[string]string{"Ready": readyPath, "Secret": ".spec.secretName"}},
-		"wallets":  {"cpwallet", map[string]string{"Ready": readyPath}},
+		"catalogs": {"cpcat", map[string]string{"Ready": readyPath, "Low": ".status.stock.low",
+			"Out": ".status.stock.outOfStock"}},
+		"apikeys": {"cpkey", map[string]string{"Ready": readyPath, "Secret": ".spec.secretName"}},
+		"wallets": {"cpwallet", map[string]string{"Ready": readyPath}},
 		"wallettopups": {"cptopup", map[string]string{"Ready": readyPath, "Wallet": ".spec.walletRef.name",
 			"Amount": ".spec.amount", "Currency": ".spec.currency", "Applied": ".status.appliedAt"}},
 	}

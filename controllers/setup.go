@@ -24,6 +24,8 @@ type Options struct {
 	// Resync is how often every resource is reconciled even without changes (wallet balances,
 	// catalog validity windows).
 	Resync time.Duration
+	// StockRefresh is how often each Catalog's stock is counted into its status.
+	StockRefresh time.Duration
 	// NotReadyRetry is how soon a resource waiting on another one is looked at again.
 	NotReadyRetry time.Duration
 	// ConflictRetry is how soon an ApiKey whose secretName is taken by a Secret it does not own
@@ -60,6 +62,9 @@ func (o *Options) defaults() {
 	if o.Resync == 0 {
 		o.Resync = 5 * time.Minute
 	}
+	if o.StockRefresh == 0 {
+		o.StockRefresh = time.Minute
+	}
 	if o.NotReadyRetry == 0 {
 		o.NotReadyRetry = 10 * time.Second
 	}
@@ -71,7 +76,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Setup registers the five reconcilers and the ledger listener with mgr. The manager should be
+// Setup registers the six reconcilers and the ledger listener with mgr. The manager should be
 // built with CacheOptions, so that it caches only the Secrets and ConfigMaps the operator owns.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
@@ -87,6 +92,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := catalogs.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("catalog controller: %w", err)
+	}
+	stock := &CatalogStockReconciler{Client: mgr.GetClient(), Provisioner: prov, Options: opts}
+	if err := stock.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("catalog stock controller: %w", err)
 	}
 	partners := &PartnerReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Provisioner: prov, Recorder: recorder, Options: opts,

@@ -209,6 +209,8 @@ func startManagerIn(ctx context.Context, reg prometheus.Registerer, namespaces [
 		Metrics:         reg,
 		WatchNamespaces: namespaces,
 		NotReadyRetry:   500 * time.Millisecond,
+		// Stock is counted on a timer; a short one lets TestCatalogStockStatus see it run.
+		StockRefresh: time.Second,
 		BaseURLs: map[string]string{
 			"sandbox": "https://sandbox.api.example/v2", "production": "https://api.example/v2",
 		},

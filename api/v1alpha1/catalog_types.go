@@ -76,8 +76,8 @@ type CatalogSpec struct {
 	DefaultDiscountPercentage Percentage `json:"defaultDiscountPercentage,omitempty"`
 
 	// StockLowThreshold is the number of available production codes under which a product of
-	// this catalog is low: the partners' endpoints that list stock.low hear of it once each
-	// time it falls under. Omit it for the operator's
+	// this catalog is low: status.stock counts it, and the partners' endpoints that list
+	// stock.low hear of it once each time it falls under. Omit it for the operator's
 	// --stock-low-threshold; 0 turns the rule off. The bound keeps each delivery's count of
 	// what is left small.
 	// +optional
@@ -350,6 +350,35 @@ type CatalogStatus struct {
 	// InvalidProducts lists the products rejected by the last reconcile.
 	// +optional
 	InvalidProducts []InvalidProduct `json:"invalidProducts,omitempty"`
+	// Stock is the production code stock of the catalog's products, counted every
+	// --stock-refresh (stock changes with orders, not with the Catalog).
+	// +optional
+	Stock *CatalogStock `json:"stock,omitempty"`
+}
+
+// CatalogStock counts a catalog's products by their available production codes.
+type CatalogStock struct {
+	// LowThreshold is the threshold the counts were made with (spec.stockLowThreshold or the
+	// operator's default).
+	LowThreshold int32 `json:"lowThreshold"`
+	// Low is the number of products with fewer available codes than lowThreshold, out of
+	// stock ones included.
+	Low int32 `json:"low"`
+	// OutOfStock is the number of products with no available code.
+	OutOfStock int32 `json:"outOfStock"`
+	// Lowest are up to five of the low products (or, with lowThreshold 0, out of stock ones),
+	// fewest codes first.
+	// +optional
+	// +listType=atomic
+	Lowest []ProductStock `json:"lowest,omitempty"`
+}
+
+// ProductStock is one product's available production codes.
+type ProductStock struct {
+	// ProductCode of the product.
+	ProductCode string `json:"productCode"`
+	// Available codes, not yet delivered.
+	Available int32 `json:"available"`
 }
 
 // Catalog is a set of products, with prices and the partner's discount, that Partners reference.
@@ -358,6 +387,8 @@ type CatalogStatus struct {
 // +kubebuilder:resource:shortName=cpcat,categories=codeport
 // +kubebuilder:printcolumn:name="Products",type=integer,JSONPath=`.status.productCount`
 // +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.shardCount`
+// +kubebuilder:printcolumn:name="Low",type=integer,JSONPath=`.status.stock.low`,description="Products under the low-stock threshold"
+// +kubebuilder:printcolumn:name="Out",type=integer,JSONPath=`.status.stock.outOfStock`,description="Products out of stock"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Catalog struct {

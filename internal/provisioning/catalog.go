@@ -297,3 +297,12 @@ func ParseProductFeed(data []byte) ([]v1alpha1.CatalogProduct, error) {
 	}
 	return products, nil
 }
+
+// lowestStock is how many of its lowest products a Catalog's status lists.
+const lowestStock = 5
+
+// CatalogStock counts the production stock of catalog namespace/name's products for its status;
+// store.ErrNotFound when the catalog is not in service.
+func (p *Provisioner) CatalogStock(ctx context.Context, namespace, name string) (store.CatalogStock, error) {
+	return store.ReadCatalogStock(ctx, p.db.Pool, namespace, name, lowestStock)
+}

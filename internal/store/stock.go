@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -126,4 +127,59 @@ func stockKeys(levels []StockLevel) ([]pgtype.UUID, []string) {
 		ids[i], products[i] = pgUUID(l.CatalogID), l.ProductCode
 	}
 	return ids, products
+}
+
+// CatalogStock counts a catalog's products by their available codes.
+type CatalogStock struct {
+	Threshold int64
+	// Low counts the products under Threshold, OutOfStock those with no code.
+	Low, OutOfStock int64
+	// Lowest are the first products under the threshold (under 1 when it is 0), fewest codes
+	// first, then by product code.
+	Lowest []ProductStock
+}
+
+// ProductStock is a product's available codes.
+type ProductStock struct {
+	ProductCode string
+	Available   int64
+}
+
+// catalogStockSQL counts each product of catalog ($1, $2) up to its threshold (at least 1, to
+// tell out of stock), so that its cost follows the catalog's size and threshold, never the size
+// of the stock; $3 bounds the lowest products listed.
+const catalogStockSQL = `
+WITH c AS (SELECT id, stock_low_threshold::bigint AS threshold FROM catalogs
+    WHERE namespace = $1 AND name = $2 AND deleted_at IS NULL),
+levels AS (
+    SELECT p.product_code, (SELECT count(*) FROM (SELECT 1 FROM code_stock s
+        WHERE s.product_code = p.product_code AND s.order_id IS NULL LIMIT greatest(c.threshold, 1)) x) AS available
+    FROM c JOIN catalog_products p ON p.catalog_id = c.id)
+SELECT c.threshold, a.low, a.out, w.codes, w.available
+FROM c
+CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE available < c.threshold) AS low,
+    count(*) FILTER (WHERE available = 0) AS out FROM levels) a
+CROSS JOIN LATERAL (SELECT coalesce(array_agg(product_code ORDER BY available, product_code), '{}') AS codes,
+    coalesce(array_agg(available ORDER BY available, product_code), '{}') AS available
+    FROM (SELECT product_code, available FROM levels WHERE available < greatest(c.threshold, 1)
+        ORDER BY available, product_code LIMIT $3) x) w`
+
+// ReadCatalogStock counts the stock of catalog namespace/name's products and lists its lowest
+// ones, at most lowest of them; ErrNotFound when no such catalog is in service.
+func ReadCatalogStock(ctx context.Context, q Querier, namespace, name string, lowest int) (CatalogStock, error) {
+	var s CatalogStock
+	var codes []string
+	var available []int64
+	err := q.QueryRow(ctx, catalogStockSQL, namespace, name, lowest).Scan(&s.Threshold, &s.Low, &s.OutOfStock,
+		&codes, &available)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return CatalogStock{}, fmt.Errorf("catalog %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	if err != nil {
+		return CatalogStock{}, fmt.Errorf("stock of catalog %s/%s: %w", namespace, name, err)
+	}
+	for i := range codes {
+		s.Lowest = append(s.Lowest, ProductStock{ProductCode: codes[i], Available: available[i]})
+	}
+	return s, nil
 }

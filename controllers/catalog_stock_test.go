@@ -1,0 +1,111 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/poll"
+)
+
+// TestCatalogStockStatus: the operator counts a Catalog's production stock into status.stock
+// (low and out-of-stock products, the lowest ones first) and counts it again on its own, as
+// orders and imports change it without touching the Catalog; while nothing changes, the counts
+// that follow write nothing.
+func TestCatalogStockStatus(t *testing.T) {
+	ns := namespace(t)
+	// Codes of their own: stock is shared by every catalog holding a product.
+	const plenty, few, none = "40000000000001", "40000000000002", "40000000000003"
+	threshold := int32(3)
+	c := catalogObj(ns, product(plenty, 500), product(few, 500), product(none, 500))
+	c.Spec.StockLowThreshold = &threshold
+	create(t, c)
+	stockOf := func() (string, *v1alpha1.Catalog) {
+		var got v1alpha1.Catalog
+		get(t, ns, "eu", &got)
+		if got.Status.Stock == nil {
+			return "none", &got
+		}
+		s := got.Status.Stock
+		var lowest []string
+		for _, p := range s.Lowest {
+			lowest = append(lowest, fmt.Sprintf("%s:%d", p.ProductCode, p.Available))
+		}
+		return fmt.Sprintf("threshold %d low %d out %d lowest %s", s.LowThreshold, s.Low, s.OutOfStock,
+			strings.Join(lowest, ",")), &got
+	}
+	want := fmt.Sprintf("threshold 3 low 3 out 3 lowest %s:0,%s:0,%s:0", plenty, few, none)
+	poll.Until(t, timeout, "stock of a catalog without codes", func() (bool, string) {
+		got, _ := stockOf()
+		return got == want, got
+	})
+
+	importCodes := func(product string, n int) {
+		t.Helper()
+		var in strings.Builder
+		in.WriteString("code\n")
+		for i := range n {
+			fmt.Fprintf(&in, "STATUS-%s-%d\n", product, i)
+		}
+		res, err := codes.Import(context.Background(), env.db.Pool, env.cipher, product, "status-test",
+			strings.NewReader(in.String()), nil)
+		if err != nil || res.Imported != int64(n) {
+			t.Fatalf("import %s: %+v, %v", product, res, err)
+		}
+	}
+	importCodes(plenty, 5)
+	importCodes(few, 2)
+	want = fmt.Sprintf("threshold 3 low 2 out 1 lowest %s:0,%s:2", none, few)
+	poll.Until(t, timeout, "stock counted again after an import", func() (bool, string) {
+		got, _ := stockOf()
+		return got == want, got
+	})
+
+	// Nothing changes now: the counts that follow write nothing.
+	statusPath := "/apis/codeport.dev/v1alpha1/namespaces/" + ns + "/catalogs/eu/status"
+	writes := env.writes.count("PATCH", statusPath)
+	// Every Catalog of the cluster is counted each refresh: three rounds of them all.
+	var all v1alpha1.CatalogList
+	if err := env.k8s.List(context.Background(), &all); err != nil {
+		t.Fatal(err)
+	}
+	counted, rounds := stockCounts(t), float64(3*len(all.Items))
+	poll.Until(t, timeout, "three more counts of every catalog", func() (bool, string) {
+		n := stockCounts(t)
+		return n >= counted+rounds, fmt.Sprintf("%v counts before, %v now, want %v more", counted, n, rounds)
+	})
+	if after := env.writes.count("PATCH", statusPath); after != writes {
+		t.Fatalf("%d status writes while the stock did not change", after-writes)
+	}
+	if got, _ := stockOf(); got != want {
+		t.Fatalf("stock %s, want %s", got, want)
+	}
+}
+
+// stockCounts is how many times the catalog stock controller has reconciled, in every test.
+func stockCounts(t *testing.T) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "catalogstock" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
