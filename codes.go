@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -21,7 +22,7 @@ func newCodesCommand() *cobra.Command {
 		Use:   "codes",
 		Short: "Manage the production stock of redemption codes",
 	}
-	cmd.AddCommand(newCodesImportCommand(), newCodesRekeyCommand())
+	cmd.AddCommand(newCodesImportCommand(), newCodesRekeyCommand(), newCodesKeysCommand())
 	return cmd
 }
 
@@ -94,6 +95,73 @@ when codes are left under an older key of the keyring. --report only prints that
 	f.IntVar(&batch, "batch", 500, "ciphertexts re-encrypted per transaction")
 	f.BoolVar(&report, "report", false, "only report what each codes key encrypts")
 	return cmd
+}
+
+func newCodesKeysCommand() *cobra.Command {
+	var databaseURL string
+	var codesKey codesKeyring
+	cmd := &cobra.Command{
+		Use:   "keys",
+		Short: "List the codes keys the database records and what each encrypts",
+		Long: `Print each codes key the database records, by its id (a fingerprint, never the key), with the
+number of codes and webhook secrets encrypted under it. With a keyring (--codes-key or
+CODEPORT_CODES_KEY) it also says which key is current, which are older keys of the keyring and
+which the keyring lacks. It needs no key, records none and writes nothing: run it before and
+after each step of a rotation.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if databaseURL == "" {
+				return errors.New("--database-url (or CODEPORT_DATABASE_URL) is required")
+			}
+			var ring *codes.Cipher
+			if codesKey.keys != "" {
+				var err error
+				if ring, err = codesKey.load(); err != nil {
+					return err
+				}
+			}
+			db, err := openDatabase(cmd.Context(), databaseURL, store.Options{MaxConns: 2})
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := requireSchema(cmd.Context(), db, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))); err != nil {
+				return err
+			}
+			counts, err := codes.KeyCounts(cmd.Context(), db.Pool, ring)
+			if err != nil {
+				return err
+			}
+			return printKeys(cmd.OutOrStdout(), counts, ring != nil)
+		},
+	}
+	f := cmd.Flags()
+	databaseURLFlag(cmd, &databaseURL)
+	codesKeyFlag(f, &codesKey)
+	return cmd
+}
+
+// printKeys writes a table of the keys: id, ciphertexts and, with a keyring, its part in it.
+func printKeys(out io.Writer, keys []codes.KeyCount, withRing bool) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY ID\tCIPHERTEXTS\tKEYRING")
+	for _, k := range keys {
+		role := "-"
+		switch {
+		case !withRing:
+		case k.Current:
+			role = "current"
+		case k.InRing:
+			role = "older"
+		default:
+			role = "absent"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\n", k.Key, k.Count, role)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("print keys: %w", err)
+	}
+	return nil
 }
 
 // printRemaining prints what each codes key of the database encrypts, and fails when an older

@@ -189,3 +189,45 @@ func orderCode(t *testing.T, status int, body []byte) string {
 	}
 	return order.Products[0].Codes[0].Code
 }
+
+// TestCodesKeysLists: `codes keys` lists the keys the database records with what each
+// encrypts, needs no key, and given a keyring says each key's part in it without recording a
+// key of its own.
+func TestCodesKeysLists(t *testing.T) {
+	t.Setenv("CODEPORT_CODES_KEY", "")
+	t.Setenv("CODEPORT_CODES_CURRENT_KEY_ID", "")
+	oldKey, newKey := newCodesKey(t), newCodesKey(t)
+	oldID, newID := keyID(t, oldKey), keyID(t, newKey)
+	db := storetest.New(t)
+	importCodes(t, db.URL, oldKey, "LISTED", 3)
+	table := func(args ...string) [][]string {
+		t.Helper()
+		out, err := runCodeport(t, append([]string{"codes", "keys", "--database-url", db.URL}, args...)...)
+		if err != nil {
+			t.Fatalf("codes keys %v: %v\n%s", args, err, out)
+		}
+		var rows [][]string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			rows = append(rows, strings.Fields(line))
+		}
+		return rows
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"without a keyring", nil, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 -]]", oldID)},
+		{"the keyring in use", []string{"--codes-key", oldKey}, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 current]]", oldID)},
+		{"a new key made current", []string{"--codes-key", oldKey + "," + newKey, "--codes-current-key-id", newID},
+			fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 older]]", oldID)},
+		{"a keyring without it", []string{"--codes-key", newKey}, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 absent]]", oldID)},
+		// Had a run recorded the new key, the database would list it now.
+		{"nothing recorded by those runs", nil, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 -]]", oldID)},
+	}
+	for _, tt := range tests {
+		if got := fmt.Sprint(table(tt.args...)); got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

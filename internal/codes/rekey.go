@@ -3,6 +3,7 @@ package codes
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -114,6 +115,13 @@ func (c *Cipher) reseal(k *masterKey, r store.SealedRow) ([]byte, error) {
 // Remaining counts the ciphertexts each key the database records seals, keys in the order of
 // their refs; keys that seal nothing are listed with 0.
 func (c *Cipher) Remaining(ctx context.Context, q store.Querier) ([]KeyCount, error) {
+	return KeyCounts(ctx, q, c)
+}
+
+// KeyCounts is Remaining for anyone: ring, when not nil, marks the current key and the keys it
+// holds by their ids, and need not be attached to the database, so that reading the counts
+// records nothing.
+func KeyCounts(ctx context.Context, q store.Querier, ring *Cipher) ([]KeyCount, error) {
 	keys, err := store.CodesKeys(ctx, q)
 	if err != nil {
 		return nil, err
@@ -128,7 +136,10 @@ func (c *Cipher) Remaining(ctx context.Context, q store.Querier) ([]KeyCount, er
 	}
 	out := make([]KeyCount, len(keys))
 	for i, k := range keys {
-		out[i] = KeyCount{Key: k.ID, Count: counts[k.Ref], Current: k.Ref == c.current.ref, InRing: c.byRef[k.Ref] != nil}
+		out[i] = KeyCount{Key: k.ID, Count: counts[k.Ref]}
+		if ring != nil {
+			out[i].Current, out[i].InRing = k.ID == ring.KeyID(), slices.Contains(ring.KeyIDs(), k.ID)
+		}
 	}
 	return out, nil
 }
