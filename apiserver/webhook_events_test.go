@@ -221,7 +221,7 @@ func TestWebhookEventsListing(t *testing.T) {
 		"?limit=201": "limit must be an integer from 1 to 200",
 		"?limit=ten": "limit must be an integer from 1 to 200",
 		"?type=order.placed": "type must be one of order.completed, order.failed, order.partially_completed, balance.low, " +
-			"product.updated, product.removed, catalog.updated",
+			"product.updated, product.removed, catalog.updated, stock.low",
 		"?cursor=%21%21":   "cursor is not valid: pass the nextCursor of a previous page",
 		"?cursor=bm9waXBl": "cursor is not valid: pass the nextCursor of a previous page",
 	} {
@@ -330,7 +330,7 @@ func TestWebhookReplayBadInput(t *testing.T) {
 	acme := s.onboard(t, "acme", nil)
 	since := url.QueryEscape(time.Now().UTC().Format(time.RFC3339Nano))
 	typeMessage := "type must be one of order.completed, order.failed, order.partially_completed, balance.low, " +
-		"product.updated, product.removed, catalog.updated"
+		"product.updated, product.removed, catalog.updated, stock.low"
 	for query, message := range map[string]string{
 		"":                                "since is required: an RFC 3339 date-time",
 		"?since=yesterday":                "since must be an RFC 3339 date-time, e.g. 2026-11-25T08:00:00Z",
