@@ -62,11 +62,8 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err := checkNamespaces(m.watchNamespaces); err != nil {
 				return err
 			}
-			if stockLowThreshold < 0 || stockLowThreshold > maxStockLowThreshold {
-				return fmt.Errorf("--stock-low-threshold must be between 0 and %d", maxStockLowThreshold)
-			}
-			if stockRefresh <= 0 {
-				return errors.New("--stock-refresh must be positive")
+			if err := checkStockFlags(stockLowThreshold, stockRefresh); err != nil {
+				return err
 			}
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
@@ -168,6 +165,18 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 // maxStockLowThreshold is the bound of Catalog spec.stockLowThreshold: each delivery counts
 // up to the threshold of what is left.
 const maxStockLowThreshold = 100000
+
+// checkStockFlags rejects a threshold out of Catalog spec.stockLowThreshold's bounds and a
+// refresh that would never come.
+func checkStockFlags(threshold int, refresh time.Duration) error {
+	if threshold < 0 || threshold > maxStockLowThreshold {
+		return fmt.Errorf("--stock-low-threshold must be between 0 and %d", maxStockLowThreshold)
+	}
+	if refresh <= 0 {
+		return errors.New("--stock-refresh must be positive")
+	}
+	return nil
+}
 
 // checkNamespaces rejects --watch-namespaces entries that cannot be namespaces, so that a typo
 // fails at start instead of leaving a namespace silently unreconciled.

@@ -212,18 +212,20 @@ func TestCodesKeysLists(t *testing.T) {
 		}
 		return rows
 	}
+	// The old key, its 3 codes and its part in the keyring, under the header.
+	oldKeyAs := func(role string) string { return fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 %s]]", oldID, role) }
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"without a keyring", nil, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 -]]", oldID)},
-		{"the keyring in use", []string{"--codes-key", oldKey}, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 current]]", oldID)},
+		{"without a keyring", nil, oldKeyAs("-")},
+		{"the keyring in use", []string{"--codes-key", oldKey}, oldKeyAs("current")},
 		{"a new key made current", []string{"--codes-key", oldKey + "," + newKey, "--codes-current-key-id", newID},
-			fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 older]]", oldID)},
-		{"a keyring without it", []string{"--codes-key", newKey}, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 absent]]", oldID)},
+			oldKeyAs("older")},
+		{"a keyring without it", []string{"--codes-key", newKey}, oldKeyAs("absent")},
 		// Had a run recorded the new key, the database would list it now.
-		{"nothing recorded by those runs", nil, fmt.Sprintf("[[KEY ID CIPHERTEXTS KEYRING] [%s 3 -]]", oldID)},
+		{"nothing recorded by those runs", nil, oldKeyAs("-")},
 	}
 	for _, tt := range tests {
 		if got := fmt.Sprint(table(tt.args...)); got != tt.want {
