@@ -3,12 +3,11 @@ package apiserver_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/poll"
 )
@@ -36,14 +35,7 @@ func TestStockLowEvent(t *testing.T) {
 	if res, err := s.prov.ApplyCatalog(t.Context(), c, products); err != nil || len(res.Invalid) > 0 {
 		t.Fatalf("apply: %v %v", err, res.Invalid)
 	}
-	var in strings.Builder
-	for i := range 4 {
-		fmt.Fprintf(&in, "STOCK-%s-%d\n", product, i)
-	}
-	if _, err := codes.Import(t.Context(), s.db.Pool, s.cipher, product, "t", strings.NewReader(in.String()),
-		nil); err != nil {
-		t.Fatal(err)
-	}
+	codestest.Stock(t, s.db.Pool, s.cipher, product, "STOCK-"+product, 4)
 	s.topUp(t, subscribed, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	key := subscribed.keys["production"]
 	gauge := `codeport_code_stock{product_code=` + product + `}`

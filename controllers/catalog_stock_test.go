@@ -9,7 +9,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/poll"
 )
 
@@ -45,21 +45,8 @@ func TestCatalogStockStatus(t *testing.T) {
 		return got == want, got
 	})
 
-	importCodes := func(product string, n int) {
-		t.Helper()
-		var in strings.Builder
-		in.WriteString("code\n")
-		for i := range n {
-			fmt.Fprintf(&in, "STATUS-%s-%d\n", product, i)
-		}
-		res, err := codes.Import(context.Background(), env.db.Pool, env.cipher, product, "status-test",
-			strings.NewReader(in.String()), nil)
-		if err != nil || res.Imported != int64(n) {
-			t.Fatalf("import %s: %+v, %v", product, res, err)
-		}
-	}
-	importCodes(plenty, 5)
-	importCodes(few, 2)
+	codestest.Stock(t, env.db.Pool, env.cipher, plenty, "STATUS-"+plenty, 5)
+	codestest.Stock(t, env.db.Pool, env.cipher, few, "STATUS-"+few, 2)
 	want = fmt.Sprintf("threshold 3 low 2 out 1 lowest %s:0,%s:2", none, few)
 	poll.Until(t, timeout, "stock counted again after an import", func() (bool, string) {
 		got, _ := stockOf()

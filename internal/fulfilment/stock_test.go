@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
@@ -56,17 +55,8 @@ func TestStockLowOncePerCrossing(t *testing.T) {
 		OnDelivered(func(p string, n int) { taken[p] += n })
 	imported := 0
 	restock := func(n int) {
-		var in strings.Builder
-		in.WriteString("code\n")
-		for range n {
-			fmt.Fprintf(&in, "CODE-%d\n", imported)
-			imported++
-		}
-		res, err := codes.Import(ctx, f.db.Pool, f.cipher, product, fmt.Sprint("batch-", imported),
-			strings.NewReader(in.String()), nil)
-		if err != nil || res.Imported != int64(n) {
-			t.Fatalf("import: %+v, %v", res, err)
-		}
+		codestest.Stock(t, f.db.Pool, f.cipher, product, fmt.Sprint("CODE-", imported), n)
+		imported += n
 	}
 	order := func(account uuid.UUID, quantity int) {
 		id := f.place(t, account, production, []line{{product, quantity, 100}}, true, time.Now())

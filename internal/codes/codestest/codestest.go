@@ -1,10 +1,14 @@
-// Package codestest gives tests fresh codes keys, as the text processes take them.
+// Package codestest gives tests fresh codes keys, as the text processes take them, and stock.
 package codestest
 
 import (
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/store"
 )
 
 // Keys returns n fresh codes keys in the text form processes take, and their ids.
@@ -22,4 +26,19 @@ func Keys(t testing.TB, n int) (keys, ids []string) {
 		keys, ids = append(keys, k), append(ids, c.KeyID())
 	}
 	return keys, ids
+}
+
+// Stock imports n codes of product, named prefix-0 to prefix-(n-1), as one batch, and fails
+// the test unless all n are new.
+func Stock(t testing.TB, q store.Querier, c *codes.Cipher, product, prefix string, n int) {
+	t.Helper()
+	var in strings.Builder
+	in.WriteString("code\n")
+	for i := range n {
+		fmt.Fprintf(&in, "%s-%d\n", prefix, i)
+	}
+	res, err := codes.Import(context.Background(), q, c, product, prefix, strings.NewReader(in.String()), nil)
+	if err != nil || res.Imported != int64(n) {
+		t.Fatalf("import %d codes of %s: %+v, %v", n, product, res, err)
+	}
 }
