@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/poll"
 )
@@ -95,4 +98,41 @@ func stockCounts(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// TestCatalogReconcilerIgnoresStockCounts: an update of a Catalog that changed only
+// status.stock does not reach the catalog's reconciler (it would re-apply every product for a
+// count); any other change does.
+func TestCatalogReconcilerIgnoresStockCounts(t *testing.T) {
+	base := catalogObj("ns", product("10000000000001", 500))
+	counted := func(low int32) *v1alpha1.Catalog {
+		c := base.DeepCopy()
+		c.ResourceVersion = fmt.Sprint(low)
+		c.Status.Stock = &v1alpha1.CatalogStock{LowThreshold: 3, Low: low}
+		return c
+	}
+	tests := []struct {
+		name   string
+		change func(c *v1alpha1.Catalog)
+		want   bool
+	}{
+		{"the stock only", func(*v1alpha1.Catalog) {}, false},
+		{"the stock and a condition", func(c *v1alpha1.Catalog) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}}
+		}, true},
+		{"the stock and the spec", func(c *v1alpha1.Catalog) { c.Generation++ }, true},
+		{"the stock and an annotation", func(c *v1alpha1.Catalog) { c.Annotations = map[string]string{"a": "b"} }, true},
+	}
+	for _, tt := range tests {
+		newer := counted(1)
+		tt.change(newer)
+		if got := controllers.StockOnly.Update(event.UpdateEvent{ObjectOld: counted(0), ObjectNew: newer}); got != tt.want {
+			t.Errorf("%s: reaches the reconciler %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	same := counted(0)
+	same.Annotations = map[string]string{"a": "b"}
+	if !controllers.StockOnly.Update(event.UpdateEvent{ObjectOld: counted(0), ObjectNew: same}) {
+		t.Error("an update with the same stock and another annotation does not reach the reconciler")
+	}
 }
