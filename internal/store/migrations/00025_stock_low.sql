@@ -33,6 +33,8 @@ ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_check CHECK (type 
 ALTER TABLE webhook_events VALIDATE CONSTRAINT webhook_events_type_check;
 
 -- +goose Down
+-- codeport:destroys SELECT count(*) FROM webhook_events WHERE type = 'stock.low'
+-- codeport:destroys SELECT count(*) FROM stock_low_notices
 DELETE FROM webhook_events WHERE type = 'stock.low';
 ALTER TABLE webhook_events DROP CONSTRAINT IF EXISTS webhook_events_type_check;
 ALTER TABLE webhook_events ADD CONSTRAINT webhook_events_type_check CHECK (type IN ('order.completed',
