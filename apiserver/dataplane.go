@@ -116,6 +116,9 @@ func (d *DataPlane) startMetrics(log *slog.Logger, r *running) (*prometheus.Regi
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		NewStateCollector(d.Deps.DB, log), newPoolCollector(d.Deps.DB.Pool))
 	d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
+	if d.Delivery.Attempted == nil {
+		d.Delivery.Attempted = newWebhookDeliveries(reg)
+	}
 	if fb, ok := d.Deps.Limiter.(interface{ FallbackCount() int64 }); ok {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "codeport_rate_limiter_fallback_total",

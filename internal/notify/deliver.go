@@ -81,6 +81,8 @@ type deliverWorker struct {
 	client  *http.Client
 	retry   Retry
 	timeout time.Duration
+	// attempted, when set, hears of every recorded attempt (Delivery.Attempted).
+	attempted func(partner, environment, outcome string)
 }
 
 // Timeout lets the HTTP timeout, not River's, end a slow receiver's attempt.
@@ -95,6 +97,16 @@ func (w *deliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 	jitter := time.Duration(rand.Int64N(int64(d)/10 + 1)) //nolint:gosec // jitter needs no cryptographic randomness
 	return time.Now().Add(d + jitter)
 }
+
+// Outcomes of a delivery attempt, as Delivery.Attempted reports them.
+const (
+	// OutcomeDelivered: the receiver answered 2xx.
+	OutcomeDelivered = "delivered"
+	// OutcomeRetrying: the attempt failed and another one is scheduled.
+	OutcomeRetrying = "retrying"
+	// OutcomeFailed: the last attempt failed; the event is marked failed.
+	OutcomeFailed = "failed"
+)
 
 // Work posts the event; only a 2xx answer counts as delivered. Every attempt carries the same
 // webhook-id so receivers can drop duplicates.
@@ -111,33 +123,51 @@ func (w *deliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 	if ev.State != store.WebhookPending {
 		return nil
 	}
-	err = w.attempt(ctx, ev)
+	target, err := w.attempt(ctx, ev)
 	if err == nil {
+		w.observe(target, OutcomeDelivered)
 		return store.MarkWebhookDelivered(context.WithoutCancel(ctx), w.db.Pool, ev.ID)
 	}
 	var cancel *river.JobCancelError
 	if errors.As(err, &cancel) || job.Attempt >= job.MaxAttempts {
+		w.observe(target, OutcomeFailed)
 		// The last attempt: the event's delivery has failed (a replay can queue it again).
 		if markErr := store.MarkWebhookFailed(context.WithoutCancel(ctx), w.db.Pool, ev.ID); markErr != nil {
 			return errors.Join(err, markErr)
 		}
+		return err
 	}
+	w.observe(target, OutcomeRetrying)
 	return err
 }
 
-// attempt posts the event once, counting the attempt; nil means the receiver took it.
-func (w *deliverWorker) attempt(ctx context.Context, ev store.WebhookEvent) error {
+// observe reports an attempt made to target; an attempt that ended before it was recorded
+// (the event's partner unknown, the database failing) reached no receiver and is not reported.
+func (w *deliverWorker) observe(target store.WebhookTarget, outcome string) {
+	if w.attempted != nil && target.Partner != "" {
+		w.attempted(target.Partner, target.Environment, outcome)
+	}
+}
+
+// attempt posts the event once, counting the attempt; nil means the receiver took it. The
+// target is returned once the attempt is recorded, and is zero before.
+func (w *deliverWorker) attempt(ctx context.Context, ev store.WebhookEvent) (store.WebhookTarget, error) {
 	target, err := store.WebhookFor(ctx, w.db.Pool, ev.AccountID)
 	if errors.Is(err, store.ErrNotFound) {
 		// The partner removed its webhook (or was deleted) since: nobody to tell.
-		return river.JobCancel(fmt.Errorf("no webhook endpoint for event %s", ev.ID))
+		return store.WebhookTarget{}, river.JobCancel(fmt.Errorf("no webhook endpoint for event %s", ev.ID))
 	}
 	if err != nil {
-		return err
+		return store.WebhookTarget{}, err
 	}
 	if err := store.RecordWebhookAttempt(ctx, w.db.Pool, ev.ID); err != nil {
-		return err
+		return store.WebhookTarget{}, err
 	}
+	return target, w.post(ctx, ev, target)
+}
+
+// post signs the event and posts it to target.
+func (w *deliverWorker) post(ctx context.Context, ev store.WebhookEvent, target store.WebhookTarget) error {
 	if target.SealedSecret == nil {
 		return fmt.Errorf("deliver %s: the webhook secret is not sealed yet "+
 			"(the operator seals it on its next reconcile of the partner)", ev.ID)

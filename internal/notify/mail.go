@@ -179,6 +179,10 @@ type Delivery struct {
 	// AllowPrivateNetworks lets webhooks go to loopback, link-local and private addresses. Off in
 	// production: a partner's URL must not reach the service's own network.
 	AllowPrivateNetworks bool
+	// Attempted, when set, hears of every webhook delivery attempt that reached the point of
+	// posting: the partner (namespace/name), its environment and the outcome (Outcome*). The
+	// serving process counts them in its metrics.
+	Attempted func(partner, environment, outcome string)
 }
 
 // webhookTimeout bounds one delivery attempt, connection included.
@@ -189,11 +193,12 @@ const webhookTimeout = 10 * time.Second
 func Workers(db *store.DB, secrets *codes.Cipher, d Delivery) func(*river.Workers) error {
 	return func(workers *river.Workers) error {
 		w := &deliverWorker{
-			db:      db,
-			secrets: secrets,
-			client:  newWebhookClient(webhookTimeout, d.AllowPrivateNetworks),
-			retry:   d.Retry,
-			timeout: webhookTimeout,
+			db:        db,
+			secrets:   secrets,
+			client:    newWebhookClient(webhookTimeout, d.AllowPrivateNetworks),
+			retry:     d.Retry,
+			timeout:   webhookTimeout,
+			attempted: d.Attempted,
 		}
 		if err := river.AddWorkerSafely(workers, w); err != nil {
 			return fmt.Errorf("register webhook worker: %w", err)

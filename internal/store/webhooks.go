@@ -19,12 +19,16 @@ type WebhookTarget struct {
 	SecretKey    KeyRef // the codes key SealedSecret is sealed under
 	Owner        string
 	EventTypes   []string
+	// Partner (namespace/name, as the wallet gauges name it) and Environment label the
+	// delivery metrics.
+	Partner     string
+	Environment string
 }
 
 // webhooksSQL finds the enabled webhook endpoints of the accounts $1 (one row per account that
 // has one, keyed by the account).
 const webhooksSQL = `SELECT a.id, w.partner_id, w.environment, w.url, w.sealed_secret, w.secret_key_ref,
-		w.event_types
+		w.event_types, p.namespace || '/' || p.name
 	FROM webhook_endpoints w
 	JOIN accounts a ON a.partner_id = w.partner_id AND a.environment = w.environment
 	JOIN partners p ON p.id = a.partner_id
@@ -60,9 +64,10 @@ func WebhooksFor(ctx context.Context, q Querier, accounts []uuid.UUID) (map[uuid
 	var environment string
 	var t WebhookTarget
 	if _, err := pgx.ForEachRow(rows, []any{&account, &partnerID, &environment, &t.URL, &t.SealedSecret, &t.SecretKey,
-		&t.EventTypes},
+		&t.EventTypes, &t.Partner},
 		func() error {
 			t.Owner = WebhookSecretOwner(partnerID, environment)
+			t.Environment = environment
 			out[account] = t
 			t = WebhookTarget{}
 			return nil
