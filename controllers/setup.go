@@ -41,8 +41,9 @@ type Options struct {
 	// mode); the manager's cache must be limited to the same ones (CacheOptions). Empty is
 	// cluster-wide.
 	WatchNamespaces []string
-	// Metrics receives the operator's own instruments (keys issued, rotated, revoked); nil
-	// registers nothing. Reconcile errors by kind come with controller-runtime's metrics.
+	// Metrics receives the operator's own instruments (keys issued, rotated, revoked; resources
+	// by Ready status); nil registers nothing. Reconcile errors by kind come with
+	// controller-runtime's metrics.
 	Metrics prometheus.Registerer
 }
 
@@ -127,6 +128,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	topUps := &WalletTopUpReconciler{Client: mgr.GetClient(), Provisioner: prov, Recorder: recorder, Options: opts}
 	if err := topUps.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("wallettopup controller: %w", err)
+	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(newReadinessCollector(mgr.GetCache(), "")); err != nil {
+			return fmt.Errorf("readiness metrics: %w", err)
+		}
 	}
 	return nil
 }
