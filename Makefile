@@ -9,13 +9,15 @@ GOVULNCHECK    := $(BIN_DIR)/govulncheck
 HELM_DOCS      := $(BIN_DIR)/helm-docs
 VULNDB_INDEXDB := $(BIN_DIR)/vulndb-indexdb
 PROMTOOL       := $(BIN_DIR)/promtool
+PROMRULES      := $(BIN_DIR)/promrules
 
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION    ?= v2.15.0
 HELM_VERSION             ?= v3.22.0
 GOVULNCHECK_VERSION      ?= v1.9.0
 HELM_DOCS_VERSION        ?= v1.14.2
-# promtool checks and unit-tests the chart's alerts.
+# promtool checks and unit-tests the chart's alerts; hack/promrules/go.mod requires the same
+# Prometheus release for its parser.
 PROMETHEUS_VERSION       ?= v0.316.0
 # The tool that lays the vulnerability reports out for govulncheck; the reports themselves are
 # the newest golang.org/x/vulndb (hack/vulndb.sh).
@@ -241,16 +243,16 @@ fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s).
 fuzz-short: ## A short fuzz pass of every target, as CI runs it.
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=10000x
 
-# The chart's alerts alone (make test-go runs them too): promtool check rules and promtool's unit
-# tests on the rules as the chart renders them, the runbooks they link, the values they take.
-# Seconds, once bin/promtool is built.
+# The chart's alerts alone (make test-go runs them too, with the test that their metrics are
+# exported): promtool check rules and promtool's unit tests on the rules as the chart renders
+# them, the runbooks they link, the values they take. Seconds, once bin/promtool is built.
 .PHONY: test-rules
 test-rules: deps $(PROMTOOL) ## promtool check and unit tests of the chart's alerts, and their runbooks.
 	@helm="$$(HELM_VERSION=$(HELM_VERSION) hack/helm.sh)"; \
 	HELM="$$helm" go test -count=1 -run '^TestPrometheusRules' ./charts/
 
 .PHONY: test-go
-test-go: deps $(PROMTOOL) ## go test -race ./... against real kube-apiserver/etcd, PostgreSQL, Redis and helm.
+test-go: deps $(PROMTOOL) $(PROMRULES) ## go test -race ./... against real kube-apiserver/etcd, PostgreSQL, Redis and helm.
 	@assets="$$(hack/envtest.sh)"; \
 	helm="$$(HELM_VERSION=$(HELM_VERSION) hack/helm.sh)"; \
 	eval "$$(hack/testenv.sh)"; \
@@ -270,8 +272,12 @@ $(HELM_DOCS):
 $(PROMTOOL):
 	GOBIN=$(BIN_DIR) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
 
+# A module of its own (Prometheus's parser stays out of go.mod), rebuilt when it changes.
+$(PROMRULES): hack/promrules/main.go hack/promrules/go.mod hack/promrules/go.sum
+	cd hack/promrules && go build -o $(PROMRULES) .
+
 .PHONY: promtool
-promtool: $(PROMTOOL) ## Install promtool (the alerts' tests) into ./bin.
+promtool: $(PROMTOOL) $(PROMRULES) ## Install promtool and promrules (the alerts' tests) into ./bin.
 
 $(GOVULNCHECK):
 	GOBIN=$(BIN_DIR) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)

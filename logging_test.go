@@ -66,6 +66,23 @@ func startComponent(t *testing.T, databaseURL string, args ...string) *testproce
 			"CODEPORT_CODES_KEY=" + strings.Repeat("ab", 32)}})
 }
 
+// servingAddr waits until serve, whose output log returns, logs that it serves, and returns the
+// address.
+func servingAddr(t *testing.T, log func() string) string {
+	t.Helper()
+	var addr string
+	poll.Until(t, time.Minute, "serve to listen", func() (bool, string) {
+		for _, line := range strings.Split(log(), "\n") {
+			var record struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &record) == nil && record.Msg == "serving partner API" {
+				addr = record.Addr
+			}
+		}
+		return addr != "", log()
+	})
+	return addr
+}
+
 // everyLineJSON fails the test for each line of out that is not a JSON object.
 func everyLineJSON(t *testing.T, out string) {
 	t.Helper()
@@ -85,16 +102,7 @@ func TestServeWritesOnlyJSON(t *testing.T) {
 	db := storetest.New(t)
 	serve := startComponent(t, db.URL, "serve", "--environment", "sandbox", "--addr", "127.0.0.1:0",
 		"--metrics-addr", "", "--redis-url", "", "--log-flush-interval", "0")
-	var addr string
-	poll.Until(t, time.Minute, "serve to listen", func() (bool, string) {
-		for _, line := range strings.Split(serve.Log(), "\n") {
-			var record struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &record) == nil && record.Msg == "serving partner API" {
-				addr = record.Addr
-			}
-		}
-		return addr != "", serve.Log()
-	})
+	addr := servingAddr(t, serve.Log)
 	call := func() {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader("{"))
 		req.Header.Set("Authorization", "Bearer cp_test_nonsense")
