@@ -273,7 +273,7 @@ $(PROMTOOL):
 	GOBIN=$(BIN_DIR) go install github.com/prometheus/prometheus/cmd/promtool@$(PROMETHEUS_VERSION)
 
 # A module of its own (Prometheus's parser stays out of go.mod), rebuilt when it changes.
-$(PROMRULES): hack/promrules/main.go hack/promrules/go.mod hack/promrules/go.sum
+$(PROMRULES): $(wildcard hack/promrules/*.go) hack/promrules/go.mod hack/promrules/go.sum
 	cd hack/promrules && go build -o $(PROMRULES) .
 
 .PHONY: promtool
