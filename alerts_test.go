@@ -168,7 +168,7 @@ func TestAlertsReadExportedMetrics(t *testing.T) {
 	}
 
 	var missing []string
-	poll.Until(t, 2*time.Minute, "every metric of the alerts served", func() (bool, string) {
+	poll.Until(t, 3*time.Minute, "every metric of the alerts served", func() (bool, string) {
 		served := map[string]bool{}
 		for _, url := range []string{"http://" + serveMetrics + "/metrics", "http://" + operatorMetrics + "/metrics"} {
 			names, err := exported(url)
