@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -19,7 +20,10 @@ func startKubeAPIServer(t *testing.T) (kubeconfig string, stop func() error) {
 		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
 	}
 	te := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join("config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true}
+		ErrorIfCRDPathMissing: true,
+		// envtest's 20 s per attempt is too short for a kube-apiserver on a busy machine.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		t.Fatalf("start envtest: %v", err)

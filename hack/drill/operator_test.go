@@ -45,6 +45,8 @@ func startKubernetes(t *testing.T) func() *kube {
 	te := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// envtest's 20 s per attempt is too short for a kube-apiserver on a busy machine.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	type started struct {

@@ -180,6 +180,8 @@ func (c *cluster) startKubernetes() {
 	te := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// envtest's 20 s per attempt is too short for a kube-apiserver on a busy machine.
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := te.Start()
 	if err != nil {

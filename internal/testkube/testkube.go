@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +38,10 @@ func Start(t testing.TB, crdDir, dir string) *Cluster {
 	}
 	// The test's own Kubernetes clients have nothing to say; the processes log to their files.
 	ctrllog.SetLogger(logr.Discard())
-	te := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true}
+	te := &envtest.Environment{CRDDirectoryPaths: []string{crdDir}, ErrorIfCRDPathMissing: true,
+		// envtest's 20 s per attempt is too short for a kube-apiserver on a busy machine.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+	}
 	cfg, err := te.Start()
 	if err != nil {
 		t.Fatalf("start envtest: %v", err)
