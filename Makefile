@@ -39,11 +39,10 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 LINT_BUILD_TAGS ?= faults soak e2e upgrade
 
 # Test servers: hack/testenv.sh finds or starts PostgreSQL and Redis and prints their URLs.
-# Most of a test's time is spent waiting on processes, servers and databases rather than on a
-# CPU, so more packages (-p) and tests (-parallel) run at once than a 2-CPU machine's default of
-# two: every test owns its database, namespace, ports and state directory, and those that share a
-# server run one after the other.
-GO_TEST_FLAGS ?= -race -count=1 -timeout=30m -p 4 -parallel 4
+# go test runs as many packages (-p) and parallel tests (-parallel) at once as there are CPUs:
+# more, on two CPUs, starts several kube-apiservers at once and costs more in contention (the
+# race detector, retried control-plane starts) than the waits it overlaps.
+GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
 
 .PHONY: all
 all: build
