@@ -199,16 +199,9 @@ func startLoad(ctx context.Context, prefix string, workers int, targets ...targe
 				}
 				tg := targets[(w+n)%len(targets)]
 				code := fmt.Sprintf("%s-%d-%d", prefix, w, n)
-				used := tg.api.key.Load()
-				_, status, err := tg.api.placeOrder(ctx, code, tg.product, tg.price)
-				if ctx.Err() != nil {
+				status, answered, err := placeResending(ctx, tg, code)
+				if !answered {
 					return
-				}
-				// A rotation refuses the old key at once; a partner whose order met it resends
-				// the same order (idempotent) with the new key once its Secret holds it.
-				if status == http.StatusUnauthorized && awaitNewKey(ctx, tg.api.key, used) {
-					n--
-					continue
 				}
 				l.mu.Lock()
 				switch {
@@ -228,17 +221,52 @@ func startLoad(ctx context.Context, prefix string, workers int, targets ...targe
 	return l
 }
 
-// awaitNewKey reports whether key changes from used within a rotation's time: the test stores a
-// rotated key once the ApiKey's Secret holds it, a moment after the API refuses the old one.
-func awaitNewKey(ctx context.Context, key *atomic.Pointer[string], used *string) bool {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+// placeResending places one order, resending it (idempotent) while its refusal (401) is a key
+// rotation on its way: a rotation refuses the old key at once, and the new key reaches every API
+// replica a moment after its Secret holds it; a partner whose order met either resends it with
+// the key its Secret holds. answered is false when the load ended before an answer.
+func placeResending(ctx context.Context, tg target, code string) (status int, answered bool, err error) {
+	var refused time.Time // when the order was first refused its key
+	for {
+		used := tg.api.key.Load()
+		_, status, err = tg.api.placeOrder(ctx, code, tg.product, tg.price)
+		if ctx.Err() != nil {
+			return 0, false, fmt.Errorf("order %s: %w", code, ctx.Err())
+		}
+		if status != http.StatusUnauthorized {
+			return status, true, err
+		}
+		if awaitKey(ctx, tg.api.key, used, &refused) {
+			continue
+		}
+		if ctx.Err() != nil {
+			// The load ended while the order waited for its key: one last try, so that a key
+			// that never works still fails the test.
+			last, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, status, err = tg.api.placeOrder(last, code, tg.product, tg.price)
+			cancel()
+		}
+		return status, true, err
+	}
+}
+
+// awaitKey reports whether to resend an order refused (401) with the key used: once the key
+// changes (the test stores a rotated key when the ApiKey's Secret holds it, a moment after the
+// API refuses the old one), or after a short pause while the refusal is younger than a
+// rotation's time (a replica that has not yet learnt the key its Secret already holds).
+// refused is when the order was first refused.
+func awaitKey(ctx context.Context, key *atomic.Pointer[string], used *string, refused *time.Time) bool {
+	if refused.IsZero() {
+		*refused = time.Now()
+	}
+	pause := time.Now().Add(250 * time.Millisecond)
+	for time.Now().Before(pause) && ctx.Err() == nil {
 		if key.Load() != used {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return false
+	return ctx.Err() == nil && time.Since(*refused) < time.Minute
 }
 
 // stop ends the load and checks that every acknowledged order completed and nothing failed.
