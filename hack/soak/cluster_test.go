@@ -19,20 +19,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/testkube"
 	"github.com/codeport/codeport/internal/testprocess"
 )
 
@@ -172,48 +167,10 @@ func claimRedisDB(t *testing.T) (string, error) {
 // kubeconfig of a system:masters user for the operator processes.
 func (c *cluster) startKubernetes() {
 	t := c.t
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Fatal(`KUBEBUILDER_ASSETS is not set: run make test-soak, or export KUBEBUILDER_ASSETS="$(hack/envtest.sh)"`)
-	}
-	// The test's own Kubernetes clients have nothing to say; the operators log to their files.
-	ctrllog.SetLogger(logr.Discard())
-	te := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		// envtest's 20 s per attempt is too short for a kube-apiserver on a busy machine.
-		ControlPlaneStartTimeout: 2 * time.Minute,
-	}
-	cfg, err := te.Start()
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
-		}
-	})
-	user, err := te.AddUser(envtest.User{Name: "codeport-operator", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatalf("envtest user: %v", err)
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
-	c.kubecfg = filepath.Join(c.dir, "kubeconfig")
-	if err := os.WriteFile(c.kubecfg, kubeconfig, 0o600); err != nil {
-		t.Fatalf("write kubeconfig: %v", err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if c.k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
-		t.Fatalf("kubernetes client: %v", err)
-	}
+	kube := testkube.Start(t, filepath.Join("..", "..", "config", "crd", "bases"), c.dir)
+	c.kubecfg, c.k8s = kube.Kubeconfig, kube.Client
+	cfg := kube.Config
+	var err error
 	if c.kubeHTTP, err = rest.HTTPClientFor(cfg); err != nil {
 		t.Fatalf("kubernetes HTTP client: %v", err)
 	}

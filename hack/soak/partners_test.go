@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +22,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/testkube"
 )
 
 // namespace holds every partner resource of the run.
@@ -163,7 +163,7 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 			if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: p.name}, &pr); err != nil {
 				return false, err.Error()
 			}
-			return readyNow(pr.Status.Conditions, pr.Generation)
+			return testkube.ReadyNow(pr.Status.Conditions, pr.Generation)
 		})
 		if err != nil {
 			return nil, err
@@ -192,15 +192,6 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 	return partners, nil
 }
 
-func readyNow(conditions []metav1.Condition, generation int64) (bool, string) {
-	cond := meta.FindStatusCondition(conditions, v1alpha1.ConditionReady)
-	if cond == nil {
-		return false, "no Ready condition"
-	}
-	return cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == generation,
-		fmt.Sprintf("Ready %s %s: %s", cond.Status, cond.Reason, cond.Message)
-}
-
 // waitKey waits until the ApiKey is Ready and its Secret holds a key other than notEqual.
 func (c *cluster) waitKey(ctx context.Context, i int, environment, notEqual string) (string, error) {
 	var key string
@@ -209,7 +200,7 @@ func (c *cluster) waitKey(ctx context.Context, i int, environment, notEqual stri
 		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: keyName(i, environment)}, &k); err != nil {
 			return false, err.Error()
 		}
-		if ok, detail := readyNow(k.Status.Conditions, k.Generation); !ok {
+		if ok, detail := testkube.ReadyNow(k.Status.Conditions, k.Generation); !ok {
 			return false, detail
 		}
 		var s corev1.Secret
@@ -229,7 +220,7 @@ func (c *cluster) waitWallet(ctx context.Context, name string, applied int32) er
 		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &w); err != nil {
 			return false, err.Error()
 		}
-		if ok, detail := readyNow(w.Status.Conditions, w.Generation); !ok {
+		if ok, detail := testkube.ReadyNow(w.Status.Conditions, w.Generation); !ok {
 			return false, detail
 		}
 		return w.Status.AppliedTopUps >= applied, fmt.Sprintf("%d top-ups applied", w.Status.AppliedTopUps)
