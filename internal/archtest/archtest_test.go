@@ -18,28 +18,55 @@ var edgeOnly = []string{"github.com/gofiber/fiber", "github.com/valyala/fasthttp
 // wiring may reach anything: it assembles whole environments for `codeport dev`.
 var wiring = []string{module + "/internal/devenv"}
 
-// graph is every package the patterns reach, with its direct imports.
-func graph(t *testing.T, tags string, patterns ...string) (roots []string, imports map[string][]string) {
+// importGraph is the import graph of the module's code under one set of build tags.
+type importGraph struct {
+	tags string
+	// checked are the packages of ./controllers/..., ./internal/... and ./apiserver.
+	checked []string
+	// imports holds the direct imports of every package those and the binary reach.
+	imports map[string][]string
+}
+
+// loadGraph lists the graph once (go list is a second of CPU per call; the rules below share it).
+func loadGraph(t *testing.T, tags string) importGraph {
 	t.Helper()
-	list := func(args ...string) []string {
-		t.Helper()
-		cmd := exec.Command("go", append([]string{"list", "-tags", tags}, args...)...)
-		cmd.Dir = "../.."
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
-		}
-		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	cmd := exec.Command("go", "list", "-tags", tags, "-deps",
+		"-f", "{{.ImportPath}} {{.DepOnly}} {{join .Imports \" \"}}",
+		"./controllers/...", "./internal/...", "./apiserver", ".")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -tags %q: %v\n%s", tags, err, stderr.String())
 	}
-	roots = list(patterns...)
-	imports = map[string][]string{}
-	for _, line := range list(append([]string{"-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, patterns...)...) {
+	g := importGraph{tags: tags, imports: map[string][]string{}}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		imports[fields[0]] = fields[1:]
+		if len(fields) < 2 {
+			t.Fatalf("go list: unexpected line %q", line)
+		}
+		g.imports[fields[0]] = fields[2:]
+		if fields[1] == "false" && fields[0] != module {
+			g.checked = append(g.checked, fields[0])
+		}
 	}
-	return roots, imports
+	return g
+}
+
+// TestImportGraph holds the layout's dependency rules on the graph of every build tag set.
+func TestImportGraph(t *testing.T) {
+	t.Parallel()
+	for _, tags := range []string{"", "faults", "soak"} {
+		g := loadGraph(t, tags)
+		name := tags
+		if name == "" {
+			name = "untagged"
+		}
+		t.Run("frameworks stay at the edges/"+name, func(t *testing.T) { frameworksStayAtTheEdges(t, g) })
+		t.Run("gorm only writes configuration/"+name, func(t *testing.T) { gormOnlyWritesConfiguration(t, g) })
+		t.Run("binary links no other SQL driver/"+name, func(t *testing.T) { binaryLinksNoOtherSQLDriver(t, g) })
+	}
 }
 
 // reach is the import chain from root to the first package under one of forbidden, or nil.
@@ -66,31 +93,28 @@ func reach(root string, imports map[string][]string, forbidden []string) []strin
 	return nil
 }
 
-func TestFrameworksStayAtTheEdges(t *testing.T) {
-	t.Parallel()
-	for _, tags := range []string{"", "faults", "soak"} {
-		roots, imports := graph(t, tags, "./controllers/...", "./internal/...", "./apiserver")
-		checked := 0
-		for _, root := range roots {
-			switch {
-			case root == module+"/apiserver":
-				// The HTTP layer must reach them, or this test would be checking nothing.
-				if reach(root, imports, edgeOnly) == nil {
-					t.Errorf("tags %q: %s does not reach %v: is the check still looking at the graph?",
-						tags, root, edgeOnly)
-				}
-				continue
-			case slices.Contains(wiring, root):
-				continue
+func frameworksStayAtTheEdges(t *testing.T, g importGraph) {
+	tags, imports := g.tags, g.imports
+	checked := 0
+	for _, root := range g.checked {
+		switch {
+		case root == module+"/apiserver":
+			// The HTTP layer must reach them, or this test would be checking nothing.
+			if reach(root, imports, edgeOnly) == nil {
+				t.Errorf("tags %q: %s does not reach %v: is the check still looking at the graph?",
+					tags, root, edgeOnly)
 			}
-			checked++
-			if chain := reach(root, imports, edgeOnly); chain != nil {
-				t.Errorf("tags %q: %s reaches an HTTP framework:\n\t%s", tags, root, strings.Join(chain, "\n\t-> "))
-			}
+			continue
+		case slices.Contains(wiring, root):
+			continue
 		}
-		if checked < 10 {
-			t.Errorf("tags %q: only %d packages checked: %v", tags, checked, roots)
+		checked++
+		if chain := reach(root, imports, edgeOnly); chain != nil {
+			t.Errorf("tags %q: %s reaches an HTTP framework:\n\t%s", tags, root, strings.Join(chain, "\n\t-> "))
 		}
+	}
+	if checked < 10 {
+		t.Errorf("tags %q: only %d packages checked: %v", tags, checked, g.checked)
 	}
 }
 
@@ -98,36 +122,34 @@ func TestFrameworksStayAtTheEdges(t *testing.T) {
 // whose upserts live in its own subpackage (configdb).
 const configWrites = module + "/internal/provisioning"
 
-// TestGORMOnlyWritesConfiguration: no package of the checked tree reaches gorm.io but
+// gormOnlyWritesConfiguration: no package of the checked tree reaches gorm.io but
 // provisioning and what it alone imports; controllers and every other package that calls
 // provisioning reach it only through it, and nothing else imports configdb.
-func TestGORMOnlyWritesConfiguration(t *testing.T) {
-	for _, tags := range []string{"", "faults", "soak"} {
-		roots, imports := graph(t, tags, "./controllers/...", "./internal/...", "./apiserver")
-		if reach(configWrites, imports, []string{"gorm.io"}) == nil {
-			t.Fatalf("tags %q: %s does not reach gorm.io: is the check still looking at the graph?", tags, configWrites)
+func gormOnlyWritesConfiguration(t *testing.T, g importGraph) {
+	tags, imports := g.tags, g.imports
+	if reach(configWrites, imports, []string{"gorm.io"}) == nil {
+		t.Fatalf("tags %q: %s does not reach gorm.io: is the check still looking at the graph?", tags, configWrites)
+	}
+	// Drop provisioning's own edges: what is left must not lead to GORM.
+	pruned := make(map[string][]string, len(imports))
+	for p, deps := range imports {
+		if p != configWrites {
+			pruned[p] = deps
 		}
-		// Drop provisioning's own edges: what is left must not lead to GORM.
-		pruned := make(map[string][]string, len(imports))
-		for p, deps := range imports {
-			if p != configWrites {
-				pruned[p] = deps
-			}
+	}
+	checked := 0
+	for _, root := range g.checked {
+		if root == configWrites || strings.HasPrefix(root, configWrites+"/") {
+			continue
 		}
-		checked := 0
-		for _, root := range roots {
-			if root == configWrites || strings.HasPrefix(root, configWrites+"/") {
-				continue
-			}
-			checked++
-			if chain := reach(root, pruned, []string{"gorm.io"}); chain != nil {
-				t.Errorf("tags %q: %s reaches GORM other than through %s:\n\t%s",
-					tags, root, configWrites, strings.Join(chain, "\n\t-> "))
-			}
+		checked++
+		if chain := reach(root, pruned, []string{"gorm.io"}); chain != nil {
+			t.Errorf("tags %q: %s reaches GORM other than through %s:\n\t%s",
+				tags, root, configWrites, strings.Join(chain, "\n\t-> "))
 		}
-		if checked < 10 {
-			t.Errorf("tags %q: only %d packages checked: %v", tags, checked, roots)
-		}
+	}
+	if checked < 10 {
+		t.Errorf("tags %q: only %d packages checked: %v", tags, checked, g.checked)
 	}
 }
 
@@ -143,27 +165,37 @@ var pqOnlyVia = []string{
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql",
 }
 
-func TestBinaryLinksNoOtherSQLDriver(t *testing.T) {
-	t.Parallel()
-	for _, tags := range []string{"", "faults", "soak"} {
-		_, imports := graph(t, tags, ".")
-		if len(imports) < 100 {
-			t.Fatalf("tags %q: only %d packages in the binary: is the check still looking at the graph?",
-				tags, len(imports))
-		}
-		if chain := reach(module, imports, notLinked); chain != nil {
-			t.Errorf("tags %q: the binary links %s:\n\t%s", tags, chain[len(chain)-1], strings.Join(chain, "\n\t-> "))
-		}
-		// Drop the sanctioned edges, then github.com/lib/pq must be out of reach.
-		pruned := make(map[string][]string, len(imports))
-		for p, deps := range imports {
-			if !slices.Contains(pqOnlyVia, p) {
-				pruned[p] = deps
-			}
-		}
-		if chain := reach(module, pruned, []string{"github.com/lib/pq"}); chain != nil {
-			t.Errorf("tags %q: the binary links github.com/lib/pq other than through %v:\n\t%s",
-				tags, pqOnlyVia, strings.Join(chain, "\n\t-> "))
+func binaryLinksNoOtherSQLDriver(t *testing.T, g importGraph) {
+	tags, imports := g.tags, g.imports
+	if n := len(reachable(module, imports)); n < 100 {
+		t.Fatalf("tags %q: only %d packages in the binary: is the check still looking at the graph?", tags, n)
+	}
+	if chain := reach(module, imports, notLinked); chain != nil {
+		t.Errorf("tags %q: the binary links %s:\n\t%s", tags, chain[len(chain)-1], strings.Join(chain, "\n\t-> "))
+	}
+	// Drop the sanctioned edges, then github.com/lib/pq must be out of reach.
+	pruned := make(map[string][]string, len(imports))
+	for p, deps := range imports {
+		if !slices.Contains(pqOnlyVia, p) {
+			pruned[p] = deps
 		}
 	}
+	if chain := reach(module, pruned, []string{"github.com/lib/pq"}); chain != nil {
+		t.Errorf("tags %q: the binary links github.com/lib/pq other than through %v:\n\t%s",
+			tags, pqOnlyVia, strings.Join(chain, "\n\t-> "))
+	}
+}
+
+// reachable is every package root imports, directly or not, and root itself.
+func reachable(root string, imports map[string][]string) map[string]bool {
+	seen := map[string]bool{root: true}
+	for queue := []string{root}; len(queue) > 0; queue = queue[1:] {
+		for _, next := range imports[queue[0]] {
+			if !seen[next] {
+				seen[next] = true
+				queue = append(queue, next)
+			}
+		}
+	}
+	return seen
 }
