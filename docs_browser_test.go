@@ -19,8 +19,10 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 )
 
-// artefactsEnv names the directory the browser test writes its screenshots to; unset, a new
-// temporary directory that outlives the test. Its path is logged either way.
+// artefactsEnv names a directory for the browser test's screenshots: of every operation at each
+// width, of the whole page and of the answer "Test Request" shows. Unset, the test takes one
+// screenshot only, of the page as it was when the test failed, into a new temporary directory
+// it logs (a PNG encode per operation is a tenth of the test's CPU).
 const artefactsEnv = "CODEPORT_TEST_ARTEFACTS"
 
 // docsOperation is an operation of the v2 document as the reference page should show it.
@@ -33,7 +35,7 @@ type docsOperation struct{ id, summary string }
 func TestDocsPageInBrowser(t *testing.T) {
 	t.Parallel()
 	browser := chromiumPath(t)
-	artefacts := artefactsDir(t)
+	artefacts := os.Getenv(artefactsEnv)
 	dev := startDevProcess(t, t.TempDir())
 	sandbox := dev.creds.Partners["partners/acme"]["sandbox"]
 	origin := strings.TrimSuffix(sandbox.BaseURL, "/v2")
@@ -54,6 +56,7 @@ func TestDocsPageInBrowser(t *testing.T) {
 			}
 		}
 	})
+	screenshotOnFailure(t, ctx)
 
 	for _, width := range []int64{390, 1400} {
 		browse(t, ctx, chromedp.EmulateViewport(width, 900))
@@ -68,9 +71,9 @@ func TestDocsPageInBrowser(t *testing.T) {
 				return len(out) == 0, strings.Join(out, "; ")
 			})
 			name := strings.NewReplacer("/", "-", "{", "", "}", "").Replace(op.id)
-			screenshot(t, ctx, chromedp.CaptureScreenshot(), filepath.Join(artefacts, fmt.Sprintf("%dpx-%s.png", width, name)))
+			screenshot(t, ctx, chromedp.CaptureScreenshot(), artefacts, fmt.Sprintf("%dpx-%s.png", width, name))
 		}
-		screenshot(t, ctx, chromedp.FullScreenshot(100), filepath.Join(artefacts, fmt.Sprintf("%dpx-whole-page.png", width)))
+		screenshot(t, ctx, chromedp.FullScreenshot(100), artefacts, fmt.Sprintf("%dpx-whole-page.png", width))
 	}
 
 	// A partner pastes the sandbox key once, into the page's authentication, then tries an
@@ -93,7 +96,7 @@ func TestDocsPageInBrowser(t *testing.T) {
 		text := evaluate[string](t, ctx, `(document.querySelector('[role=dialog]') || document.body).innerText`)
 		return strings.Contains(text, "200 OK") && strings.Contains(text, lastCode), lastTail(text, 400)
 	})
-	screenshot(t, ctx, chromedp.CaptureScreenshot(), filepath.Join(artefacts, "try-it.png"))
+	screenshot(t, ctx, chromedp.CaptureScreenshot(), artefacts, "try-it.png")
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -147,22 +150,32 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// artefactsDir is where screenshots go: $CODEPORT_TEST_ARTEFACTS, else a new temporary directory
-// that is kept after the test, so that a failure can be looked at.
-func artefactsDir(t *testing.T) string {
+// screenshotOnFailure keeps what the page showed when the test failed, in a new temporary
+// directory that outlives the test, and logs its path.
+func screenshotOnFailure(t *testing.T, ctx context.Context) {
 	t.Helper()
-	dir := os.Getenv(artefactsEnv)
-	var err error
-	if dir == "" {
-		dir, err = os.MkdirTemp("", "codeport-docs-")
-	} else {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err != nil {
-		t.Fatalf("artefacts directory: %v", err)
-	}
-	t.Logf("screenshots in %s (set %s to choose)", dir, artefactsEnv)
-	return dir
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dir, err := os.MkdirTemp("", "codeport-docs-")
+		if err != nil {
+			t.Logf("no screenshot of the failure: %v", err)
+			return
+		}
+		stepCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		png, err := chromedp.Run(stepCtx, chromedp.CaptureScreenshot())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, "failure.png"), png, 0o644)
+		}
+		if err != nil {
+			t.Logf("no screenshot of the failure: %v", err)
+			return
+		}
+		t.Logf("the page when the test failed: %s (set %s to keep every step's)",
+			filepath.Join(dir, "failure.png"), artefactsEnv)
+	})
 }
 
 // newBrowser starts a headless Chromium on a fresh profile, with every flag that keeps it from
@@ -212,13 +225,20 @@ func evaluate[T any](t *testing.T, ctx context.Context, script string) T {
 	return v
 }
 
-func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte], path string) {
+// screenshot saves what shot captures as name in dir, when a directory is asked for.
+func screenshot(t *testing.T, ctx context.Context, shot chromedp.Action[[]byte], dir, name string) {
 	t.Helper()
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
 	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
 }
