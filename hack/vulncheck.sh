@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs govulncheck over the module against the database of hack/vulndb.sh and judges its findings
 # with hack/vulncheck. A scan reads the whole call graph (most of a minute on two CPUs) and its
-# result depends only on the sources, go.mod/go.sum, the Go toolchain, govulncheck and the
-# database: the JSON of a scan is kept under
-# ${XDG_CACHE_HOME:-$HOME/.cache}/codeport/vulncheck, named by a digest of all of those, and an
-# identical tree reuses it (the judgement runs every time). VULNCHECK_FRESH=1 ignores the cache.
+# result depends only on the sources (tests aside: govulncheck leaves _test.go files out unless
+# told -test), go.mod/go.sum, the Go toolchain, govulncheck and the database: the JSON of a scan
+# is kept under ${XDG_CACHE_HOME:-$HOME/.cache}/codeport/vulncheck, named by a digest of all of
+# those, and an identical tree (or one whose tests alone changed) reuses it (the judgement runs
+# every time). VULNCHECK_FRESH=1 ignores the cache.
 # Needs GOVULNCHECK and INDEXDB (the Makefile installs both into ./bin); STDLIB is passed to
 # hack/vulncheck's -stdlib.
 set -euo pipefail
@@ -14,12 +15,12 @@ cd "$(dirname "$0")/.."
 db="$(hack/vulndb.sh)"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/vulncheck"
 
-# The sources as they are in the working tree, tracked or not (but not ignored).
+# The sources as they are in the working tree, tracked or not (but not ignored), tests aside.
 key="$({
   go env GOVERSION
   "${GOVULNCHECK}" -version 2>&1 | sed -n 's/^Scanner: //p'
   echo "${db}"
-  git ls-files -z --cached --others --exclude-standard -- '*.go' go.mod go.sum |
+  git ls-files -z --cached --others --exclude-standard -- '*.go' ':!:*_test.go' go.mod go.sum |
     sort -z | xargs -0 sha256sum
 } | sha256sum | cut -c1-32)"
 result="${CACHE}/${key}.json"
