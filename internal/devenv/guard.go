@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Why a guard process: PostgreSQL is a daemon of its own (pg_ctl starts it in a new session), so
@@ -30,9 +31,14 @@ const GuardCommand = "dev-guard"
 
 // The descriptors StartGuard hands the guard, after stdin, stdout and stderr.
 const (
-	guardPipeFD = 3
-	guardLockFD = 4
+	guardPipeFD  = 3
+	guardLockFD  = 4
+	guardReadyFD = 5 // the guard writes a byte there once signals cannot end it and it holds the lock
 )
+
+// guardStartTimeout bounds how long StartGuard waits for the guard to say it is ready: a new
+// process of this binary, seconds on the busiest machine.
+const guardStartTimeout = time.Minute
 
 // Guard is dev's handle on its guard process.
 type Guard struct {
@@ -54,17 +60,36 @@ func StartGuard(stateDir string, lock *StateLock, log *slog.Logger) (*Guard, err
 	if err != nil {
 		return nil, fmt.Errorf("guard: pipe: %w", err)
 	}
-	cmd := exec.Command(exe, GuardCommand, stateDir) //nolint:gosec // this very binary
-	cmd.ExtraFiles = []*os.File{guardPipeFD - 3: r, guardLockFD - 3: lock.file}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
 		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("guard: pipe: %w", err)
+	}
+	defer readyR.Close()
+	cmd := exec.Command(exe, GuardCommand, stateDir) //nolint:gosec // this very binary
+	cmd.ExtraFiles = []*os.File{guardPipeFD - 3: r, guardLockFD - 3: lock.file, guardReadyFD - 3: readyW}
+	cmd.Stderr = os.Stderr
+	err = cmd.Start()
+	r.Close()
+	readyW.Close()
+	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("guard: start %s %s: %w", exe, GuardCommand, err)
 	}
-	r.Close()
 	g := &Guard{pipe: w, cmd: cmd, exited: make(chan struct{})}
 	go g.wait(log)
+	// Until the guard ignores SIGINT, a Ctrl-C to the process group ends it, and dev would run
+	// unguarded: dev goes on only once the guard is armed.
+	if err := readyR.SetReadDeadline(time.Now().Add(guardStartTimeout)); err != nil {
+		_ = g.Release()
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	if _, err := io.ReadFull(readyR, make([]byte, 1)); err != nil {
+		_ = g.cmd.Process.Kill()
+		released := g.Release()
+		return nil, fmt.Errorf("guard: not ready (%w): %w", err, released)
+	}
 	return g, nil
 }
 
@@ -108,10 +133,19 @@ func RunGuard(stateDir string, log *slog.Logger) error {
 	// The inherited descriptors are not close-on-exec; pg_ctl must not hold the lock.
 	syscall.CloseOnExec(guardPipeFD)
 	syscall.CloseOnExec(guardLockFD)
+	syscall.CloseOnExec(guardReadyFD)
 	// Holding dev's lock is what makes stopping the server safe (no other dev can have started
 	// one); it also refuses a guard started by hand, without dev's descriptors.
 	if err := syscall.Flock(guardLockFD, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return fmt.Errorf("%s is started by codeport dev only: no lock on %s: %w", GuardCommand, stateDir, err)
+	}
+	ready := os.NewFile(guardReadyFD, "codeport dev ready")
+	_, err := ready.Write([]byte{1})
+	if closeErr := ready.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return fmt.Errorf("tell codeport dev the guard is ready: %w", err)
 	}
 	pipe := os.NewFile(guardPipeFD, "codeport dev pipe")
 	// dev never writes: a read returns when dev closed the pipe or died, and either way it is time.
