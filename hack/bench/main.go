@@ -152,7 +152,7 @@ func run(ctx context.Context, cfg config) error {
 		return fmt.Errorf("temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	binary, err := testprocess.Build(ctx, dir, false)
+	binary, err := testprocess.Build(ctx, dir)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,7 @@ func newCluster(t *testing.T) *cluster {
 		// Built without -race: the processes under test share two CPUs with the load generator,
 		// and the race detector's cost would turn the latency bounds into measurements of it.
 		// `make test-go` runs the same code in process with -race.
-		if c.binary, err = testprocess.Build(context.Background(), dir, false); err != nil {
+		if c.binary, err = testprocess.Build(context.Background(), dir); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("built codeport in %s", time.Since(start).Round(time.Millisecond))

@@ -167,7 +167,7 @@ func newUpgrade(ctx context.Context, t *testing.T) *upgrade {
 	if u.oldBinary, err = previousBinary(ctx, u.previous); err != nil {
 		t.Fatal(err)
 	}
-	if u.newBinary, err = testprocess.Build(ctx, dir, false); err != nil {
+	if u.newBinary, err = testprocess.Build(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
 	d, err := storetest.Create(ctx, "upgrade", false)

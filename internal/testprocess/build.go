@@ -16,39 +16,25 @@ import (
 // Package is the import path of the codeport binary.
 const Package = "github.com/codeport/codeport"
 
-// Build compiles the codeport binary into dir, with the race detector when race is set, and
-// returns its path.
-func Build(ctx context.Context, dir string, race bool) (string, error) {
-	name := "codeport"
-	args := []string{"build", "-o"}
-	if race {
-		name = "codeport-race"
-	}
-	args = append(args, filepath.Join(dir, name))
-	if race {
-		args = append(args, "-race")
-	}
+// Build compiles the codeport binary into dir and returns its path.
+func Build(ctx context.Context, dir string) (string, error) {
+	path := filepath.Join(dir, "codeport")
 	//nolint:gosec // the go command on this module's own package, into a directory the caller owns
-	out, err := exec.CommandContext(ctx, "go", append(args, Package)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", path, Package).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, out)
 	}
-	return filepath.Join(dir, name), nil
+	return path, nil
 }
 
-// Binary is the codeport binary of this checkout; Race is the same with the race detector.
+// Binary is the codeport binary of this checkout.
 //
-// Both live in one directory per checkout under the user's cache directory rather than in a test's
-// own: go build leaves a binary whose build inputs have not changed as it is, so every test
+// It lives in one directory per checkout under the user's cache directory rather than in a
+// test's own: go build leaves a binary whose build inputs have not changed as it is, so every test
 // package of a run, and every later run, shares one link (seconds of CPU each) instead of
 // repeating it. A file lock makes concurrent test binaries build one after the other; the
 // binary is never rebuilt while a test runs it unless the sources changed under the run.
-func Binary(t testing.TB) string { t.Helper(); return binary(t, false) }
-
-// Race is Binary built with -race.
-func Race(t testing.TB) string { t.Helper(); return binary(t, true) }
-
-func binary(t testing.TB, race bool) string {
+func Binary(t testing.TB) string {
 	t.Helper()
 	dir, err := checkoutBuildDir()
 	if err != nil {
@@ -59,7 +45,7 @@ func binary(t testing.TB, race bool) string {
 		t.Fatal(err)
 	}
 	defer unlock()
-	path, err := Build(context.Background(), dir, race)
+	path, err := Build(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
