@@ -37,6 +37,10 @@ const (
 	scarce    = "10000000000002"
 	// scarceStock is how many codes of scarce are imported.
 	scarceStock = 3
+	// plentifulStock is how many codes of plentiful are imported; the load orders at most
+	// plentifulLoad of them, however fast the machine places orders, so that the order placed
+	// after the restore finds stock.
+	plentifulStock, plentifulLoad = 400, 300
 	// clients place orders at once.
 	clients = 4
 )
@@ -61,7 +65,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 	a := storetest.New(t)
 	operatorOnA := k.startOperator(t, binary, a.URL, keyring)
 	key := k.onboard(t)
-	importCodes(t, binary, a.URL, keyring, plentiful, 400)
+	importCodes(t, binary, a.URL, keyring, plentiful, plentifulStock)
 	importCodes(t, binary, a.URL, keyring, scarce, scarceStock)
 	dbA := open(t, a.URL)
 
@@ -296,12 +300,15 @@ type load struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	errs   chan error
+	// plentifulLeft is how many more orders of plentiful the load may place; then it orders scarce.
+	plentifulLeft atomic.Int64
 }
 
 func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{refs: map[string]bool{}, sent: map[string]bool{}, cancel: cancel, errs: make(chan error, clients)}
+	l.plentifulLeft.Store(plentifulLoad)
 	client := &http.Client{Timeout: 30 * time.Second}
 	for c := range clients {
 		l.done.Add(1)
@@ -309,7 +316,7 @@ func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 			defer l.done.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				product := plentiful
-				if i%4 == 3 {
+				if i%4 == 3 || l.plentifulLeft.Add(-1) < 0 {
 					product = scarce
 				}
 				ref := fmt.Sprintf("drill-%d-%d", c, i)
