@@ -7,6 +7,8 @@
 #                              exports the e2e test reads (KUBECONFIG, KUBECTL, E2E_DATABASE_URL,
 #                              E2E_REDIS_URL, E2E_AUDIT_LOG, E2E_IMAGE)
 #   hack/e2e/cluster.sh down   stop it and remove what it created on the host
+#   hack/e2e/cluster.sh paths  install the host packages and print the paths up resolves from
+#                              them (CNI_BIN, PG_BINDIR), starting nothing (hack/fresh checks it)
 #
 # Needs root (containerd, network namespaces, iptables, cgroups) and the packages of
 # hack/e2e/deps.sh. Binaries and images are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/codeport;
@@ -305,11 +307,43 @@ spec:
 EOF
 }
 
+# install_packages: the Debian packages of the node (hack/e2e/deps.sh) and of its data servers
+# (hack/deps.sh). On a fresh machine they are not there before this step, so nothing the script
+# decides from the machine's state may be decided before it: resolve_host_paths comes after.
+install_packages() {
+  "${HACK}/deps.sh"
+  "${HACK}/e2e/deps.sh"
+}
+
+# resolve_host_paths: sets CNI_BIN (the directory of the CNI plugins, /usr/lib/cni in Debian's
+# package, /opt/cni/bin in upstream's tarballs) and PG_BINDIR (the newest PostgreSQL server's
+# binaries) from what is installed now, and stops naming what is missing.
+resolve_host_paths() {
+  local d
+  CNI_BIN=""
+  for d in /usr/lib/cni /opt/cni/bin; do
+    if [[ -x "${d}/bridge" ]]; then
+      CNI_BIN="${d}"
+      break
+    fi
+  done
+  [[ -n "${CNI_BIN}" ]] || { log "no CNI bridge plugin in /usr/lib/cni or /opt/cni/bin (hack/e2e/deps.sh)"; exit 1; }
+  # An unmatched glob stays literal and fails the initdb check.
+  PG_BINDIR="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)"
+  [[ -x "${PG_BINDIR}/initdb" ]] || { log "PostgreSQL server binaries not found (hack/deps.sh)"; exit 1; }
+}
+
+paths() {
+  install_packages
+  resolve_host_paths
+  printf 'CNI_BIN=%q\nPG_BINDIR=%q\n' "${CNI_BIN}" "${PG_BINDIR}"
+}
+
 up() {
   [[ "$(id -u)" == 0 ]] || { log "needs root (containerd, network namespaces, iptables)"; exit 1; }
   [[ -d "${RUN}" ]] && down
-  "${HACK}/deps.sh"
-  "${HACK}/e2e/deps.sh"
+  install_packages
+  resolve_host_paths
   id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
   local kube etcd_dir ip images
   kube="$("${HACK}/e2e/kube.sh")"
@@ -388,9 +422,7 @@ up() {
 
 # start_data starts PostgreSQL and Redis on the node's address, each with a password of the run.
 start_data() {
-  local ip="$1" bindir pass data
-  bindir="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n1)"
-  [[ -x "${bindir}/initdb" ]] || { log "PostgreSQL server binaries not found (hack/deps.sh)"; exit 1; }
+  local ip="$1" bindir="${PG_BINDIR}" pass data
   pass="$(openssl rand -hex 16)"
   data="${RUN}/postgres"
   mkdir -p "${data}"
@@ -526,15 +558,16 @@ down() {
 }
 
 STATE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/e2e"
-CNI_BIN=/usr/lib/cni
-[[ -x "${CNI_BIN}/bridge" ]] || CNI_BIN=/opt/cni/bin
+# Resolved by resolve_host_paths and images.sh, once what they read is installed or built.
+CNI_BIN="" PG_BINDIR=""
 PAUSE_IMAGE="" COREDNS_IMAGE="" IMAGES_DIR="" KUBECTL=""
 
 case "${1:-}" in
 up) up ;;
 down) down ;;
+paths) paths ;;
 *)
-  echo "usage: $0 up|down" >&2
+  echo "usage: $0 up|down|paths" >&2
   exit 2
   ;;
 esac
