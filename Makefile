@@ -51,7 +51,7 @@ TEST_PACKAGES_AT_ONCE ?= $(shell echo $$(( $$(nproc) + 1 )))
 GO_TEST_FLAGS ?= -race -count=1 -timeout=30m -vet=off -p $(TEST_PACKAGES_AT_ONCE)
 # The longest packages start first, so that the short ones fill the CPUs around them instead of
 # leaving one package to run alone at the end; go test keeps the order it is given.
-TEST_PACKAGES_FIRST := ./controllers ./apiserver . ./internal/devenv ./internal/catalog \
+TEST_PACKAGES_FIRST := ./controllers ./apiserver . ./hack/fresh ./internal/devenv ./internal/catalog \
 	./internal/store ./hack/drill ./internal/archtest
 # The chart's tests run without the race detector, beside the others: no codeport code runs in
 # their binary (it renders the chart and drives helm and kube-apiserver, processes of their own),

@@ -4,6 +4,8 @@
 # Order of preference: TEST_DATABASE_URL / TEST_REDIS_URL when set; a server already listening on
 # 127.0.0.1:5432 / 6379 that accepts us; else a throwaway server started from the installed
 # binaries under ${XDG_CACHE_HOME:-$HOME/.cache}/codeport/testenv (reused by later runs).
+# TESTENV_REUSE=0 skips the running servers and always starts the throwaway ones (hack/fresh
+# checks that a fresh machine finds the binaries it starts them from).
 # PostgreSQL refuses to run as root, so as root the throwaway server runs as user "postgres".
 set -euo pipefail
 
@@ -50,7 +52,8 @@ start_postgres() {
   fi
 }
 
-if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
+reuse="${TESTENV_REUSE:-1}"
+if [[ -z "${TEST_DATABASE_URL:-}" && "${reuse}" != 0 ]]; then
   for candidate in \
     "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable" \
     "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable" \
@@ -65,7 +68,7 @@ if [[ -z "${TEST_DATABASE_URL:-}" ]]; then
 fi
 
 redis_ok() { redis-cli -u "$1" ping 2>/dev/null | grep -q PONG; }
-if [[ -z "${TEST_REDIS_URL:-}" ]]; then
+if [[ -z "${TEST_REDIS_URL:-}" && "${reuse}" != 0 ]]; then
   command -v redis-cli >/dev/null 2>&1 || { log "redis-cli not found (apt-get install redis-server)"; exit 1; }
   for candidate in "redis://127.0.0.1:6379/0" "redis://127.0.0.1:${REDIS_PORT}/0"; do
     if redis_ok "${candidate}"; then TEST_REDIS_URL="${candidate}"; break; fi
