@@ -73,8 +73,15 @@ TEST_GOGC ?= 400
 all: build
 
 ##@ Build
+# A first build prints Go's "downloading" lines and then nothing for minutes while it compiles:
+# it says so before it starts, so that the silence is not taken for a hang (make run, above all).
+FIRST_BUILD_NOTICE := building bin/codeport for the first time: Go downloads about 450 MB of \
+modules, then compiles them without a word (Kubernetes' client libraries are most of it): about \
+11 CPU-minutes, so 6 to 12 minutes on 2 CPUs, as busy as the machine is. Later builds take seconds.
+
 .PHONY: build
 build: ## Build bin/codeport.
+	@[ -x $(BIN_DIR)/codeport ] || echo "$(FIRST_BUILD_NOTICE)" >&2
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/codeport .
 
 # The binary is built, then run, rather than `go run`: go run exits 1 once interrupted, whatever
