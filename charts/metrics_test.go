@@ -15,8 +15,6 @@ import (
 	"github.com/codeport/codeport/internal/poll"
 )
 
-const serviceMonitorAPI = "--api-versions=monitoring.coreos.com/v1/ServiceMonitor"
-
 // servicePorts lists the port names of a rendered Service.
 func servicePorts(o *unstructured.Unstructured) []string {
 	ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
@@ -54,7 +52,7 @@ func selectedServices(t *testing.T, objs rendered, sm *unstructured.Unstructured
 // ServiceMonitors select, and nothing else.
 func TestMetricsStayOffPartnerServices(t *testing.T) {
 	t.Parallel()
-	objs := render(t, serviceMonitorAPI)
+	objs := render(t, monitoringAPI)
 	for _, env := range []string{"production", "sandbox"} {
 		partner := objs["Service/codeport-"+env]
 		if partner == nil || !slices.Equal(servicePorts(partner), []string{"http"}) {
@@ -78,12 +76,7 @@ func TestMetricsStayOffPartnerServices(t *testing.T) {
 		t.Error("metrics-reader bound to nobody in particular")
 	}
 
-	// Opted in, but the Prometheus Operator is not installed: nothing to render.
-	if sms := ofKind(render(t, "serviceMonitor.enabled=true"), "ServiceMonitor"); len(sms) != 0 {
-		t.Errorf("ServiceMonitors rendered without their CRD: %d", len(sms))
-	}
-
-	objs = render(t, serviceMonitorAPI, "serviceMonitor.enabled=true")
+	objs = render(t, monitoringAPI, "serviceMonitor.enabled=true")
 	want := map[string][]string{
 		"ServiceMonitor/codeport-operator": {"Service/codeport-operator-metrics"},
 		"ServiceMonitor/codeport-api":      {"Service/codeport-production-metrics", "Service/codeport-sandbox-metrics"},
@@ -122,7 +115,7 @@ func TestPrometheusMayReadOperatorMetrics(t *testing.T) {
 		"serviceMonitor.prometheusServiceAccount.namespace=monitoring",
 	}
 	// The ServiceMonitors match the Prometheus Operator's schema field for field.
-	sms := ofKind(render(t, append(values, serviceMonitorAPI, "--namespace="+ns)...), "ServiceMonitor")
+	sms := ofKind(render(t, append(values, monitoringAPI, "--namespace="+ns)...), "ServiceMonitor")
 	if len(sms) != 2 {
 		t.Fatalf("%d ServiceMonitors rendered", len(sms))
 	}

@@ -12,8 +12,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const prometheusRuleAPI = "--api-versions=monitoring.coreos.com/v1/PrometheusRule"
-
 // rulesTestdata holds promtool's unit tests of the rules, one file per group.
 const rulesTestdata = "testdata/prometheus-rules"
 
@@ -50,7 +48,7 @@ type ruleGroup struct {
 // it with its groups.
 func renderRules(t *testing.T, flags ...string) (*unstructured.Unstructured, []ruleGroup) {
 	t.Helper()
-	rules := ofKind(render(t, append([]string{prometheusRuleAPI, "prometheusRules.enabled=true"}, flags...)...),
+	rules := ofKind(render(t, append([]string{monitoringAPI, "prometheusRules.enabled=true"}, flags...)...),
 		"PrometheusRule")
 	if len(rules) != 1 {
 		t.Fatalf("%d PrometheusRules rendered, want 1", len(rules))
@@ -67,14 +65,11 @@ func renderRules(t *testing.T, flags ...string) (*unstructured.Unstructured, []r
 	return rules[0], groups
 }
 
-// TestPrometheusRulesAreOptIn: no PrometheusRule unless asked for and the Prometheus Operator's
-// API exists; then one, with the labels a Prometheus's ruleSelector needs.
+// TestPrometheusRulesAreOptIn: no PrometheusRule unless asked for; then one, with the labels a
+// Prometheus's ruleSelector needs.
 func TestPrometheusRulesAreOptIn(t *testing.T) {
-	if n := len(ofKind(render(t, prometheusRuleAPI), "PrometheusRule")); n != 0 {
+	if n := len(ofKind(render(t, monitoringAPI), "PrometheusRule")); n != 0 {
 		t.Errorf("%d PrometheusRules rendered by default", n)
-	}
-	if n := len(ofKind(render(t, "prometheusRules.enabled=true"), "PrometheusRule")); n != 0 {
-		t.Errorf("%d PrometheusRules rendered without the Prometheus Operator's API", n)
 	}
 	rule, _ := renderRules(t, "prometheusRules.labels.release=kube-prometheus-stack",
 		"prometheusRules.namespace=monitoring")
@@ -233,7 +228,7 @@ func TestPrometheusRulesTakeValues(t *testing.T) {
 	if !found {
 		t.Error("CodeportPlacementLatencyHigh does not compare with the placementP99Seconds given")
 	}
-	out, err := renderErr(t, prometheusRuleAPI, "prometheusRules.enabled=true",
+	out, err := renderErr(t, monitoringAPI, "prometheusRules.enabled=true",
 		"prometheusRules.thresholds.errorRatio=null")
 	if err == nil || !strings.Contains(out, "prometheusRules.thresholds lacks: ${errorRatio}") {
 		t.Errorf("render without a threshold: %v\n%s", err, out)

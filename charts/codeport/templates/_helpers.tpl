@@ -57,6 +57,17 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
+{{/* Stops the render when a value needs an API group the render does not see. helm template,
+Argo CD and Flux render without a cluster and see only what --api-versions tells them: a
+template that left its objects out then would install nothing and say nothing. .root: the
+chart's context; .api: the group/version; .value: the value that needs it; .crds: whose CRDs
+serve it; .otherwise: what to do instead. */}}
+{{- define "codeport.requireAPI" -}}
+{{- if not (.root.Capabilities.APIVersions.Has .api) -}}
+{{- fail (printf "%s needs %s (%s) in the cluster: %s (helm template, Argo CD, Flux: pass --api-versions %s)" .value .crds .api .otherwise .api) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The CloudNativePG Cluster of database.cnpg, its Pooler and the runtime role's Secret. */}}
 {{- define "codeport.cnpgCluster" -}}
 {{ include "codeport.fullname" . }}-db
