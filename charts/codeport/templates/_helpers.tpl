@@ -163,3 +163,79 @@ settings are in CloudNativePG: 200 becomes "200" (not "2e+02"), true "true". */}
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/* A component's selector labels: the chart's and app.kubernetes.io/component. */}}
+{{- define "codeport.componentSelector" -}}
+{{ include "codeport.selector" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* A component's Pod metadata: its selector labels, then .values.podLabels, which may not change
+them (the Deployment, its Service and its budget select the Pods by them), and
+.values.podAnnotations. .path names the values in the error. */}}
+{{- define "codeport.podMetadata" -}}
+{{- $selector := include "codeport.componentSelector" . | fromYaml -}}
+{{- range $key, $_ := .values.podLabels -}}
+{{- if hasKey $selector $key -}}
+{{- fail (printf "%s.podLabels may not set %s: the chart selects the Pods by it" $.path $key) -}}
+{{- end -}}
+{{- end -}}
+labels:
+  {{- toYaml (merge (dict) $selector .values.podLabels) | nindent 2 }}
+{{- with .values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A component's Pod placement: nodeSelector, tolerations, affinity, priorityClassName and
+topologySpreadConstraints from .values. A constraint without a labelSelector counts the
+component's own Pods, which is what spreading them means: with none it would count nothing. */}}
+{{- define "codeport.podPlacement" -}}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+{{- $selector := include "codeport.componentSelector" $ | fromYaml }}
+{{- $constraints := list }}
+{{- range . }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" $selector) }}
+{{- end }}
+{{- $constraints = append $constraints $c }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $constraints | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Where partners' webhooks may go unless networkPolicy.webhooks.to says: every public address,
+as the API's own check (internal/notify) allows, or every address with
+webhooks.allowPrivateNetworks. */}}
+{{- define "codeport.webhookReceivers" -}}
+{{- if .Values.webhooks.allowPrivateNetworks -}}
+- ipBlock: {cidr: 0.0.0.0/0}
+- ipBlock: {cidr: "::/0"}
+{{- else -}}
+- ipBlock:
+    cidr: 0.0.0.0/0
+    except: [0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12,
+      192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3]
+- ipBlock:
+    cidr: "::/0"
+    except: ["::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "fc00::/7", "fe80::/10", "ff00::/8"]
+{{- end -}}
+{{- end -}}
