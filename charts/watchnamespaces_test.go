@@ -3,6 +3,7 @@ package charts_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -343,6 +345,111 @@ func createAll(t *testing.T, c client.Client, objs []*unstructured.Unstructured)
 			if o.GetNamespace() == "" && o.GetKind() != "Namespace" {
 				deleteWhenDone(t, c, o)
 			}
+		}
+	}
+}
+
+// reachesSecrets tells whether a rule grants anything on Secrets.
+func reachesSecrets(r rbacv1.PolicyRule) bool {
+	return (slices.Contains(r.APIGroups, "") || slices.Contains(r.APIGroups, "*")) &&
+		(slices.Contains(r.Resources, "secrets") || slices.Contains(r.Resources, "*"))
+}
+
+// writesSecrets tells whether a rule lets its subject create, update or patch Secrets.
+func writesSecrets(r rbacv1.PolicyRule) bool {
+	return reachesSecrets(r) && slices.ContainsFunc(r.Verbs, func(v string) bool {
+		return v == "create" || v == "update" || v == "patch" || v == "*"
+	})
+}
+
+// TestSecretRightsFollowWatchNamespaces: by default the operator's ClusterRole lets it write
+// Secrets in every namespace (the chart's README says why); with operator.watchNamespaces no
+// ClusterRole the chart renders, bound or not, reaches Secrets at all, whatever else is on.
+func TestSecretRightsFollowWatchNamespaces(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		set  []string
+		// writers are the ClusterRoles that write Secrets; readers those that reach them at all.
+		writers, readers []string
+	}{
+		{"every namespace", nil, []string{"codeport-operator"}, []string{"codeport-operator"}},
+		{"watched namespaces", []string{"operator.watchNamespaces={team-a}"}, nil, nil},
+		{"watched namespaces, every cluster-wide role on", []string{"operator.watchNamespaces={team-a,team-b}",
+			"rbac.aggregatedRoles=true", "rbac.walletTopUpRole=true",
+			"serviceMonitor.prometheusServiceAccount.name=prometheus"}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var writers, readers []string
+			for name, role := range renderRBAC(t, tc.set...).clusterRoles {
+				for _, r := range role.Rules {
+					if writesSecrets(r) && !slices.Contains(writers, name) {
+						writers = append(writers, name)
+					}
+					if reachesSecrets(r) && !slices.Contains(readers, name) {
+						readers = append(readers, name)
+					}
+				}
+			}
+			slices.Sort(writers)
+			slices.Sort(readers)
+			if !slices.Equal(writers, tc.writers) || !slices.Equal(readers, tc.readers) {
+				t.Errorf("ClusterRoles writing Secrets %v, reaching them %v; want %v, %v",
+					writers, readers, tc.writers, tc.readers)
+			}
+		})
+	}
+}
+
+// TestReadmeShowsTheNamespacedRoles: the Role and RoleBinding the chart's README shows for
+// operator.watchNamespaces are, rule for rule, what the chart renders in a watched namespace, and
+// all it renders there.
+func TestReadmeShowsTheNamespacedRoles(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(chart, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(src), "### Namespaced mode: what it grants instead\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no yaml block under \"Namespaced mode: what it grants instead\"")
+	}
+	shown := map[string]any{}
+	for _, o := range objects(t, block) {
+		var v any = &rbacv1.Role{}
+		if o.GetKind() == "RoleBinding" {
+			v = &rbacv1.RoleBinding{}
+		}
+		if err := runtimeConvert(o.Object, v); err != nil {
+			t.Fatal(err)
+		}
+		shown[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = v
+	}
+
+	rbac := renderRBAC(t, "operator.watchNamespaces={team-a}")
+	rendered := map[string]any{}
+	for key, r := range rbac.roles {
+		if r.Namespace == "team-a" {
+			r.Labels = nil
+			rendered["Role "+key] = &r
+		}
+	}
+	for key, b := range rbac.bindings {
+		if b.Namespace == "team-a" {
+			b.Labels = nil
+			rendered["RoleBinding "+key] = &b
+		}
+	}
+	if !slices.Equal(slices.Sorted(maps.Keys(shown)), slices.Sorted(maps.Keys(rendered))) {
+		t.Fatalf("the README shows %v, the chart renders %v in team-a",
+			slices.Sorted(maps.Keys(shown)), slices.Sorted(maps.Keys(rendered)))
+	}
+	for key, want := range rendered {
+		if !equality.Semantic.DeepEqual(shown[key], want) {
+			t.Errorf("the README's %s:\n%+v\nthe chart renders:\n%+v", key, shown[key], want)
 		}
 	}
 }
