@@ -95,7 +95,8 @@ run: build ## Run the whole data plane locally (embedded PostgreSQL, config/samp
 
 ##@ Generate
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the currency types (from internal/money's list).
+	go run ./hack/currencies
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
 .PHONY: manifests

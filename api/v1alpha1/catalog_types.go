@@ -161,9 +161,8 @@ type CatalogProduct struct {
 	// +kubebuilder:validation:Pattern=`^[A-Z]{2}$`
 	CountryCode string `json:"countryCode"`
 
-	// CurrencyCode is the ISO 4217 selling currency; orders must use it.
-	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
-	CurrencyCode string `json:"currencyCode"`
+	// CurrencyCode is the selling currency, an active ISO 4217 code; orders must use it.
+	CurrencyCode CurrencyCode `json:"currencyCode"`
 
 	// Price is the selling price of a fixed-denomination product, in minor units.
 	// +optional

@@ -105,13 +105,12 @@ type OrderLimits struct {
 	// +kubebuilder:validation:Minimum=1
 	MaxQuantityPerOrder *int32 `json:"maxQuantityPerOrder,omitempty"`
 
-	// DailySpend caps, per currency, the total ordered per UTC day, in minor units (cents):
-	// {EUR: 5000000} is EUR 50,000.00.
+	// DailySpend caps, per currency (an active ISO 4217 code), the total ordered per UTC day, in
+	// minor units (cents): {EUR: 5000000} is EUR 50,000.00.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=50
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Z]{3}$'))",message="dailySpend keys must be ISO 4217 currency codes such as EUR"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 0)",message="dailySpend amounts must not be negative"
-	DailySpend map[string]int64 `json:"dailySpend,omitempty"`
+	DailySpend MinorUnitsByCurrency `json:"dailySpend,omitempty"`
 }
 
 // WebhookSpec is a partner's event endpoint.

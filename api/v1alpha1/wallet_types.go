@@ -38,9 +38,8 @@ type TopUp struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	ID string `json:"id"`
-	// Currency is the ISO 4217 code of the balance credited.
-	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
-	Currency string `json:"currency"`
+	// Currency is the active ISO 4217 code of the balance credited.
+	Currency CurrencyCode `json:"currency"`
 	// Amount in major units as a decimal string, e.g. "5000.00"; at most as many decimals as
 	// the currency has.
 	// +kubebuilder:validation:MaxLength=24

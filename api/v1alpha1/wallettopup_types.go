@@ -21,10 +21,9 @@ type WalletTopUpSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="id is immutable"
 	ID string `json:"id"`
 
-	// Currency is the ISO 4217 code of the balance credited. Immutable.
-	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	// Currency is the active ISO 4217 code of the balance credited. Immutable.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="currency is immutable"
-	Currency string `json:"currency"`
+	Currency CurrencyCode `json:"currency"`
 
 	// Amount in major units as a decimal string, e.g. "5000.00"; at most as many decimals as the
 	// currency has. Immutable.

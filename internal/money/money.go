@@ -15,7 +15,12 @@ import (
 var ErrOverflow = errors.New("amount out of range")
 
 // Digits is the number of minor-unit digits of an ISO 4217 currency code (JPY 0, EUR 2, KWD 3).
+// It knows withdrawn codes too, so that ledger rows written in them stay readable; whether a code
+// may be used anew is Active's to say.
 func Digits(code string) (int, error) {
+	if digits, ok := newerDigits[strings.ToUpper(code)]; ok {
+		return digits, nil
+	}
 	unit, err := currency.ParseISO(code)
 	if err != nil {
 		return 0, fmt.Errorf("unknown currency %q: %w", code, err)

@@ -378,7 +378,7 @@ func TestPlaceHearsLowBalanceOncePerCrossing(t *testing.T) {
 				if err != nil {
 					t.Fatalf("order %d: %v", i, err)
 				}
-				if got := f.stateOf(t, acct, tt.topUp.Currency).balance; got != balance {
+				if got := f.stateOf(t, acct, string(tt.topUp.Currency)).balance; got != balance {
 					t.Fatalf("balance after order %d: %d, want %d", i, got, balance)
 				}
 				low, wantCalls := i >= tt.crossing, 0
@@ -393,7 +393,7 @@ func TestPlaceHearsLowBalanceOncePerCrossing(t *testing.T) {
 					t.Fatalf("after order %d the response's wallet says lowBalance %v, want %v", i, v.Wallet.LowBalance, low)
 				}
 			}
-			want := []heard{{environment: string(tenancy.Production), currency: tt.topUp.Currency,
+			want := []heard{{environment: string(tenancy.Production), currency: string(tt.topUp.Currency),
 				balanceAfter: tt.balances[tt.crossing], threshold: tt.thresholdMinor, ordered: int64(tt.crossing + 1)}}
 			if got := f.heard(t, acct); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("the hook committed %+v, want %+v (it sees the order it is called for)", got, want)

@@ -189,7 +189,7 @@ func Decode(body []byte) (Request, error) {
 	case req.Currency == "":
 		return Request{}, refuse(CurrencyMissing)
 	}
-	if _, err := money.Digits(req.Currency); err != nil || len(req.Currency) != 3 {
+	if !money.Active(req.Currency) {
 		return Request{}, refuse(CurrencyNotISO)
 	}
 	price, err := integer(raw.Price)

@@ -2,6 +2,7 @@ package orders_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/codeport/codeport/apiserver/apierror"
@@ -150,5 +151,30 @@ func TestDecodeRefusesAmbiguousBodies(t *testing.T) {
 	if _, err := orders.Decode([]byte(`{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +
 		`],"metadata":{"Currency":"x","QUANTITY":"y"}}`)); err != nil {
 		t.Fatalf("metadata keys spelled like fields: %v", err)
+	}
+}
+
+// TestDecodeCurrency: an order names an active ISO 4217 currency (in any case, as the contract
+// allows); codes ISO never assigned, placeholders and withdrawn codes are refused with the
+// contract's 400, as the operator refuses them in resources.
+func TestDecodeCurrency(t *testing.T) {
+	for _, tc := range []struct {
+		currency string
+		ok       bool
+	}{
+		{"EUR", true}, {"eur", true}, {"JPY", true}, {"VES", true},
+		{"ERU", false}, {"XXX", false}, {"XTS", false}, {"DEM", false}, {"EURO", false}, {"E", false},
+	} {
+		req, err := orders.Decode([]byte(`{"externalOrderCode":"a","currency":"` + tc.currency +
+			`","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`))
+		var refusal *orders.Refusal
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("currency %q refused: %v", tc.currency, err)
+		case tc.ok && req.Currency != strings.ToUpper(tc.currency):
+			t.Errorf("currency %q decoded as %q", tc.currency, req.Currency)
+		case !tc.ok && (!errors.As(err, &refusal) || refusal.Reason != orders.CurrencyNotISO):
+			t.Errorf("currency %q: %v, want %s", tc.currency, err, orders.CurrencyNotISO)
+		}
 	}
 }

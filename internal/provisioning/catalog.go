@@ -174,7 +174,7 @@ func productRow(in *v1alpha1.CatalogProduct, defaultPct string, position int) (s
 	row := store.CatalogProduct{
 		ProductCode: in.ProductCode, Position: position, EAN: in.EAN, Name: strings.TrimSpace(in.Name),
 		ShortName: in.ShortName, Image: in.Image, Brand: in.Brand, Publisher: in.Publisher,
-		CountryCode: in.CountryCode, CurrencyCode: in.CurrencyCode, BuyingCurrencyCode: in.CurrencyCode,
+		CountryCode: in.CountryCode, CurrencyCode: string(in.CurrencyCode), BuyingCurrencyCode: string(in.CurrencyCode),
 		RRP: in.RRP, MainCategory: in.MainCategory, SubCategory: in.SubCategory,
 		ProductCategory: in.ProductCategory, ProductType: in.ProductType, Platform: in.Platform,
 		Type: in.Type, Tags: append([]string{}, in.Tags...), Status: string(in.Status),
@@ -198,8 +198,8 @@ func productRow(in *v1alpha1.CatalogProduct, defaultPct string, position int) (s
 		row.Status != catalog.StatusPreorder:
 		return row, "status must be active, inactive or preorder"
 	}
-	if _, err := money.Digits(in.CurrencyCode); err != nil || len(in.CurrencyCode) != 3 {
-		return row, "currencyCode must be an ISO 4217 code"
+	if err := money.CheckCurrency(row.CurrencyCode); err != nil {
+		return row, "currencyCode: " + err.Error()
 	}
 	pct := defaultPct
 	if in.DiscountPercentage != nil {

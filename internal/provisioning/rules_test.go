@@ -3,6 +3,7 @@ package provisioning_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -143,5 +144,41 @@ func TestNormalizeWhitelist(t *testing.T) {
 	}
 	if _, err := provisioning.NormalizeWhitelist([]string{"not-an-ip"}); err == nil {
 		t.Fatal("garbage accepted")
+	}
+}
+
+// TestTopUpAmount: the rule every top-up passes before it is credited, whichever resource asks
+// for it.
+func TestTopUpAmount(t *testing.T) {
+	cases := []struct {
+		amount, currency string
+		want             int64 // minor units; 0 when refused
+		refusal          string
+	}{
+		{"10.00", "EUR", 1000, ""},
+		{"12", "EUR", 1200, ""},
+		{"500", "JPY", 500, ""},
+		{"1.234", "KWD", 1234, ""},
+		{"10.00", "VES", 1000, ""},
+		{"10.00", "ERU", 0, `currency "ERU" is not an active ISO 4217 currency code`},
+		{"10.00", "XXX", 0, `currency "XXX" is not an active ISO 4217`},
+		{"10.00", "XTS", 0, `currency "XTS" is not an active ISO 4217`},
+		{"10.00", "DEM", 0, `currency "DEM" is not an active ISO 4217`},
+		{"10.00", "eur", 0, `currency "eur" is not an active ISO 4217`},
+		{"0.00", "EUR", 0, "must be positive"},
+		{"1.005", "EUR", 0, "more than 2 decimal places"},
+		{"0.5", "JPY", 0, "more than 0 decimal places"},
+		{"-5.00", "EUR", 0, "must be positive"},
+		{"ten", "EUR", 0, "invalid amount"},
+		{"92233720368547758.08", "EUR", 0, "out of range"},
+	}
+	for _, tc := range cases {
+		got, err := provisioning.TopUpAmount(tc.amount, tc.currency)
+		switch {
+		case tc.refusal == "" && (err != nil || got != tc.want):
+			t.Errorf("TopUpAmount(%s %s) = %d, %v; want %d", tc.amount, tc.currency, got, err, tc.want)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+			t.Errorf("TopUpAmount(%s %s) = %d, %v; want a refusal saying %q", tc.amount, tc.currency, got, err, tc.refusal)
+		}
 	}
 }

@@ -113,10 +113,8 @@ func (p *Provisioner) applySpecTopUps(
 			res.Invalid[t.ID] = "top-ups in Wallet.spec.topUps are turned off on this operator: create a WalletTopUp"
 			continue
 		}
-		amount, err := money.Parse(t.Amount, t.Currency)
-		if err == nil && amount <= 0 {
-			err = errors.New("amount must be positive")
-		}
+		currency := string(t.Currency)
+		amount, err := TopUpAmount(t.Amount, currency)
 		if err != nil {
 			res.Invalid[t.ID] = err.Error()
 			continue
@@ -124,7 +122,7 @@ func (p *Provisioner) applySpecTopUps(
 		var change store.LedgerResult
 		err = p.db.InTx(ctx, func(tx pgx.Tx) error {
 			var err error
-			change, err = wallet.Credit(ctx, tx, accountID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
+			change, err = wallet.Credit(ctx, tx, accountID, currency, store.EntryTopUp, amount, t.ID, t.Note)
 			return err
 		})
 		if err != nil {
@@ -141,6 +139,24 @@ func (p *Provisioner) applySpecTopUps(
 		}
 	}
 	return res, nil
+}
+
+// TopUpAmount is the rule every top-up passes before it is credited, whichever resource asks
+// for it (a WalletTopUp, an entry of Wallet.spec.topUps): the currency an active ISO 4217 code,
+// the amount a positive decimal of major units with no more decimals than the currency has. It
+// returns the amount in minor units.
+func TopUpAmount(amount, currency string) (int64, error) {
+	if err := money.CheckCurrency(currency); err != nil {
+		return 0, err
+	}
+	minor, err := money.Parse(amount, currency)
+	if err != nil {
+		return 0, fmt.Errorf("amount %s %s: %w", amount, currency, err)
+	}
+	if minor <= 0 {
+		return 0, fmt.Errorf("amount %s %s must be positive", amount, currency)
+	}
+	return minor, nil
 }
 
 // thresholdDigits is the scale of accounts.low_balance_threshold.
@@ -227,7 +243,7 @@ type TopUp struct {
 func TopUpOf(t *v1alpha1.WalletTopUp, w *v1alpha1.Wallet) TopUp {
 	return TopUp{
 		Namespace: t.Namespace, Partner: w.Spec.PartnerRef.Name, Environment: string(w.Spec.Environment),
-		ID: t.Spec.ID, Currency: t.Spec.Currency, Amount: t.Spec.Amount, Note: t.Spec.Note,
+		ID: t.Spec.ID, Currency: string(t.Spec.Currency), Amount: t.Spec.Amount, Note: t.Spec.Note,
 		Source: TopUpSource(t.Name),
 	}
 }
@@ -257,8 +273,9 @@ type TopUpResult struct {
 	Conflict string
 }
 
-// InvalidTopUpError says that a top-up can never be applied as written (an amount with more
-// decimals than its currency has, an unknown currency).
+// InvalidTopUpError says that a top-up can never be applied as written: it breaks TopUpAmount's
+// rule (a currency that is not an active ISO 4217 code, an amount with more decimals than its
+// currency has).
 type InvalidTopUpError struct{ Err error }
 
 func (e *InvalidTopUpError) Error() string { return e.Err.Error() }
@@ -269,15 +286,10 @@ var errTopUpRaced = errors.New("top-up applied concurrently")
 
 // ApplyTopUp credits a WalletTopUp exactly once, by id, as the wallet's ledger entry plus the
 // record of its source, in one transaction. It reads first: a top-up already applied (every
-// reconcile after the first) takes no lock and writes nothing.
+// reconcile after the first) takes no lock and writes nothing, and stays applied whatever the
+// rules for new credits have become since. A credit that breaks TopUpAmount's rule is an
+// *InvalidTopUpError.
 func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, error) {
-	amount, err := money.Parse(t.Amount, t.Currency)
-	if err == nil && amount <= 0 {
-		err = errors.New("amount must be positive")
-	}
-	if err != nil {
-		return TopUpResult{}, &InvalidTopUpError{Err: fmt.Errorf("amount %s %s: %w", t.Amount, t.Currency, err)}
-	}
 	acct, err := p.account(ctx, t.Namespace, t.Partner, t.Environment)
 	if err != nil {
 		return TopUpResult{}, err
@@ -287,7 +299,11 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 		return TopUpResult{}, err
 	}
 	if found {
-		return judgeTopUp(t, amount, e), nil
+		return judgeTopUp(t, e), nil
+	}
+	amount, err := TopUpAmount(t.Amount, t.Currency)
+	if err != nil {
+		return TopUpResult{}, &InvalidTopUpError{Err: err}
 	}
 	err = p.db.InTx(ctx, func(tx pgx.Tx) error {
 		change, err := wallet.Credit(ctx, tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
@@ -310,13 +326,14 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 	if !found {
 		return TopUpResult{}, fmt.Errorf("top-up %s: entry missing after its credit", t.ID)
 	}
-	res := judgeTopUp(t, amount, e)
+	res := judgeTopUp(t, e)
 	res.Newly = newly && res.Applied
 	return res, nil
 }
 
 // judgeTopUp decides whether the ledger's entry of a top-up's id is that top-up's.
-func judgeTopUp(t TopUp, amount int64, e store.TopUpEntry) TopUpResult {
+func judgeTopUp(t TopUp, e store.TopUpEntry) TopUpResult {
+	amount, err := money.Parse(t.Amount, t.Currency)
 	switch {
 	case e.Source == "":
 		return TopUpResult{Conflict: fmt.Sprintf("id %s is already in the ledger, applied by the Wallet's spec.topUps; "+
@@ -324,7 +341,7 @@ func judgeTopUp(t TopUp, amount int64, e store.TopUpEntry) TopUpResult {
 	case e.Source != t.Source:
 		return TopUpResult{Conflict: fmt.Sprintf("id %s is already in the ledger, applied by %s; "+
 			"this top-up is not applied", t.ID, e.Source)}
-	case e.Currency != t.Currency || e.Amount != amount:
+	case err != nil || e.Currency != t.Currency || e.Amount != amount:
 		was, err := money.Format(e.Amount, e.Currency)
 		if err != nil {
 			was = fmt.Sprintf("%d minor units of", e.Amount)

@@ -140,7 +140,9 @@ func WithPrice(minor int64) ProductOption {
 
 // SoldIn sets the country the product is sold in and its currency.
 func SoldIn(country, currency string) ProductOption {
-	return func(p *v1alpha1.CatalogProduct) { p.CountryCode, p.CurrencyCode = country, currency }
+	return func(p *v1alpha1.CatalogProduct) {
+		p.CountryCode, p.CurrencyCode = country, v1alpha1.CurrencyCode(currency)
+	}
 }
 
 // WithName sets the product's name and brand.
@@ -232,7 +234,7 @@ func WithThreshold(threshold string) WalletWith {
 
 // TopUp is a top-up of amount (major units, "100.00") in currency, identified by id.
 func TopUp(id, currency, amount string) v1alpha1.TopUp {
-	return v1alpha1.TopUp{ID: id, Currency: currency, Amount: amount}
+	return v1alpha1.TopUp{ID: id, Currency: v1alpha1.CurrencyCode(currency), Amount: amount}
 }
 
 // WalletTopUpOption changes a WalletTopUp built by WalletTopUp.
