@@ -114,16 +114,12 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 	}
 	c.Status.InvalidProducts = res.Invalid
 	if len(res.Invalid) > 0 {
-		codes := make([]string, 0, 5)
+		codes := make([]string, len(res.Invalid))
 		for i, p := range res.Invalid {
-			if i == 5 {
-				codes = append(codes, fmt.Sprintf("and %d more", len(res.Invalid)-5))
-				break
-			}
-			codes = append(codes, fmt.Sprintf("%s (%s)", p.ProductCode, p.Reason))
+			codes[i] = fmt.Sprintf("%s (%s)", p.ProductCode, p.Reason)
 		}
 		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidProducts,
-			"Invalid products, the last good catalog stays in service: "+strings.Join(codes, "; "))
+			"Invalid products, the last good catalog stays in service: "+listed(codes, 5))
 		return ctrl.Result{}, nil
 	}
 	if ch := res.Change; r.Recorder != nil && len(ch.Added)+len(ch.Updated)+len(ch.Removed) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,6 +78,15 @@ func failureReason(err error) string {
 // conflict, or a create racing another): the reconcile is retried with the newer object and
 // nothing failed, so Ready is left as it is.
 func superseded(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
+
+// listed joins the first max items of a list a condition message names, then says how many more
+// there are: the message stays readable, and within its bound, however long the list.
+func listed(items []string, max int) string {
+	if len(items) <= max {
+		return strings.Join(items, "; ")
+	}
+	return strings.Join(items[:max], "; ") + fmt.Sprintf("; and %d more", len(items)-max)
+}
 
 // maxMessage bounds a condition message that carries an error.
 const maxMessage = 1024

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -93,27 +94,57 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 	w.Status.Balances = res.Balances
 	w.Status.LowBalance = res.LowBalance
 	w.Status.AppliedTopUps = int32(min(res.Applied, 1<<30)) //nolint:gosec // bounded just above
+	for _, c := range walletConditions(res) {
+		c.ObservedGeneration = w.Generation
+		meta.SetStatusCondition(&w.Status.Conditions, c)
+	}
+	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+}
+
+// walletConditions are the TopUpsReconciled and Ready conditions of a Wallet in service whose
+// threshold and top-ups were applied with result res. An entry of spec.topUps that cannot be
+// credited makes Ready False, naming every such entry with why: the money it stands for is not
+// in the wallet, and kubectl wait must not say otherwise. The other entries are credited all the
+// same, and the wallet keeps taking orders and WalletTopUps (walletInService). Entries removed
+// from the list stay credited, which is only reported.
+func walletConditions(res provisioning.WalletResult) []metav1.Condition {
+	reconciled := metav1.Condition{Type: v1alpha1.ConditionTopUpsReconciled, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonReconciled, Message: fmt.Sprintf("%d top-ups applied", res.Applied)}
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonReconciled, Message: "Wallet in service"}
 	switch {
 	case len(res.Invalid) > 0:
-		ids := make([]string, 0, len(res.Invalid))
+		entries := make([]string, 0, len(res.Invalid))
 		for id, why := range res.Invalid {
-			ids = append(ids, id+": "+why)
+			entries = append(entries, id+": "+why)
 		}
-		sort.Strings(ids)
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false,
-			v1alpha1.ReasonInvalidTopUp, "Top-ups not applied: "+strings.Join(ids, "; "))
+		sort.Strings(entries)
+		reconciled.Status, reconciled.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidTopUp
+		reconciled.Message = "Top-ups not applied: " + listed(entries, maxListedTopUps)
+		ready.Status, ready.Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidTopUp
+		ready.Message = fmt.Sprintf("Wallet in service, but %d of spec.topUps not applied (%d applied): %s",
+			len(entries), res.Applied, listed(entries, maxListedTopUps))
 	case len(res.Removed) > 0:
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, false,
-			v1alpha1.ReasonTopUpRemoved,
-			fmt.Sprintf("Top-ups %s were removed from spec but stay applied: "+
-				"the ledger is append-only; correct a balance with a new top-up", strings.Join(res.Removed, ", ")))
-	default:
-		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionTopUpsReconciled, true,
-			v1alpha1.ReasonReconciled, fmt.Sprintf("%d top-ups applied", res.Applied))
+		reconciled.Status, reconciled.Reason = metav1.ConditionFalse, v1alpha1.ReasonTopUpRemoved
+		reconciled.Message = fmt.Sprintf("Top-ups %s were removed from spec but stay applied: "+
+			"the ledger is append-only; correct a balance with a new top-up", strings.Join(res.Removed, ", "))
 	}
-	setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, true,
-		v1alpha1.ReasonReconciled, "Wallet in service")
-	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+	return []metav1.Condition{reconciled, ready}
+}
+
+// maxListedTopUps caps how many refused entries of spec.topUps a condition names.
+const maxListedTopUps = 10
+
+// walletInService reports whether obj is a Wallet that manages its account's wallet and has
+// applied its settings: Ready, or not Ready only because entries of its spec.topUps cannot be
+// credited, which leaves the wallet itself taking money.
+func walletInService(obj client.Object) bool {
+	w, ok := obj.(*v1alpha1.Wallet)
+	if !ok {
+		return false
+	}
+	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+	return ready != nil && (ready.Status == metav1.ConditionTrue || ready.Reason == v1alpha1.ReasonInvalidTopUp)
 }
 
 // claim makes w the Wallet of its partner's environment, or returns the Wallet that is. The

@@ -3,11 +3,14 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -96,4 +99,62 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 			placed.Load(), elapsed.Round(time.Millisecond), n, limit)
 	}
 	t.Logf("%d orders in %s: %d status writes", placed.Load(), elapsed.Round(time.Millisecond), writes.Load())
+}
+
+// TestWalletWithInvalidTopUpsIsNotReady: a Wallet whose spec.topUps has entries that cannot be
+// credited is Ready=False naming them, with a Warning event, so that kubectl wait never passes
+// it; its valid entries are credited exactly once, and it takes WalletTopUps all the same.
+// Corrected, it is Ready.
+func TestWalletWithInvalidTopUpsIsNotReady(t *testing.T) {
+	ns := namespace(t)
+	key, _ := onboard(t, ns)
+	ctx := context.Background()
+	w := walletObj(ns, "acme-sandbox", "sandbox",
+		v1alpha1.TopUp{ID: "wire-1", Currency: "EUR", Amount: "100.00"},
+		v1alpha1.TopUp{ID: "wire-2", Currency: "EUR", Amount: "1.005"},
+		v1alpha1.TopUp{ID: "wire-3", Currency: "JPY", Amount: "0.5"},
+		v1alpha1.TopUp{ID: "wire-4", Currency: "EUR", Amount: "20.00"})
+	create(t, w)
+	poll.Until(t, timeout, "invalid entries reported", func() (bool, string) {
+		get(t, ns, w.Name, w)
+		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInvalidTopUp &&
+				c.ObservedGeneration == w.Generation && strings.Contains(c.Message, "wire-2: amount 1.005 EUR") &&
+				strings.Contains(c.Message, "wire-3: amount 0.5 JPY") && !strings.Contains(c.Message, "wire-1") &&
+				w.Status.Balances["EUR"] == "120.00" && w.Status.AppliedTopUps == 2,
+			fmt.Sprintf("%v %v %d", c, w.Status.Balances, w.Status.AppliedTopUps)
+	})
+	waitEvent(t, ns, "Wallet", w.Name, "Warning InvalidTopUp: Wallet in service, but 2 of spec.topUps not applied")
+	for _, e := range eventsOf(t, ns, "Wallet", w.Name) {
+		if strings.HasPrefix(e, "Normal Applied") {
+			t.Fatalf("a Wallet refusing top-ups recorded %q", e)
+		}
+	}
+
+	// Reconciles, of a second operator too, credit the valid entries once.
+	replicaCtx, stopReplica := context.WithCancel(ctx)
+	defer stopReplica()
+	if err := startManager(replicaCtx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		update(t, ns, w.Name, w, func() { w.Annotations = map[string]string{"n": fmt.Sprint(i)} })
+	}
+	stopReplica()
+	if b := sandboxBalance(t, key); b != 120.0 {
+		t.Fatalf("balance after repeated reconciles: %v", b)
+	}
+
+	create(t, topUpObj(ns, "wire-5", w.Name, "wire-5", "EUR", "5.00"))
+	waitTopUp(t, ns, "wire-5", v1alpha1.ReasonApplied)
+
+	update(t, ns, w.Name, w, func() {
+		w.Spec.TopUps = []v1alpha1.TopUp{w.Spec.TopUps[0], {ID: "wire-2", Currency: "EUR", Amount: "1.00"},
+			w.Spec.TopUps[3]}
+	})
+	poll.Until(t, timeout, "corrected wallet ready", func() (bool, string) {
+		get(t, ns, w.Name, w)
+		ok, detail := ready(w.Status.Conditions, w.Generation)
+		return ok && w.Status.Balances["EUR"] == "126.00", detail + " " + fmt.Sprint(w.Status.Balances)
+	})
 }

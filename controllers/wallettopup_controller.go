@@ -96,10 +96,9 @@ func (r *WalletTopUpReconciler) apply(ctx context.Context, t *v1alpha1.WalletTop
 		return ctrl.Result{}, fmt.Errorf("read Wallet %s: %w", t.Spec.WalletRef.Name, err)
 	}
 	// A Wallet refused as a duplicate, or whose partner is not provisioned, takes no money.
-	if ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); ready == nil ||
-		ready.Status != metav1.ConditionTrue {
+	if !walletInService(&w) {
 		why := "not reconciled yet"
-		if ready != nil {
+		if ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); ready != nil {
 			why = ready.Reason + ": " + ready.Message
 		}
 		setCondition(&t.Status.Conditions, t.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonWalletNotReady,
@@ -146,9 +145,11 @@ func (r *WalletTopUpReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("index WalletTopUps by walletRef: %w", err)
 	}
-	// Wallets' status changes with every balance refresh; only a change of readiness matters here.
+	// Wallets' status changes with every balance refresh; only a change of service matters here.
 	readiness := predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool { return walletReady(e.ObjectOld) != walletReady(e.ObjectNew) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return walletInService(e.ObjectOld) != walletInService(e.ObjectNew)
+		},
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.WalletTopUp{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -157,11 +158,6 @@ func (r *WalletTopUpReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("wallettopup").
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.Concurrency}).
 		Complete(r)
-}
-
-func walletReady(obj client.Object) bool {
-	w, ok := obj.(*v1alpha1.Wallet)
-	return ok && meta.IsStatusConditionTrue(w.Status.Conditions, v1alpha1.ConditionReady)
 }
 
 // pendingTopUps are the WalletTopUps of a Wallet that are not applied yet.

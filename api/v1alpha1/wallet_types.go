@@ -63,7 +63,9 @@ type WalletStatus struct {
 	// AppliedTopUps is the number of top-ups recorded in the ledger.
 	// +optional
 	AppliedTopUps int32 `json:"appliedTopUps,omitempty"`
-	// Conditions: Ready, and TopUpsReconciled (False when applied top-ups were removed from spec).
+	// Conditions: Ready (False with InvalidTopUp when entries of spec.topUps cannot be credited,
+	// which it names), and TopUpsReconciled (False when entries cannot be credited, or when
+	// applied top-ups were removed from spec).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
