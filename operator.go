@@ -40,6 +40,7 @@ func newOperatorCommand() *cobra.Command {
 		codesKey                                                   codesKeyring
 		specTopUps                                                 bool
 		stockLowThreshold                                          int
+		maxTopUp                                                   int64
 		stockRefresh                                               time.Duration
 		m                                                          managerFlags
 	)
@@ -64,6 +65,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			}
 			if err := checkStockFlags(stockLowThreshold, stockRefresh); err != nil {
 				return err
+			}
+			if maxTopUp < 1 {
+				return errors.New("--max-top-up must be at least 1")
 			}
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
@@ -101,7 +105,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if err != nil {
 				return err
 			}
-			prov.WithStockLowThreshold(stockLowThreshold)
+			prov.WithStockLowThreshold(stockLowThreshold).WithMaxTopUp(maxTopUp)
 			err = controllers.Setup(mgr, controllers.Options{
 				Provisioner:     prov,
 				StockRefresh:    stockRefresh,
@@ -143,6 +147,9 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	f.BoolVar(&specTopUps, "wallet-spec-top-ups", true,
 		"apply top-ups listed in Wallet.spec.topUps; false leaves money to WalletTopUp resources alone, "+
 			"so that RBAC on Wallets grants their settings only")
+	f.Int64Var(&maxTopUp, "max-top-up", provisioning.DefaultMaxTopUp,
+		"largest top-up credited (WalletTopUp, Wallet.spec.topUps), in major units of its currency; "+
+			"a larger one is refused (InvalidTopUp) and never retried")
 	f.IntVar(&stockLowThreshold, "stock-low-threshold", provisioning.DefaultStockLowThreshold,
 		"available production codes under which a product is low (stock.low, Catalog status.stock), "+
 			"for Catalogs without spec.stockLowThreshold; 0 turns it off")

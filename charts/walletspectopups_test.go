@@ -50,3 +50,27 @@ func TestOperatorWalletSpecTopUps(t *testing.T) {
 		t.Errorf("walletSpecTopUps=no accepted or not named: %v\n%s", err, out)
 	}
 }
+
+// TestOperatorMaxTopUp: operator.maxTopUp reaches --max-top-up as a whole number (Helm reads a
+// large YAML number as a float, which would print as 1e+06 and stop the operator), and the
+// schema refuses what the operator would refuse at start.
+func TestOperatorMaxTopUp(t *testing.T) {
+	t.Parallel()
+	operatorDefinesFlag(t, "max-top-up")
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{nil, "--max-top-up=1000000"},
+		{[]string{"operator.maxTopUp=25000000"}, "--max-top-up=25000000"},
+	} {
+		if args := renderRBAC(t, tc.set...).operatorArgs; !slices.Contains(args, tc.want) {
+			t.Errorf("%v: operator args %v lack %s", tc.set, args, tc.want)
+		}
+	}
+	for _, bad := range []string{"operator.maxTopUp=0", "operator.maxTopUp=ten"} {
+		if out, err := renderErr(t, bad); err == nil || !strings.Contains(out, "maxTopUp") {
+			t.Errorf("%s accepted or not named: %v\n%s", bad, err, out)
+		}
+	}
+}

@@ -80,18 +80,25 @@ func TestCatalogStockStatus(t *testing.T) {
 // stockCounts is how many times the catalog stock controller has reconciled, in every test.
 func stockCounts(t *testing.T) float64 {
 	t.Helper()
+	return controllerCounter(t, "controller_runtime_reconcile_total", "catalogstock")
+}
+
+// controllerCounter sums controller-runtime's counter metric of the named controller over every
+// operator of the suite (they share the metrics registry).
+func controllerCounter(t *testing.T, metric, controller string) float64 {
+	t.Helper()
 	families, err := crmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n float64
 	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
+		if f.GetName() != metric {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "catalogstock" {
+				if l.GetName() == "controller" && l.GetValue() == controller {
 					n += m.GetCounter().GetValue()
 				}
 			}

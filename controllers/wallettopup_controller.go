@@ -113,6 +113,11 @@ func (r *WalletTopUpReconciler) apply(ctx context.Context, t *v1alpha1.WalletTop
 		setCondition(&t.Status.Conditions, t.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidTopUp,
 			invalid.Error()+": this top-up can never be applied; delete it and create a correct one")
 		return ctrl.Result{}, nil
+	case errors.Is(err, provisioning.ErrBalanceOverflow):
+		// A rule of money, not a failure: the same credit would overflow again at every retry.
+		setCondition(&t.Status.Conditions, t.Generation, v1alpha1.ConditionReady, false,
+			v1alpha1.ReasonBalanceOverflow, err.Error()+"; this top-up is not applied")
+		return ctrl.Result{}, nil
 	case errors.Is(err, provisioning.ErrPartnerNotProvisioned):
 		return ctrl.Result{}, failed(v1alpha1.ReasonPartnerNotReady, fmt.Errorf("apply top-up: %w", err))
 	case err != nil:

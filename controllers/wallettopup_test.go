@@ -3,16 +3,20 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/wallet"
 )
 
 func topUpObj(ns, name, wallet, id, currency, amount string) *v1alpha1.WalletTopUp {
@@ -132,4 +136,86 @@ func TestWalletTopUp(t *testing.T) {
 	})
 	create(t, walletObj(ns, "acme-production", "production"))
 	waitTopUp(t, ns, "early", v1alpha1.ReasonApplied)
+}
+
+// reconcileErrors is how many reconciles of the named controller have failed, in every operator
+// of the suite: a failed reconcile is retried with backoff.
+func reconcileErrors(t *testing.T, controller string) float64 {
+	t.Helper()
+	return controllerCounter(t, "controller_runtime_reconcile_errors_total", controller)
+}
+
+// TestTopUpBounds: a top-up above the largest one (--max-top-up) is refused, as a WalletTopUp
+// (InvalidTopUp and a Warning) and as an entry of Wallet.spec.topUps (the Wallet names it); one
+// that would take its balance past the most the ledger holds is refused as a rule of money
+// (BalanceOverflow), where it failed as a database error retried forever. Neither is retried.
+func TestTopUpBounds(t *testing.T) {
+	ns := namespace(t)
+	onboard(t, ns)
+	ctx := context.Background()
+	w := walletObj(ns, "acme-sandbox", "sandbox", v1alpha1.TopUp{ID: "wire-1", Currency: "EUR", Amount: "100.00"},
+		v1alpha1.TopUp{ID: "wire-2", Currency: "EUR", Amount: "1000000.01"})
+	create(t, w)
+	walletRefuses := func(what string, entries ...string) {
+		t.Helper()
+		poll.Until(t, timeout, what, func() (bool, string) {
+			get(t, ns, w.Name, w)
+			c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+			ok := c != nil && c.Reason == v1alpha1.ReasonInvalidTopUp && c.ObservedGeneration == w.Generation
+			for _, e := range entries {
+				ok = ok && strings.Contains(c.Message, e)
+			}
+			return ok, fmt.Sprint(c)
+		})
+	}
+	walletRefuses("wallet refuses the entry above the largest top-up",
+		"wire-2: amount 1000000.01 EUR is above the largest top-up, 1000000 EUR (the operator's --max-top-up)")
+	walletErrors, topUpErrors := reconcileErrors(t, "wallet"), reconcileErrors(t, "wallettopup")
+
+	create(t, topUpObj(ns, "absurd", w.Name, "absurd", "EUR", "92233720368547758.07"))
+	c := meta.FindStatusCondition(waitTopUp(t, ns, "absurd", v1alpha1.ReasonInvalidTopUp).Status.Conditions,
+		v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "above the largest top-up, 1000000 EUR") {
+		t.Fatalf("absurd top-up: %s", c.Message)
+	}
+	waitEvent(t, ns, "WalletTopUp", "absurd", "Warning InvalidTopUp: amount 92233720368547758.07 EUR is above")
+	create(t, topUpObj(ns, "largest", w.Name, "largest", "EUR", "1000000.00"))
+	waitTopUp(t, ns, "largest", v1alpha1.ReasonApplied)
+
+	// A balance 5.00 EUR short of the ledger's bound, credited before there was a largest top-up.
+	acct, err := store.AccountOf(ctx, env.db.Pool, ns, "acme", "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = env.db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := wallet.Credit(ctx, tx, acct.ID, "EUR", store.EntryAdjustment, math.MaxInt64-100010000-500, "legacy", "")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, topUpObj(ns, "next", w.Name, "next", "EUR", "10.00"))
+	c = meta.FindStatusCondition(waitTopUp(t, ns, "next", v1alpha1.ReasonBalanceOverflow).Status.Conditions,
+		v1alpha1.ConditionReady)
+	if !strings.Contains(c.Message, "the EUR balance (92233720368547753.07) would pass the largest balance") {
+		t.Fatalf("overflowing top-up: %s", c.Message)
+	}
+	waitEvent(t, ns, "WalletTopUp", "next", "Warning BalanceOverflow:")
+	update(t, ns, w.Name, w, func() {
+		w.Spec.TopUps = append(w.Spec.TopUps, v1alpha1.TopUp{ID: "wire-3", Currency: "EUR", Amount: "10.00"})
+	})
+	walletRefuses("wallet refuses the entry that would overflow", "wire-2: amount 1000000.01 EUR",
+		"wire-3: crediting 10.00 EUR: the EUR balance (92233720368547753.07) would pass the largest balance")
+	if w.Status.Balances["EUR"] != "92233720368547753.07" {
+		t.Fatalf("balance: %v", w.Status.Balances)
+	}
+
+	// Refusals are not failures: nothing was retried with backoff.
+	time.Sleep(2 * time.Second)
+	if n := reconcileErrors(t, "wallettopup") - topUpErrors; n != 0 {
+		t.Errorf("%v failed WalletTopUp reconciles", n)
+	}
+	if n := reconcileErrors(t, "wallet") - walletErrors; n != 0 {
+		t.Errorf("%v failed Wallet reconciles", n)
+	}
 }

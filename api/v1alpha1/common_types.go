@@ -53,7 +53,13 @@ const (
 	ReasonPartnerNotReady   = "PartnerNotReady"
 	ReasonSecretConflict    = "SecretConflict"
 	ReasonTopUpRemoved      = "TopUpRemoved"
-	ReasonInvalidTopUp      = "InvalidTopUp"
+	// ReasonInvalidTopUp: a top-up breaks the rule every credit passes (an active ISO 4217
+	// currency, a positive amount with no more decimals than the currency has, at most the
+	// operator's --max-top-up); it is not applied, and not retried.
+	ReasonInvalidTopUp = "InvalidTopUp"
+	// ReasonBalanceOverflow: crediting a WalletTopUp would take its balance past the largest the
+	// ledger can hold; it is not applied, and not retried.
+	ReasonBalanceOverflow = "BalanceOverflow"
 	// ReasonDuplicateWallet: another Wallet already manages the wallet of the same partner and
 	// environment; this one is not applied.
 	ReasonDuplicateWallet = "DuplicateWallet"

@@ -48,7 +48,7 @@ type WalletTopUpStatus struct {
 	// +optional
 	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
 	// Conditions: Ready is True once applied, False with a reason (WalletNotFound,
-	// WalletNotReady, InvalidTopUp, TopUpConflict, DatabaseError) while it is not.
+	// WalletNotReady, InvalidTopUp, TopUpConflict, BalanceOverflow, DatabaseError) while it is not.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -34,7 +34,9 @@ type Provisioner struct {
 	events *notify.Notifier
 	// stockLowThreshold is the threshold of catalogs that do not set spec.stockLowThreshold.
 	stockLowThreshold int
-	now               func() time.Time
+	// maxTopUp is the largest top-up credited, in major units of its currency.
+	maxTopUp int64
+	now      func() time.Time
 }
 
 // DefaultStockLowThreshold is the low-stock threshold of catalogs that set none, unless the
@@ -63,7 +65,7 @@ func New(db *store.DB, secrets *codes.Cipher, events *notify.Notifier) (*Provisi
 		return nil, err
 	}
 	return &Provisioner{db: db, config: config, secrets: secrets, events: events,
-		stockLowThreshold: DefaultStockLowThreshold, now: time.Now}, nil
+		stockLowThreshold: DefaultStockLowThreshold, maxTopUp: DefaultMaxTopUp, now: time.Now}, nil
 }
 
 // CatalogResult is what applying a catalog did.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -114,7 +115,7 @@ func (p *Provisioner) applySpecTopUps(
 			continue
 		}
 		currency := string(t.Currency)
-		amount, err := TopUpAmount(t.Amount, currency)
+		amount, err := TopUpAmount(t.Amount, currency, p.maxTopUp)
 		if err != nil {
 			res.Invalid[t.ID] = err.Error()
 			continue
@@ -125,6 +126,10 @@ func (p *Provisioner) applySpecTopUps(
 			change, err = wallet.Credit(ctx, tx, accountID, currency, store.EntryTopUp, amount, t.ID, t.Note)
 			return err
 		})
+		if errors.Is(err, ErrBalanceOverflow) {
+			res.Invalid[t.ID] = fmt.Sprintf("crediting %s %s: %v", t.Amount, currency, err)
+			continue
+		}
 		if err != nil {
 			return WalletResult{}, fmt.Errorf("top-up %s: %w", t.ID, err)
 		}
@@ -141,11 +146,27 @@ func (p *Provisioner) applySpecTopUps(
 	return res, nil
 }
 
+// DefaultMaxTopUp is the largest top-up credited unless the operator is given another
+// (--max-top-up), in major units of the top-up's currency: a million euros, dollars or yen. A
+// larger amount is far likelier a slip (a test's 99999..., a pasted reference) than a transfer,
+// and a balance near the ledger's bound could never be credited again.
+const DefaultMaxTopUp = 1_000_000
+
+// WithMaxTopUp sets the largest top-up credited, in major units of its currency (at least 1).
+func (p *Provisioner) WithMaxTopUp(major int64) *Provisioner {
+	p.maxTopUp = major
+	return p
+}
+
+// ErrBalanceOverflow: a credit would take its balance past the most the ledger can hold. It is a
+// rule of money, not a failure of the database: retrying the same credit fails the same way.
+var ErrBalanceOverflow = store.ErrBalanceOverflow
+
 // TopUpAmount is the rule every top-up passes before it is credited, whichever resource asks
 // for it (a WalletTopUp, an entry of Wallet.spec.topUps): the currency an active ISO 4217 code,
-// the amount a positive decimal of major units with no more decimals than the currency has. It
-// returns the amount in minor units.
-func TopUpAmount(amount, currency string) (int64, error) {
+// the amount a positive decimal of major units with no more decimals than the currency has, and
+// at most maxMajor major units. It returns the amount in minor units.
+func TopUpAmount(amount, currency string, maxMajor int64) (int64, error) {
 	if err := money.CheckCurrency(currency); err != nil {
 		return 0, err
 	}
@@ -155,6 +176,18 @@ func TopUpAmount(amount, currency string) (int64, error) {
 	}
 	if minor <= 0 {
 		return 0, fmt.Errorf("amount %s %s must be positive", amount, currency)
+	}
+	scale, err := money.Scale(currency)
+	if err != nil {
+		return 0, err
+	}
+	ceiling, err := money.Mul(maxMajor, scale)
+	if err != nil {
+		ceiling = math.MaxInt64 // a ceiling past the ledger's bound leaves only that bound
+	}
+	if minor > ceiling {
+		return 0, fmt.Errorf("amount %s %s is above the largest top-up, %d %s (the operator's --max-top-up): "+
+			"split a larger transfer into several top-ups, or raise the limit", amount, currency, maxMajor, currency)
 	}
 	return minor, nil
 }
@@ -275,7 +308,7 @@ type TopUpResult struct {
 
 // InvalidTopUpError says that a top-up can never be applied as written: it breaks TopUpAmount's
 // rule (a currency that is not an active ISO 4217 code, an amount with more decimals than its
-// currency has).
+// currency has, an amount above the largest top-up).
 type InvalidTopUpError struct{ Err error }
 
 func (e *InvalidTopUpError) Error() string { return e.Err.Error() }
@@ -288,7 +321,7 @@ var errTopUpRaced = errors.New("top-up applied concurrently")
 // record of its source, in one transaction. It reads first: a top-up already applied (every
 // reconcile after the first) takes no lock and writes nothing, and stays applied whatever the
 // rules for new credits have become since. A credit that breaks TopUpAmount's rule is an
-// *InvalidTopUpError.
+// *InvalidTopUpError; one that would overflow its balance is ErrBalanceOverflow.
 func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, error) {
 	acct, err := p.account(ctx, t.Namespace, t.Partner, t.Environment)
 	if err != nil {
@@ -301,7 +334,7 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 	if found {
 		return judgeTopUp(t, e), nil
 	}
-	amount, err := TopUpAmount(t.Amount, t.Currency)
+	amount, err := TopUpAmount(t.Amount, t.Currency, p.maxTopUp)
 	if err != nil {
 		return TopUpResult{}, &InvalidTopUpError{Err: err}
 	}
@@ -317,7 +350,7 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 	})
 	newly := err == nil
 	if err != nil && !errors.Is(err, errTopUpRaced) {
-		return TopUpResult{}, fmt.Errorf("top-up %s: %w", t.ID, err)
+		return TopUpResult{}, fmt.Errorf("top-up %s of %s %s: %w", t.ID, t.Amount, t.Currency, err)
 	}
 	e, found, err = store.TopUpByReference(ctx, p.db.Pool, acct.ID, t.ID)
 	if err != nil {

@@ -30,6 +30,10 @@ import (
 // ErrInsufficientBalance is returned when an entry would take a balance below zero.
 var ErrInsufficientBalance = errors.New("insufficient balance")
 
+// ErrBalanceOverflow is returned when an entry would take a balance past the largest the ledger
+// can hold (math.MaxInt64 minor units); the entry is not written.
+var ErrBalanceOverflow = errors.New("would pass the largest balance the ledger can hold")
+
 // LedgerEntry is one change of a wallet balance. Amount is signed minor units: positive for
 // top-ups and refunds, negative for order debits.
 type LedgerEntry struct {

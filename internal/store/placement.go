@@ -234,7 +234,11 @@ func (l *lockedBalances) apply(amount int64) (LedgerResult, error) {
 		if amount < 0 {
 			return LedgerResult{}, ErrInsufficientBalance
 		}
-		return LedgerResult{}, fmt.Errorf("wallet balance %s would overflow", l.currency)
+		balance, err := money.Format(before.Balance, l.currency)
+		if err != nil {
+			balance = fmt.Sprint(before.Balance)
+		}
+		return LedgerResult{}, fmt.Errorf("the %s balance (%s) %w", l.currency, balance, ErrBalanceOverflow)
 	}
 	after := before.Balance + amount
 	isLow := money.IsLow(after, l.threshold)
