@@ -68,6 +68,9 @@ func (r *WalletReconciler) apply(ctx context.Context, w *v1alpha1.Wallet) (ctrl.
 		return ctrl.Result{}, err
 	}
 	if ok, reason, message := partnerReady(&partner, err == nil); !ok {
+		if err := r.showHeldBalances(ctx, w); err != nil {
+			return ctrl.Result{}, err
+		}
 		setCondition(&w.Status.Conditions, w.Generation, v1alpha1.ConditionReady, false, reason, message)
 		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
 	}
@@ -145,6 +148,22 @@ func walletInService(obj client.Object) bool {
 	}
 	ready := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
 	return ready != nil && (ready.Status == metav1.ConditionTrue || ready.Reason == v1alpha1.ReasonInvalidTopUp)
+}
+
+// showHeldBalances sets w's balances to what the ledger holds while its Partner is being deleted
+// or gone, if w manages the account's wallet: the ledger outlives the partner, the orders placed
+// just before the deletion may not have been shown yet, and refunds of those in flight still
+// land. The ledger follower wakes w on each of them, as before the deletion.
+func (r *WalletReconciler) showHeldBalances(ctx context.Context, w *v1alpha1.Wallet) error {
+	state, held, err := r.Provisioner.HeldWalletState(ctx, w.Namespace, w.Spec.PartnerRef.Name,
+		string(w.Spec.Environment), provisioning.WalletOwner{UID: string(w.UID), Name: w.Name})
+	if err != nil {
+		return failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("read the balances of a deleted partner: %w", err))
+	}
+	if held {
+		w.Status.Balances, w.Status.LowBalance = state.Balances, state.LowBalance
+	}
+	return nil
 }
 
 // claim makes w the Wallet of its partner's environment, or returns the Wallet that is. The

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -17,7 +18,9 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/wallet"
 )
 
 // TestLedgerRefreshesAreCoalesced: while orders land continuously, the Wallet's status is
@@ -157,4 +160,66 @@ func TestWalletWithInvalidTopUpsIsNotReady(t *testing.T) {
 		ok, detail := ready(w.Status.Conditions, w.Generation)
 		return ok && w.Status.Balances["EUR"] == "126.00", detail + " " + fmt.Sprint(w.Status.Balances)
 	})
+}
+
+// TestWalletShowsLedgerAfterPartnerDeletion: once its Partner is deleted, a Wallet's status
+// still shows what the ledger holds: the orders placed just before the deletion, and what lands
+// after it (the refund of an order in flight). A Wallet refused as a duplicate shows nothing.
+func TestWalletShowsLedgerAfterPartnerDeletion(t *testing.T) {
+	ns := namespace(t)
+	key, _ := onboard(t, ns)
+	ctx := context.Background()
+	w := walletObj(ns, "acme-sandbox", "sandbox", v1alpha1.TopUp{ID: "wire-1", Currency: "EUR", Amount: "100.00"})
+	create(t, w)
+	poll.Until(t, timeout, "top-up applied", func() (bool, string) {
+		get(t, ns, w.Name, w)
+		return w.Status.Balances["EUR"] == "100.00", fmt.Sprint(w.Status.Balances)
+	})
+	dup := walletObj(ns, "duplicate", "sandbox")
+	create(t, dup)
+	poll.Until(t, timeout, "duplicate refused", func() (bool, string) {
+		get(t, ns, dup.Name, dup)
+		c := meta.FindStatusCondition(dup.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonDuplicateWallet, fmt.Sprint(c)
+	})
+
+	// An order of 20.00 EUR, and the Partner deleted at once.
+	if code := postOrder(t, "sandbox", key); code != 202 {
+		t.Fatalf("order: %d", code)
+	}
+	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, timeout, "partner gone", func() (bool, string) { return !get(t, ns, "acme", &v1alpha1.Partner{}), "" })
+	showsLedger := func(want string) {
+		t.Helper()
+		poll.Until(t, timeout, "wallet shows "+want, func() (bool, string) {
+			get(t, ns, w.Name, w)
+			c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+			return c != nil && c.Reason == v1alpha1.ReasonPartnerNotFound && w.Status.Balances["EUR"] == want,
+				fmt.Sprintf("%v %v", c, w.Status.Balances)
+		})
+	}
+	showsLedger("80.00")
+
+	// The refund of an order in flight lands after the deletion.
+	acct, err := store.RetainedAccountOf(ctx, env.db.Pool, ns, "acme", "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = env.db.InTx(ctx, func(tx pgx.Tx) error {
+		_, err := wallet.Credit(ctx, tx, acct.ID, "EUR", store.EntryRefund, 1000, "late-refund", "")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	showsLedger("90.00")
+	if sum, err := store.LedgerSum(ctx, env.db.Pool, acct.ID); err != nil || sum["EUR"] != 9000 {
+		t.Fatalf("ledger: %v, %v", sum, err)
+	}
+	get(t, ns, dup.Name, dup)
+	if dup.Status.Balances != nil {
+		t.Fatalf("the duplicate Wallet shows balances: %v", dup.Status.Balances)
+	}
 }

@@ -219,6 +219,29 @@ func (p *Provisioner) WalletState(ctx context.Context, namespace, partner, envir
 	return p.walletState(ctx, acct.ID, acct.LowBalanceThreshold)
 }
 
+// HeldWalletState reads the wallet of a partner environment for the Wallet w, when w manages it,
+// whether or not the partner is still provisioned: a deleted partner's ledger is kept, its last
+// orders may not have been shown yet and those in flight still settle, and its Wallet should show
+// what the ledger holds. held is false when the account does not exist (the partner was never
+// provisioned) or another Wallet manages it. It only reads.
+func (p *Provisioner) HeldWalletState(ctx context.Context, namespace, partner, environment string, w WalletOwner) (
+	state WalletState, held bool, err error,
+) {
+	acct, err := store.RetainedAccountOf(ctx, p.db.Pool, namespace, partner, environment)
+	if errors.Is(err, store.ErrNotFound) {
+		return WalletState{}, false, nil
+	}
+	if err != nil {
+		return WalletState{}, false, err
+	}
+	owner, found, err := store.WalletOwnerOf(ctx, p.db.Pool, acct.ID)
+	if err != nil || !found || owner.UID != w.UID {
+		return WalletState{}, false, err
+	}
+	state, err = p.walletState(ctx, acct.ID, acct.LowBalanceThreshold)
+	return state, err == nil, err
+}
+
 func (p *Provisioner) walletState(ctx context.Context, accountID uuid.UUID, threshold string) (WalletState, error) {
 	v, err := wallet.Read(ctx, p.db.Pool, accountID, threshold)
 	if err != nil {

@@ -169,7 +169,7 @@ type WalletOwner struct {
 // returns the manager. An account that has one is only read: reconciles of its Wallet write
 // nothing.
 func ClaimWallet(ctx context.Context, q Querier, accountID uuid.UUID, w WalletOwner) (WalletOwner, error) {
-	owner, found, err := walletOwner(ctx, q, accountID)
+	owner, found, err := WalletOwnerOf(ctx, q, accountID)
 	if err != nil || found {
 		return owner, err
 	}
@@ -178,7 +178,7 @@ func ClaimWallet(ctx context.Context, q Querier, accountID uuid.UUID, w WalletOw
 	if err != nil {
 		return WalletOwner{}, fmt.Errorf("claim wallet: %w", err)
 	}
-	owner, _, err = walletOwner(ctx, q, accountID)
+	owner, _, err = WalletOwnerOf(ctx, q, accountID)
 	return owner, err
 }
 
@@ -190,11 +190,12 @@ func ReplaceWalletOwner(ctx context.Context, q Querier, accountID uuid.UUID, fro
 	if err != nil {
 		return WalletOwner{}, fmt.Errorf("take over wallet: %w", err)
 	}
-	owner, _, err := walletOwner(ctx, q, accountID)
+	owner, _, err := WalletOwnerOf(ctx, q, accountID)
 	return owner, err
 }
 
-func walletOwner(ctx context.Context, q Querier, accountID uuid.UUID) (WalletOwner, bool, error) {
+// WalletOwnerOf returns the Wallet that manages the account's wallet, if one does.
+func WalletOwnerOf(ctx context.Context, q Querier, accountID uuid.UUID) (WalletOwner, bool, error) {
 	var o WalletOwner
 	err := q.QueryRow(ctx, `SELECT wallet_uid, name FROM wallet_owners WHERE account_id = $1`, pgUUID(accountID)).
 		Scan(&o.UID, &o.Name)
