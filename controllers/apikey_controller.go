@@ -162,13 +162,13 @@ func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secre
 	if rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64); rotation < k.Spec.Rotation {
 		return keyRotate, nil
 	}
-	exists, active, err := r.Provisioner.KeyState(ctx, plaintext)
+	stored, err := r.Provisioner.KeyState(ctx, plaintext)
 	switch {
 	case err != nil:
 		return 0, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("look up key %s: %w", auth.DisplayPrefix(plaintext), err))
-	case exists && !active:
+	case stored.Exists && !stored.Active:
 		return keyRevoked, nil
-	case !exists:
+	case !stored.Exists:
 		return keyUnregistered, nil
 	}
 	return keyCurrent, nil

@@ -169,11 +169,11 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	exists, active, err := testfixture.Provisioner(t, env.db, nil).KeyState(context.Background(), key)
+	s, err := testfixture.Provisioner(t, env.db, nil).KeyState(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return exists, active
+	return s.Exists, s.Active
 }
 
 func TestKeyLifecycle(t *testing.T) {

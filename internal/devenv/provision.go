@@ -241,7 +241,7 @@ func provisionKeys(
 			kind = string(v1alpha1.ApiKeyTypeAPIKey)
 		}
 		prev, ok := issued[source]
-		plaintext, err := keyPlaintext(ctx, prov, prev, ok && prev.Rotation == k.Spec.Rotation, env)
+		plaintext, err := keyPlaintext(ctx, prov, prev, ok && prev.Rotation == k.Spec.Rotation, env, source)
 		if err != nil {
 			return nil, err
 		}
@@ -287,20 +287,21 @@ func readIssuedKeys(keysPath string) (map[string]issuedKey, error) {
 	return issued, nil
 }
 
-// keyPlaintext keeps the key issued earlier (prev) while it is of the current rotation, and
-// generates a new one otherwise.
+// keyPlaintext keeps the key issued earlier (prev) for source while it is of the current
+// rotation, and generates a new one otherwise.
 func keyPlaintext(
-	ctx context.Context, prov *provisioning.Provisioner, prev issuedKey, current bool, env string,
+	ctx context.Context, prov *provisioning.Provisioner, prev issuedKey, current bool, env, source string,
 ) (string, error) {
 	reuse := current
 	if reuse {
-		// A key revoked meanwhile (or of another environment) is replaced, as the operator does.
-		exists, active, err := prov.KeyState(ctx, prev.Plaintext)
+		// A key revoked meanwhile, of another environment or registered to another source is
+		// replaced, as the operator does.
+		stored, err := prov.KeyState(ctx, prev.Plaintext)
 		if err != nil {
 			return "", err
 		}
 		keyEnv, _ := auth.ParseKey(prev.Plaintext)
-		reuse = keyEnv == env && (active || !exists)
+		reuse = keyEnv == env && (!stored.Exists || stored.Active && stored.Source == source)
 	}
 	if reuse {
 		return prev.Plaintext, nil

@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,12 +27,24 @@ type Key struct {
 	// PreviousKeyGrace, when positive, keeps the key this one replaces valid for that long
 	// instead of revoking it at once (an ApiKey's previousKeyGracePeriod, on rotation).
 	PreviousKeyGrace time.Duration
+	// Revoked registers the key as revoked and changes no other key: its plaintext is held
+	// where it must not be, and registering its digest is what keeps every source from ever
+	// registering it as theirs.
+	Revoked bool
 }
+
+// KeyStatus is what the database records of a key.
+type KeyStatus = configdb.KeyStatus
+
+// ErrKeyOfAnotherSource: the key is registered to another source. A key is never moved
+// between sources: whoever holds another resource's key is not that resource.
+var ErrKeyOfAnotherSource = errors.New("key is registered to another source")
 
 // RegisterKey stores the key's digest for the partner's account and revokes every other key of
 // the same source, in one transaction: issuing a new key revokes the previous one at once, or,
 // with PreviousKeyGrace, gives it that long (see configdb.ExpireKeysOf). Registering the same key
-// again changes nothing, so callers may repeat it freely.
+// again changes nothing, so callers may repeat it freely; a key registered to another source is
+// refused with ErrKeyOfAnotherSource, and then nothing changes either.
 func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, err error) {
 	env, ok := auth.ParseKey(k.Plaintext)
 	if !ok || env != k.Environment {
@@ -46,8 +59,27 @@ func (p *Provisioner) RegisterKey(ctx context.Context, k Key) (revoked int64, er
 		row := configdb.APIKey{AccountID: acct.ID, Kind: k.Kind, Digest: digest[:],
 			KeyPrefix: auth.DisplayPrefix(k.Plaintext),
 			Source:    k.Source, Rotation: k.Rotation}
-		if _, err := configdb.InsertKey(tx, &row); err != nil {
+		if k.Revoked {
+			now := time.Now()
+			row.RevokedAt = &now
+		}
+		inserted, err := configdb.InsertKey(tx, &row)
+		switch {
+		case err != nil:
 			return err
+		case k.Revoked:
+			// Registered revoked, or registered already: either way no source can take it now.
+			return nil
+		case !inserted:
+			// The insert waited for a concurrent one of the same digest to commit, so this read
+			// sees whoever registered it.
+			stored, err := configdb.KeyState(ctx, tx, digest[:])
+			if err != nil {
+				return err
+			}
+			if stored.Source != k.Source {
+				return fmt.Errorf("key %s for %s: %w", row.KeyPrefix, k.Source, ErrKeyOfAnotherSource)
+			}
 		}
 		if k.PreviousKeyGrace > 0 {
 			_, err := configdb.ExpireKeysOf(tx, k.Source, digest[:], k.PreviousKeyGrace)
@@ -75,8 +107,9 @@ func (p *Provisioner) RevokeExpiredKeys(ctx context.Context, source string) (int
 	return configdb.RevokeExpiredKeysOf(ctx, p.config, source)
 }
 
-// KeyState reports whether a key is registered and whether it is still active.
-func (p *Provisioner) KeyState(ctx context.Context, plaintext string) (exists, active bool, err error) {
+// KeyState reports whether a key is registered, whether it is still active and to which
+// source, in one query.
+func (p *Provisioner) KeyState(ctx context.Context, plaintext string) (KeyStatus, error) {
 	digest := auth.Digest(plaintext)
 	return configdb.KeyState(ctx, p.config, digest[:])
 }

@@ -269,17 +269,31 @@ func RevokeExpiredKeysOf(ctx context.Context, db *gorm.DB, source string) (int64
 	return res.RowsAffected, nil
 }
 
-// KeyState reports whether a digest is registered and whether it is active (neither revoked nor
-// past the end of a grace period).
-func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (exists, active bool, err error) {
-	var rows []struct{ Active bool }
-	err = db.WithContext(ctx).Raw(`SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS active
+// KeyStatus is what the database records of a key digest.
+type KeyStatus struct {
+	// Exists: the digest is registered.
+	Exists bool
+	// Active: neither revoked nor past the end of a grace period.
+	Active bool
+	// Source is the issuing resource ("namespace/name") the key is registered to.
+	Source string
+}
+
+// KeyState reports, in one query, whether a digest is registered, whether it is active, and
+// which source it is registered to.
+func KeyState(ctx context.Context, db *gorm.DB, digest []byte) (KeyStatus, error) {
+	var rows []struct {
+		Active bool
+		Source string
+	}
+	err := db.WithContext(ctx).Raw(`SELECT revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now()) AS active,
+			source
 		FROM api_keys WHERE digest = ?`, digest).Scan(&rows).Error
 	if err != nil {
-		return false, false, fmt.Errorf("look up key: %w", err)
+		return KeyStatus{}, fmt.Errorf("look up key: %w", err)
 	}
 	if len(rows) == 0 {
-		return false, false, nil
+		return KeyStatus{}, nil
 	}
-	return true, rows[0].Active, nil
+	return KeyStatus{Exists: true, Active: rows[0].Active, Source: rows[0].Source}, nil
 }
