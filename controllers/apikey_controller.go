@@ -250,6 +250,10 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var prefix string
+	if secret != nil {
+		prefix = auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey]))
+	}
 	switch action {
 	case keyConflict:
 		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
@@ -257,39 +261,26 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 				"the key is issued as soon as the name is free", k.Spec.SecretName))
 		return ctrl.Result{RequeueAfter: r.Options.ConflictRetry}, nil
 	case keyMissing:
+		var cause *keyEvent
 		if k.Status.KeyPrefix != "" {
 			// The only copy of the plaintext is gone: nobody can be using the key legitimately.
 			if _, err := r.Provisioner.RevokeKeys(ctx, keySource(k)); err != nil {
 				return ctrl.Result{}, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("revoke key of the deleted Secret: %w", err))
 			}
-			r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "SecretDeleted", "Reissue",
-				"Secret %s was deleted: key %s revoked, a new key is issued", k.Spec.SecretName, k.Status.KeyPrefix)
+			cause = &keyEvent{corev1.EventTypeWarning, "SecretDeleted", "Reissue",
+				fmt.Sprintf("Secret %s was deleted: key %s revoked", k.Spec.SecretName, k.Status.KeyPrefix)}
 		}
-		return r.issue(ctx, k, nil, 0)
+		return r.issue(ctx, k, nil, 0, cause)
 	case keyInvalid:
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "InvalidSecret", "Reissue",
-			"Secret %s does not hold a valid %s key: a new key is issued", k.Spec.SecretName, k.Spec.Environment)
-		return r.issue(ctx, k, secret, 0)
+		return r.issue(ctx, k, secret, 0, &keyEvent{corev1.EventTypeWarning, "InvalidSecret", "Reissue",
+			fmt.Sprintf("Secret %s did not hold a valid %s key", k.Spec.SecretName, k.Spec.Environment)})
 	case keyRotate:
-		previous := auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey]))
-		if grace := gracePeriod(k); grace > 0 {
-			r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
-				"Rotation %d requested: a new key is issued; key %s stays valid for %s", k.Spec.Rotation, previous, grace)
-		} else {
-			r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Rotated", "Rotate",
-				"Rotation %d requested: key %s revoked, a new key is issued", k.Spec.Rotation, previous)
-		}
-		return r.issue(ctx, k, secret, gracePeriod(k))
+		return r.issue(ctx, k, secret, gracePeriod(k), rotatedEvent(k, prefix))
 	case keyRevoked:
 		// Revoked behind our back (partner deleted and re-created, manual revocation): issue anew.
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRevoked", "Reissue",
-			"Key %s was revoked in the database: a new key is issued", auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
-		return r.issue(ctx, k, secret, 0)
-	case keyUnregistered:
-		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
-			"Key %s was missing from the database (restored backup?): registered again from the Secret",
-			auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey])))
-	case keyCurrent:
+		return r.issue(ctx, k, secret, 0, &keyEvent{corev1.EventTypeWarning, "KeyRevoked", "Reissue",
+			fmt.Sprintf("Key %s was revoked in the database", prefix)})
+	case keyUnregistered, keyCurrent:
 	}
 	plaintext := string(secret.Data[SecretKeyAPIKey])
 	rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
@@ -303,6 +294,12 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 		if err := r.register(ctx, k, plaintext, rotation, grace); err != nil {
 			return ctrl.Result{}, err
 		}
+		if rotation > k.Status.Rotation && k.Status.KeyPrefix != "" {
+			r.recordIssued(k, rotatedEvent(k, k.Status.KeyPrefix), plaintext)
+		} else {
+			r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, "KeyRestored", "Restore",
+				"Key %s was missing from the database (restored backup?): registered again from the Secret", prefix)
+		}
 	}
 	if err := r.refreshSecret(ctx, k, secret); err != nil {
 		return ctrl.Result{}, err
@@ -311,11 +308,37 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 	return ctrl.Result{}, nil
 }
 
+// keyEvent is the event recording why a key was issued; it is recorded once the key is issued.
+type keyEvent struct{ eventType, reason, action, note string }
+
+// recordIssued records that key plaintext was issued into the Secret, and why (nil: for no
+// other reason than that the ApiKey had none).
+func (r *ApiKeyReconciler) recordIssued(k *v1alpha1.ApiKey, cause *keyEvent, plaintext string) {
+	if cause == nil {
+		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue",
+			"Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+		return
+	}
+	r.Recorder.Eventf(k, nil, cause.eventType, cause.reason, cause.action, "%s; key %s issued into Secret %s",
+		cause.note, auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+}
+
+// rotatedEvent says that spec.rotation replaced key previous (by its prefix).
+func rotatedEvent(k *v1alpha1.ApiKey, previous string) *keyEvent {
+	note := fmt.Sprintf("Rotation %d requested: key %s revoked", k.Spec.Rotation, previous)
+	if grace := gracePeriod(k); grace > 0 {
+		note = fmt.Sprintf("Rotation %d requested: key %s stays valid for %s", k.Spec.Rotation, previous, grace)
+	}
+	return &keyEvent{corev1.EventTypeNormal, "Rotated", "Rotate", note}
+}
+
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
 // registers its digest, which revokes every previous key of this ApiKey (the one it replaces
-// after grace, when positive).
+// after grace, when positive). Once the key is registered it records cause, or Issued for a
+// key issued for no other reason, naming the key: an event never announces an issue that
+// might still fail.
 func (r *ApiKeyReconciler) issue(
-	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret, grace time.Duration,
+	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret, grace time.Duration, cause *keyEvent,
 ) (ctrl.Result, error) {
 	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
 	if err != nil {
@@ -352,8 +375,7 @@ func (r *ApiKeyReconciler) issue(
 	if err := r.register(ctx, k, plaintext, k.Spec.Rotation, grace); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue",
-		"Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
+	r.recordIssued(k, cause, plaintext)
 	if existing == nil && k.Status.KeyPrefix == "" {
 		r.count(k, "issued")
 	} else if k.Spec.Rotation > k.Status.Rotation {

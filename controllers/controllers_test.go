@@ -368,6 +368,12 @@ func TestFailedReconcileIsReported(t *testing.T) {
 	if ping(t, "production", key) != 200 {
 		t.Fatal("the previous key was revoked although its successor was not registered")
 	}
+	// No event says the rotation happened: neither the new key nor the revocation is done.
+	for _, e := range eventsOf(t, ns, "ApiKey", "acme-production") {
+		if e != "Normal Issued: Key "+auth.DisplayPrefix(key)+" issued into Secret acme-production-key" {
+			t.Fatalf("event recorded while the rotation fails: %q", e)
+		}
+	}
 
 	drop()
 	poll.Until(t, timeout, "recovered", func() (bool, string) {
@@ -381,6 +387,8 @@ func TestFailedReconcileIsReported(t *testing.T) {
 		o, n := ping(t, "production", key), ping(t, "production", rotated)
 		return o == 401 && n == 200, fmt.Sprintf("old %d new %d", o, n)
 	})
+	waitEvent(t, ns, "ApiKey", "acme-production", "Normal Rotated: Rotation 1 requested: key "+auth.DisplayPrefix(key)+
+		" revoked; key "+auth.DisplayPrefix(rotated)+" issued into Secret acme-production-key")
 }
 
 // TestResyncWritesNothing: reconciles with nothing to change (here: metadata-only updates of
