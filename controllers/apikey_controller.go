@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -103,35 +104,51 @@ const (
 	keyMissing
 	// keyInvalid: the Secret holds no well-formed key of the environment; a key is issued.
 	keyInvalid
+	// keyForeign: the database has the Secret's key registered to another ApiKey (a Secret's
+	// data copied from another ApiKey's): it is never adopted, and a key is issued. The other
+	// ApiKey's key is left as it is: the operator cannot tell a copy from a leak, and revoking
+	// it would cut off the partner it belongs to.
+	keyForeign
+	// keyShared: the database does not know the Secret's key and another ApiKey's Secret holds
+	// it too: neither can show it is theirs, so it is registered revoked (no ApiKey can ever
+	// adopt it) and a key is issued.
+	keyShared
 	// keyRotate: the Secret's key is of an older spec.rotation; a key is issued.
 	keyRotate
 	// keyRevoked: the Secret's key was revoked in the database; a key is issued.
 	keyRevoked
-	// keyUnregistered: the database does not know the Secret's key (restored backup); it is
-	// registered from the Secret, which revokes any other key of the ApiKey.
+	// keyUnregistered: the database does not know the Secret's key (restored backup) and no
+	// other ApiKey's Secret holds it; it is registered from the Secret, which revokes any other
+	// key of the ApiKey.
 	keyUnregistered
 )
 
 // replacesKey reports whether acting on the decision issues, revokes or re-registers a key.
 func (a keyAction) replacesKey() bool { return a != keyCurrent && a != keyConflict }
 
+// keyPlan is a decision and what it was taken on.
+type keyPlan struct {
+	action keyAction
+	// secret is the ApiKey's Secret (nil: none).
+	secret *corev1.Secret
+}
+
 // plan reads the ApiKey's Secret and decides what to do. A decision that replaces or revokes a
 // key is taken on the cached Secret only as a hint: it is taken again on the Secret as the API
 // server has it, and that decision is the one returned, with that Secret.
-func (r *ApiKeyReconciler) plan(ctx context.Context, k *v1alpha1.ApiKey) (*corev1.Secret, keyAction, error) {
+func (r *ApiKeyReconciler) plan(ctx context.Context, k *v1alpha1.ApiKey) (keyPlan, error) {
 	secret, err := readSecret(ctx, r.Client, k)
 	if err != nil {
-		return nil, 0, err
+		return keyPlan{}, err
 	}
-	action, err := r.decide(ctx, k, secret)
-	if err != nil || !action.replacesKey() {
-		return secret, action, err
+	p, err := r.decide(ctx, k, secret)
+	if err != nil || !p.action.replacesKey() {
+		return p, err
 	}
 	if secret, err = readSecret(ctx, r.APIReader, k); err != nil {
-		return nil, 0, err
+		return keyPlan{}, err
 	}
-	action, err = r.decide(ctx, k, secret)
-	return secret, action, err
+	return r.decide(ctx, k, secret)
 }
 
 // readSecret reads the ApiKey's Secret through reader; nil when there is none.
@@ -147,31 +164,106 @@ func readSecret(ctx context.Context, reader client.Reader, k *v1alpha1.ApiKey) (
 	return &secret, nil
 }
 
-// decide is what to do given the Secret (nil: none) and the database's view of its key.
-func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyAction, error) {
+// decide is what to do given the Secret (nil: none) and what is known of its key (judgeKey).
+func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyPlan, error) {
 	switch {
 	case secret == nil:
-		return keyMissing, nil
+		return keyPlan{action: keyMissing}, nil
 	case !metav1.IsControlledBy(secret, k):
-		return keyConflict, nil
+		return keyPlan{action: keyConflict, secret: secret}, nil
 	}
+	facts, err := r.keyFacts(ctx, k, secret)
+	if err != nil {
+		return keyPlan{}, err
+	}
+	return keyPlan{action: judgeKey(k, facts), secret: secret}, nil
+}
+
+// keyFacts is what judgeKey decides on: the Secret's key as the database and the other key
+// Secrets know it.
+type keyFacts struct {
+	// wellFormed: the Secret holds a key of the ApiKey's environment (nothing else is known
+	// otherwise).
+	wellFormed bool
+	// rotation is the spec.rotation the Secret's key was issued for.
+	rotation int64
+	// stored is the database's record of the key.
+	stored provisioning.KeyStatus
+	// heldElsewhere: the Secret of another ApiKey holds the key too (looked up only when the
+	// database does not know it: otherwise the database says whose it is).
+	heldElsewhere bool
+}
+
+// keyFacts reads what judgeKey needs to know of the Secret's key: one database query, and a
+// look at the cached key Secrets when the database does not know the key.
+func (r *ApiKeyReconciler) keyFacts(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyFacts, error) {
 	plaintext := string(secret.Data[SecretKeyAPIKey])
-	if env, wellFormed := auth.ParseKey(plaintext); !wellFormed || env != string(k.Spec.Environment) {
-		return keyInvalid, nil
+	var f keyFacts
+	env, wellFormed := auth.ParseKey(plaintext)
+	if f.wellFormed = wellFormed && env == string(k.Spec.Environment); !f.wellFormed {
+		return f, nil
 	}
-	if rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64); rotation < k.Spec.Rotation {
-		return keyRotate, nil
+	f.rotation, _ = strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
+	var err error
+	if f.stored, err = r.Provisioner.KeyState(ctx, plaintext); err != nil {
+		return f, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("look up key %s: %w", auth.DisplayPrefix(plaintext), err))
 	}
-	stored, err := r.Provisioner.KeyState(ctx, plaintext)
+	if f.stored.Exists {
+		return f, nil
+	}
+	var holders corev1.SecretList
+	if err := r.List(ctx, &holders, client.MatchingFields{indexKeyDigest: keyDigest(secret)}); err != nil {
+		return f, fmt.Errorf("list the key Secrets holding key %s: %w", auth.DisplayPrefix(plaintext), err)
+	}
+	for i := range holders.Items {
+		other := &holders.Items[i]
+		owner := metav1.GetControllerOf(other)
+		if client.ObjectKeyFromObject(other) != client.ObjectKeyFromObject(secret) &&
+			owner != nil && owner.Kind == "ApiKey" && owner.UID != k.UID {
+			f.heldElsewhere = true
+		}
+	}
+	return f, nil
+}
+
+// judgeKey decides what to do with the key of a Secret that is the ApiKey's. A key is kept or
+// registered only when the database has it as this ApiKey's, or knows it as nobody's and no
+// other ApiKey's Secret holds it: a key is never adopted from another ApiKey, whatever its state.
+func judgeKey(k *v1alpha1.ApiKey, f keyFacts) keyAction {
 	switch {
-	case err != nil:
-		return 0, failed(v1alpha1.ReasonDatabaseError, fmt.Errorf("look up key %s: %w", auth.DisplayPrefix(plaintext), err))
-	case stored.Exists && !stored.Active:
-		return keyRevoked, nil
-	case !stored.Exists:
-		return keyUnregistered, nil
+	case !f.wellFormed:
+		return keyInvalid
+	case f.stored.Exists && f.stored.Source != keySource(k):
+		return keyForeign
+	case !f.stored.Exists && f.heldElsewhere:
+		return keyShared
+	case f.rotation < k.Spec.Rotation:
+		return keyRotate
+	case !f.stored.Exists:
+		return keyUnregistered
+	case !f.stored.Active:
+		return keyRevoked
 	}
-	return keyCurrent, nil
+	return keyCurrent
+}
+
+// secretKeyDigest is the value of indexKeyDigest for a Secret.
+func secretKeyDigest(o client.Object) []string {
+	if digest := keyDigest(o.(*corev1.Secret)); digest != "" {
+		return []string{digest}
+	}
+	return nil
+}
+
+// keyDigest is the hex SHA-256 of a Secret's key, by which the cache indexes key Secrets ("":
+// none). The digest, not the key: the index must not be another copy of the plaintext.
+func keyDigest(secret *corev1.Secret) string {
+	plaintext := secret.Data[SecretKeyAPIKey]
+	if len(plaintext) == 0 {
+		return ""
+	}
+	digest := auth.Digest(string(plaintext))
+	return hex.EncodeToString(digest[:])
 }
 
 // apply provisions the key, then follows the key its last rotation replaced, if that one is in a
@@ -246,15 +338,16 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 		return ctrl.Result{RequeueAfter: r.Options.NotReadyRetry}, nil
 	}
 
-	secret, action, err := r.plan(ctx, k)
+	p, err := r.plan(ctx, k)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	secret := p.secret
 	var prefix string
 	if secret != nil {
 		prefix = auth.DisplayPrefix(string(secret.Data[SecretKeyAPIKey]))
 	}
-	switch action {
+	switch p.action {
 	case keyConflict:
 		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
 			fmt.Sprintf("Secret %s exists and is not owned by this ApiKey: choose another secretName, or delete the Secret; "+
@@ -274,6 +367,18 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 	case keyInvalid:
 		return r.issue(ctx, k, secret, 0, &keyEvent{corev1.EventTypeWarning, "InvalidSecret", "Reissue",
 			fmt.Sprintf("Secret %s did not hold a valid %s key", k.Spec.SecretName, k.Spec.Environment)})
+	case keyForeign:
+		return r.issue(ctx, k, secret, 0, foreignKeyEvent(k, prefix))
+	case keyShared:
+		// Registered revoked under this ApiKey, the key can be no ApiKey's from now on: the other
+		// ApiKey holding it finds it registered to this one (keyForeign) and replaces it too.
+		if err := r.register(ctx, k, string(secret.Data[SecretKeyAPIKey]), 0, 0, true); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.issue(ctx, k, secret, 0, &keyEvent{corev1.EventTypeWarning, "ForeignKey", "Reissue",
+			fmt.Sprintf("Secret %s held key %s, which the database does not know and another ApiKey's Secret "+
+				"holds too: it was registered revoked, to be neither ApiKey's; this ApiKey's keys revoked",
+				k.Spec.SecretName, prefix)})
 	case keyRotate:
 		return r.issue(ctx, k, secret, gracePeriod(k), rotatedEvent(k, prefix))
 	case keyRevoked:
@@ -284,14 +389,19 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 	}
 	plaintext := string(secret.Data[SecretKeyAPIKey])
 	rotation, _ := strconv.ParseInt(secret.Annotations[annotationRotation], 10, 64)
-	if action == keyUnregistered {
+	if p.action == keyUnregistered {
 		// A rotation whose key reached the Secret but not the database (the registration failed)
 		// completes here: the key it replaces keeps its grace period.
 		grace := time.Duration(0)
 		if rotation > k.Status.Rotation {
 			grace = gracePeriod(k)
 		}
-		if err := r.register(ctx, k, plaintext, rotation, grace); err != nil {
+		err := r.register(ctx, k, plaintext, rotation, grace, false)
+		if errors.Is(err, provisioning.ErrKeyOfAnotherSource) {
+			// Another ApiKey registered it since it was looked up: it is that ApiKey's.
+			return r.issue(ctx, k, secret, 0, foreignKeyEvent(k, prefix))
+		}
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if rotation > k.Status.Rotation && k.Status.KeyPrefix != "" {
@@ -330,6 +440,16 @@ func rotatedEvent(k *v1alpha1.ApiKey, previous string) *keyEvent {
 		note = fmt.Sprintf("Rotation %d requested: key %s stays valid for %s", k.Spec.Rotation, previous, grace)
 	}
 	return &keyEvent{corev1.EventTypeNormal, "Rotated", "Rotate", note}
+}
+
+// foreignKeyEvent says that the Secret held key prefix, registered to another ApiKey. It names
+// that ApiKey by the key's prefix only: the ApiKey may be in a namespace whose readers may not
+// see it, and its administrators find it by the prefix.
+func foreignKeyEvent(k *v1alpha1.ApiKey, prefix string) *keyEvent {
+	return &keyEvent{corev1.EventTypeWarning, "ForeignKey", "Reissue",
+		fmt.Sprintf("Secret %s held key %s, which is another ApiKey's (copied from its Secret?): it was not adopted "+
+			"and stays that ApiKey's; rotate that ApiKey (kubectl get apikeys -A shows %s); this ApiKey's keys revoked",
+			k.Spec.SecretName, prefix, prefix)}
 }
 
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
@@ -372,7 +492,7 @@ func (r *ApiKeyReconciler) issue(
 		return ctrl.Result{}, failed(v1alpha1.ReasonSecretError,
 			fmt.Errorf("write key Secret %s: %w", k.Spec.SecretName, err))
 	}
-	if err := r.register(ctx, k, plaintext, k.Spec.Rotation, grace); err != nil {
+	if err := r.register(ctx, k, plaintext, k.Spec.Rotation, grace, false); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.recordIssued(k, cause, plaintext)
@@ -387,8 +507,10 @@ func (r *ApiKeyReconciler) issue(
 	return ctrl.Result{}, nil
 }
 
+// register stores the key for the ApiKey (revoked: only its digest, revoked, so that no ApiKey
+// can register it as theirs).
 func (r *ApiKeyReconciler) register(
-	ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64, grace time.Duration,
+	ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64, grace time.Duration, revoked bool,
 ) error {
 	kind := string(k.Spec.Type)
 	if kind == "" {
@@ -396,7 +518,7 @@ func (r *ApiKeyReconciler) register(
 	}
 	_, err := r.Provisioner.RegisterKey(ctx, provisioning.Key{Namespace: k.Namespace, Partner: k.Spec.PartnerRef.Name,
 		Environment: string(k.Spec.Environment), Kind: kind, Source: keySource(k), Rotation: rotation, Plaintext: plaintext,
-		PreviousKeyGrace: grace})
+		PreviousKeyGrace: grace, Revoked: revoked})
 	switch {
 	case errors.Is(err, provisioning.ErrPartnerNotProvisioned):
 		return failed(v1alpha1.ReasonPartnerNotReady, fmt.Errorf("register key: %w", err))
@@ -468,6 +590,9 @@ func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCach
 		return []string{o.(*v1alpha1.ApiKey).Spec.PartnerRef.Name}
 	}); err != nil {
 		return fmt.Errorf("index ApiKeys by partnerRef: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &corev1.Secret{}, indexKeyDigest, secretKeyDigest); err != nil {
+		return fmt.Errorf("index key Secrets by key digest: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ApiKey{}).

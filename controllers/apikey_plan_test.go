@@ -21,10 +21,12 @@ import (
 	"github.com/codeport/codeport/internal/testfixture"
 )
 
-// countingReader serves objs and counts its Gets.
+// countingReader serves objs, indexed as the manager's cache is, and counts its Gets.
 func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...client.Object) client.Client {
 	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&corev1.Secret{}, indexKeyDigest, secretKeyDigest).
+		Build()
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(
 			ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption,
@@ -37,7 +39,8 @@ func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...cl
 
 // TestPlanConfirmsWithTheAPIServer: a decision to replace or revoke a key taken on the cached
 // Secret (missing, stale) is taken again on the Secret the API server has; a decision to keep
-// the key costs no uncached read.
+// the key costs no uncached read. The decisions on whose a key is are taken on the database's
+// record of it, in one query, and on the other cached key Secrets.
 func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	db := openTestStore(t, "controllers_plan", 2)
@@ -56,62 +59,91 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 		testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) {
 			k.UID, k.Spec.Rotation = "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0001", 1
 		}))
-	keySecret := func(plaintext, rotation string, owned bool) *corev1.Secret {
+	other := testfixture.APIKey("acme", "production", testfixture.InNamespace(ns), testfixture.Named("other"),
+		testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) { k.UID = "4b4f7e0e-1111-4c1c-9a53-0b8a2b1c0002" }))
+	secretOf := func(owner *v1alpha1.ApiKey, plaintext, rotation string) *corev1.Secret {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace:   ns,
-				Name:        k.Spec.SecretName,
+				Name:        owner.Spec.SecretName,
 				Annotations: map[string]string{annotationRotation: rotation},
 			},
 			Data: map[string][]byte{SecretKeyAPIKey: []byte(plaintext)},
 		}
-		if owned {
-			if err := controllerutil.SetControllerReference(k, s, scheme); err != nil {
-				t.Fatal(err)
-			}
+		if err := controllerutil.SetControllerReference(owner, s, scheme); err != nil {
+			t.Fatal(err)
 		}
 		return s
 	}
-	older, _ := auth.GenerateKey("production")
-	current, _ := auth.GenerateKey("production")
-	unregistered, _ := auth.GenerateKey("production")
-	for _, plaintext := range []string{older, current} {
+	keySecret := func(plaintext, rotation string, owned bool) *corev1.Secret {
+		s := secretOf(k, plaintext, rotation)
+		if !owned {
+			s.OwnerReferences = nil
+		}
+		return s
+	}
+	register := func(source string) string {
+		plaintext, _ := auth.GenerateKey("production")
 		if _, err := prov.RegisterKey(ctx, provisioning.Key{
 			Namespace:   ns,
 			Partner:     "acme",
 			Environment: "production",
 			Kind:        "apiKey",
-			Source:      keySource(k),
+			Source:      source,
 			Plaintext:   plaintext,
 		}); err != nil {
 			t.Fatal(err)
 		}
+		return plaintext
 	}
+	older := register(keySource(k))
+	current := register(keySource(k))
+	unregistered, _ := auth.GenerateKey("production")
+	othersRevoked := register(keySource(other))
+	othersActive := register(keySource(other))
+	shared, _ := auth.GenerateKey("production")
 
 	for _, c := range []struct {
 		name           string
 		cached, server *corev1.Secret
-		want           keyAction
-		wantKey        string
-		uncachedReads  int
+		// others are the other cached objects.
+		others        []client.Object
+		want          keyAction
+		wantKey       string
+		uncachedReads int
 	}{
 		{"current in the cache: kept, no uncached read",
-			keySecret(current, "1", true), keySecret(current, "1", true), keyCurrent, current, 0},
+			keySecret(current, "1", true), keySecret(current, "1", true), nil, keyCurrent, current, 0},
 		{"missing from the cache, current on the server: kept",
-			nil, keySecret(current, "1", true), keyCurrent, current, 1},
+			nil, keySecret(current, "1", true), nil, keyCurrent, current, 1},
 		{"older rotation in the cache, current on the server: kept",
-			keySecret(older, "0", true), keySecret(current, "1", true), keyCurrent, current, 1},
+			keySecret(older, "0", true), keySecret(current, "1", true), nil, keyCurrent, current, 1},
 		{"revoked key in the cache, current on the server: kept",
-			keySecret(older, "1", true), keySecret(current, "1", true), keyCurrent, current, 1},
+			keySecret(older, "1", true), keySecret(current, "1", true), nil, keyCurrent, current, 1},
 		{"missing from the cache, someone else's on the server: conflict",
-			nil, keySecret("x", "", false), keyConflict, "x", 1},
-		{"missing from both: issue", nil, nil, keyMissing, "", 1},
+			nil, keySecret("x", "", false), nil, keyConflict, "x", 1},
+		{"missing from both: issue", nil, nil, nil, keyMissing, "", 1},
 		{"unregistered on the server too: registered from the server's",
-			keySecret(older, "0", true), keySecret(unregistered, "1", true), keyUnregistered, unregistered, 1},
+			keySecret(older, "0", true), keySecret(unregistered, "1", true), nil, keyUnregistered, unregistered, 1},
+		{"another ApiKey's active key: foreign",
+			keySecret(othersActive, "1", true), keySecret(othersActive, "1", true), nil, keyForeign, othersActive, 1},
+		{"another ApiKey's revoked key, of an older rotation: foreign",
+			keySecret(othersRevoked, "0", true), keySecret(othersRevoked, "0", true), nil, keyForeign, othersRevoked, 1},
+		{"unknown key that another ApiKey's Secret holds too: shared",
+			keySecret(shared, "1", true), keySecret(shared, "1", true),
+			[]client.Object{secretOf(other, shared, "0")}, keyShared, shared, 1},
+		{"unknown key that only an unowned Secret holds too: unregistered",
+			keySecret(shared, "1", true), keySecret(shared, "1", true),
+			[]client.Object{func() *corev1.Secret {
+				s := secretOf(other, shared, "0")
+				s.OwnerReferences = nil
+				return s
+			}()}, keyUnregistered, shared, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var cachedReads, uncachedReads int
-			var cached, server []client.Object
+			var server []client.Object
+			cached := append([]client.Object{}, c.others...)
 			if c.cached != nil {
 				cached = append(cached, c.cached)
 			}
@@ -120,18 +152,62 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 			}
 			r := &ApiKeyReconciler{Client: countingReader(t, scheme, &cachedReads, cached...),
 				APIReader: countingReader(t, scheme, &uncachedReads, server...), Provisioner: prov}
-			secret, action, err := r.plan(ctx, k)
+			p, err := r.plan(ctx, k)
 			if err != nil {
 				t.Fatal(err)
 			}
 			gotKey := ""
-			if secret != nil {
-				gotKey = string(secret.Data[SecretKeyAPIKey])
+			if p.secret != nil {
+				gotKey = string(p.secret.Data[SecretKeyAPIKey])
 			}
-			if action != c.want || gotKey != c.wantKey || cachedReads != 1 || uncachedReads != c.uncachedReads {
+			if p.action != c.want || gotKey != c.wantKey || cachedReads != 1 || uncachedReads != c.uncachedReads {
 				t.Fatalf("action %d key %q (cached reads %d, uncached %d); want action %d key %q (1, %d)",
-					action, auth.DisplayPrefix(gotKey), cachedReads, uncachedReads,
+					p.action, auth.DisplayPrefix(gotKey), cachedReads, uncachedReads,
 					c.want, auth.DisplayPrefix(c.wantKey), c.uncachedReads)
+			}
+		})
+	}
+}
+
+// TestJudgeKey: a key is kept or registered only when the database has it as the ApiKey's, or
+// knows it as nobody's and no other ApiKey's Secret holds it.
+func TestJudgeKey(t *testing.T) {
+	k := testfixture.APIKey("acme", "production", testfixture.InNamespace("ns"),
+		testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) { k.Spec.Rotation = 2 }))
+	own, other := keySource(k), "other-ns/acme-production"
+	stored := func(active bool, source string) provisioning.KeyStatus {
+		return provisioning.KeyStatus{Exists: true, Active: active, Source: source}
+	}
+	for _, c := range []struct {
+		name  string
+		facts keyFacts
+		want  keyAction
+	}{
+		{"its own active key of this rotation", keyFacts{wellFormed: true, rotation: 2, stored: stored(true, own)},
+			keyCurrent},
+		{"not a key of the environment", keyFacts{}, keyInvalid},
+		{"its own key of an older rotation", keyFacts{wellFormed: true, rotation: 1, stored: stored(true, own)},
+			keyRotate},
+		{"its own revoked key", keyFacts{wellFormed: true, rotation: 2, stored: stored(false, own)}, keyRevoked},
+		{"another ApiKey's active key", keyFacts{wellFormed: true, rotation: 2, stored: stored(true, other)},
+			keyForeign},
+		{"another ApiKey's revoked key", keyFacts{wellFormed: true, rotation: 2, stored: stored(false, other)},
+			keyForeign},
+		{"another ApiKey's key, of an older rotation", keyFacts{wellFormed: true, rotation: 1,
+			stored: stored(true, other)}, keyForeign},
+		{"a key of no recorded source", keyFacts{wellFormed: true, rotation: 2, stored: stored(true, "")},
+			keyForeign},
+		{"unknown to the database", keyFacts{wellFormed: true, rotation: 2}, keyUnregistered},
+		{"unknown, of a newer rotation (an interrupted rotation)", keyFacts{wellFormed: true, rotation: 3},
+			keyUnregistered},
+		{"unknown and in another ApiKey's Secret", keyFacts{wellFormed: true, rotation: 2, heldElsewhere: true},
+			keyShared},
+		{"unknown, in another ApiKey's Secret, of an older rotation", keyFacts{wellFormed: true, rotation: 1,
+			heldElsewhere: true}, keyShared},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := judgeKey(k, c.facts); got != c.want {
+				t.Fatalf("judgeKey = %d; want %d", got, c.want)
 			}
 		})
 	}

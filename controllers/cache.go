@@ -118,6 +118,8 @@ const (
 	indexCatalogRef     = "spec.catalogRef.name"
 	indexWebhookSecret  = "spec.webhook.secretRef.name" //nolint:gosec // a field path, not a credential
 	indexProductsFromCM = "spec.productsFrom.configMapRef.name"
+	// indexKeyDigest indexes the cached key Secrets by the hex SHA-256 of their key.
+	indexKeyDigest = "data.apiKey.sha256"
 )
 
 // referrers lists, in obj's namespace, the objects of list's kind whose index field holds obj's

@@ -169,10 +169,7 @@ func postOrder(t *testing.T, environment, key string) int {
 
 func keyState(t *testing.T, key string) (exists, active bool) {
 	t.Helper()
-	s, err := testfixture.Provisioner(t, env.db, nil).KeyState(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := keyRecord(t, key)
 	return s.Exists, s.Active
 }
 
