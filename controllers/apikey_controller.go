@@ -98,7 +98,7 @@ type keyAction int
 const (
 	// keyCurrent: the Secret holds this rotation's key and the database knows it as active.
 	keyCurrent keyAction = iota
-	// keyConflict: the Secret exists and is not controlled by this ApiKey; it is never touched.
+	// keyConflict: the Secret name is not this ApiKey's (see secretOwner); nothing is written.
 	keyConflict
 	// keyMissing: no Secret; a key is issued into a new one (revoking any previous key).
 	keyMissing
@@ -131,6 +131,9 @@ type keyPlan struct {
 	action keyAction
 	// secret is the ApiKey's Secret (nil: none).
 	secret *corev1.Secret
+	// owner is, for keyConflict, the ApiKey the Secret name is left to ("": the Secret is not
+	// an ApiKey's).
+	owner string
 }
 
 // plan reads the ApiKey's Secret and decides what to do. A decision that replaces or revokes a
@@ -164,19 +167,65 @@ func readSecret(ctx context.Context, reader client.Reader, k *v1alpha1.ApiKey) (
 	return &secret, nil
 }
 
-// decide is what to do given the Secret (nil: none) and what is known of its key (judgeKey).
+// decide is what to do given the Secret (nil: none): whose its name is (secretOwner), then what
+// its key is (judgeKey).
 func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyPlan, error) {
-	switch {
-	case secret == nil:
+	var claimants v1alpha1.ApiKeyList
+	if secret == nil {
+		err := r.List(ctx, &claimants, client.InNamespace(k.Namespace),
+			client.MatchingFields{indexSecretName: k.Spec.SecretName})
+		if err != nil {
+			return keyPlan{}, fmt.Errorf("list the ApiKeys naming Secret %s: %w", k.Spec.SecretName, err)
+		}
+	}
+	if owner, ours := secretOwner(k, secret, claimants.Items); !ours {
+		return keyPlan{action: keyConflict, secret: secret, owner: owner}, nil
+	}
+	if secret == nil {
 		return keyPlan{action: keyMissing}, nil
-	case !metav1.IsControlledBy(secret, k):
-		return keyPlan{action: keyConflict, secret: secret}, nil
 	}
 	facts, err := r.keyFacts(ctx, k, secret)
 	if err != nil {
 		return keyPlan{}, err
 	}
 	return keyPlan{action: judgeKey(k, facts), secret: secret}, nil
+}
+
+// secretOwner says whether the Secret name is k's, and otherwise whose it is. An existing Secret
+// is its controller's, whoever names it. A missing one is created by the first of the ApiKeys
+// naming it (firstClaimant), so that the name never passes to another ApiKey because of which
+// reconcile happens to run first.
+func secretOwner(k *v1alpha1.ApiKey, secret *corev1.Secret, claimants []v1alpha1.ApiKey) (owner string, ours bool) {
+	if secret != nil {
+		if metav1.IsControlledBy(secret, k) {
+			return k.Name, true
+		}
+		if ref := metav1.GetControllerOf(secret); ref != nil && ref.Kind == "ApiKey" &&
+			ref.APIVersion == v1alpha1.GroupVersion.String() {
+			return ref.Name, false
+		}
+		return "", false
+	}
+	first := firstClaimant(k, claimants)
+	return first.Name, first.Name == k.Name
+}
+
+// firstClaimant is, among k and the claimants, the ApiKey that creates their Secret when it is
+// missing: the oldest that names it and is not being deleted, by name between equals (creation
+// times have whole seconds).
+func firstClaimant(k *v1alpha1.ApiKey, claimants []v1alpha1.ApiKey) *v1alpha1.ApiKey {
+	first := k
+	for i := range claimants {
+		c := &claimants[i]
+		if c.Name == k.Name || c.Spec.SecretName != k.Spec.SecretName || !c.DeletionTimestamp.IsZero() {
+			continue
+		}
+		older := c.CreationTimestamp.Before(&first.CreationTimestamp)
+		if older || c.CreationTimestamp.Equal(&first.CreationTimestamp) && c.Name < first.Name {
+			first = c
+		}
+	}
+	return first
 }
 
 // keyFacts is what judgeKey decides on: the Secret's key as the database and the other key
@@ -245,6 +294,11 @@ func judgeKey(k *v1alpha1.ApiKey, f keyFacts) keyAction {
 		return keyRevoked
 	}
 	return keyCurrent
+}
+
+// apiKeySecretName is the value of indexSecretName for an ApiKey.
+func apiKeySecretName(o client.Object) []string {
+	return []string{o.(*v1alpha1.ApiKey).Spec.SecretName}
 }
 
 // secretKeyDigest is the value of indexKeyDigest for a Secret.
@@ -349,9 +403,7 @@ func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ct
 	}
 	switch p.action {
 	case keyConflict:
-		setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict,
-			fmt.Sprintf("Secret %s exists and is not owned by this ApiKey: choose another secretName, or delete the Secret; "+
-				"the key is issued as soon as the name is free", k.Spec.SecretName))
+		r.refuseSecretName(k, p)
 		return ctrl.Result{RequeueAfter: r.Options.ConflictRetry}, nil
 	case keyMissing:
 		var cause *keyEvent
@@ -450,6 +502,29 @@ func foreignKeyEvent(k *v1alpha1.ApiKey, prefix string) *keyEvent {
 		fmt.Sprintf("Secret %s held key %s, which is another ApiKey's (copied from its Secret?): it was not adopted "+
 			"and stays that ApiKey's; rotate that ApiKey (kubectl get apikeys -A shows %s); this ApiKey's keys revoked",
 			k.Spec.SecretName, prefix, prefix)}
+}
+
+// refuseSecretName reports that the Secret name is not k's: Ready=False/SecretConflict naming
+// the ApiKey it is left to, and a Warning event when that changes (not on every retry).
+func (r *ApiKeyReconciler) refuseSecretName(k *v1alpha1.ApiKey, p keyPlan) {
+	var message string
+	switch {
+	case p.owner == "":
+		message = fmt.Sprintf("Secret %s exists and is not owned by this ApiKey: choose another secretName, "+
+			"or delete the Secret; the key is issued as soon as the name is free", k.Spec.SecretName)
+	case p.secret != nil:
+		message = fmt.Sprintf("Secret %s belongs to ApiKey %s: choose another secretName; no key is issued here "+
+			"while that Secret exists", k.Spec.SecretName, p.owner)
+	default:
+		message = fmt.Sprintf("Secret %s is missing and ApiKey %s, which names it too and comes first, creates it: "+
+			"choose another secretName; no key is issued here", k.Spec.SecretName, p.owner)
+	}
+	before := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
+	if before == nil || before.Status != metav1.ConditionFalse || before.Reason != v1alpha1.ReasonSecretConflict ||
+		before.Message != message {
+		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, v1alpha1.ReasonSecretConflict, "Refuse", "%s", message)
+	}
+	setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict, message)
 }
 
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then
@@ -576,14 +651,14 @@ func (r *ApiKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotat
 		fmt.Sprintf("Key %s active; plaintext in Secret %s", k.Status.KeyPrefix, k.Spec.SecretName))
 }
 
-// SetupWithManager watches ApiKeys, the Secrets they own, their Partners, and any Secret their
-// secretName names (owned or not: a conflicting Secret's deletion or hand-over frees the name).
+// SetupWithManager watches ApiKeys, the Secrets they own, their Partners, any Secret their
+// secretName names (owned or not: a conflicting Secret's deletion or hand-over frees the name;
+// through both caches), and the other ApiKeys naming the same Secret (the deletion of the one
+// the name is left to passes it on).
 func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
 	ctx := context.Background()
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexSecretName, func(o client.Object) []string {
-		return []string{o.(*v1alpha1.ApiKey).Spec.SecretName}
-	}); err != nil {
+	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexSecretName, apiKeySecretName); err != nil {
 		return fmt.Errorf("index ApiKeys by secretName: %w", err)
 	}
 	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexPartnerRef, func(o client.Object) []string {
@@ -600,6 +675,20 @@ func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCach
 		Watches(&v1alpha1.Partner{}, handler.EnqueueRequestsFromMapFunc(
 			func(ctx context.Context, p client.Object) []reconcile.Request {
 				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexPartnerRef, p)
+			})).
+		Watches(&v1alpha1.ApiKey{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, o client.Object) []reconcile.Request {
+				k := o.(*v1alpha1.ApiKey)
+				named := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+					Namespace: k.Namespace, Name: k.Spec.SecretName}}
+				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexSecretName, named)
+			})).
+		// The key Secrets in the manager's cache wake every ApiKey naming them, not only their
+		// owner: an ApiKey woken by the reference cache may have read this cache before it saw
+		// the change (the owner's Secret deleted), and this event is its next look.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(
+			func(ctx context.Context, s client.Object) []reconcile.Request {
+				return referrers(ctx, r.Client, &v1alpha1.ApiKeyList{}, indexSecretName, s)
 			})).
 		WatchesRawSource(source.Kind(refs, metadataOf("Secret"), handler.TypedEnqueueRequestsFromMapFunc(
 			func(ctx context.Context, s *metav1.PartialObjectMetadata) []reconcile.Request {

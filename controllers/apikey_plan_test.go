@@ -3,10 +3,12 @@ package controllers
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -25,6 +27,7 @@ import (
 func countingReader(t *testing.T, scheme *runtime.Scheme, reads *int, objs ...client.Object) client.Client {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&v1alpha1.ApiKey{}, indexSecretName, apiKeySecretName).
 		WithIndex(&corev1.Secret{}, indexKeyDigest, secretKeyDigest).
 		Build()
 	return interceptor.NewClient(c, interceptor.Funcs{
@@ -164,6 +167,75 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 				t.Fatalf("action %d key %q (cached reads %d, uncached %d); want action %d key %q (1, %d)",
 					p.action, auth.DisplayPrefix(gotKey), cachedReads, uncachedReads,
 					c.want, auth.DisplayPrefix(c.wantKey), c.uncachedReads)
+			}
+		})
+	}
+}
+
+// TestSecretOwner: an existing Secret is its controller's; a missing one is created by the
+// oldest ApiKey naming it (by name between equals) that is not being deleted.
+func TestSecretOwner(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = v1alpha1.AddToScheme(scheme)
+	at := func(second int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, second, 0, time.UTC)) }
+	apiKey := func(name string, created int, change ...func(*v1alpha1.ApiKey)) *v1alpha1.ApiKey {
+		k := testfixture.APIKey("acme", "sandbox", testfixture.InNamespace("ns"), testfixture.Named(name),
+			testfixture.WithSecretName("shared"),
+			testfixture.APIKeyWith(func(k *v1alpha1.ApiKey) {
+				k.UID, k.CreationTimestamp = types.UID("uid-"+name), at(created)
+			}))
+		for _, c := range change {
+			c(k)
+		}
+		return k
+	}
+	controlledBy := func(owner client.Object) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shared"}}
+		if owner != nil {
+			if err := controllerutil.SetControllerReference(owner, s, scheme); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	deleting := func(k *v1alpha1.ApiKey) {
+		deleted := at(9)
+		k.DeletionTimestamp = &deleted
+	}
+	namesOther := func(k *v1alpha1.ApiKey) { k.Spec.SecretName = "other" }
+	k := apiKey("production", 5)
+	for _, c := range []struct {
+		name      string
+		secret    *corev1.Secret
+		claimants []v1alpha1.ApiKey
+		wantOwner string
+		wantOurs  bool
+	}{
+		{"existing, controlled by it", controlledBy(k), nil, "production", true},
+		{"existing, controlled by an older ApiKey", controlledBy(apiKey("sandbox", 1)),
+			[]v1alpha1.ApiKey{*apiKey("sandbox", 1), *k}, "sandbox", false},
+		{"existing, controlled by a younger ApiKey: still that one's", controlledBy(apiKey("staging", 7)),
+			[]v1alpha1.ApiKey{*apiKey("staging", 7), *k}, "staging", false},
+		{"existing, controlled by no one", controlledBy(nil), nil, "", false},
+		{"existing, controlled by something else", controlledBy(&v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "acme", UID: "uid-acme"}}), nil, "", false},
+		{"missing, named by it alone", nil, nil, "production", true},
+		{"missing, it is in the list too", nil, []v1alpha1.ApiKey{*k}, "production", true},
+		{"missing, an older ApiKey names it", nil,
+			[]v1alpha1.ApiKey{*k, *apiKey("sandbox", 1)}, "sandbox", false},
+		{"missing, a younger ApiKey names it", nil,
+			[]v1alpha1.ApiKey{*apiKey("a-younger", 6), *k}, "production", true},
+		{"missing, created the same second: by name", nil,
+			[]v1alpha1.ApiKey{*apiKey("payments", 5), *apiKey("zebra", 5)}, "payments", false},
+		{"missing, the older one is being deleted", nil,
+			[]v1alpha1.ApiKey{*apiKey("sandbox", 1, deleting), *k}, "production", true},
+		{"missing, the older one names another Secret now", nil,
+			[]v1alpha1.ApiKey{*apiKey("sandbox", 1, namesOther), *k}, "production", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			owner, ours := secretOwner(k, c.secret, c.claimants)
+			if owner != c.wantOwner || ours != c.wantOurs {
+				t.Fatalf("owner %q ours %v; want %q %v", owner, ours, c.wantOwner, c.wantOurs)
 			}
 		})
 	}
