@@ -34,6 +34,7 @@ import (
 	"github.com/codeport/codeport/internal/tenancy"
 )
 
+//nolint:gocognit // a flat list of flags, one branch each
 func newOperatorCommand() *cobra.Command {
 	var (
 		databaseURL, kubeconfig, sandboxBaseURL, productionBaseURL string

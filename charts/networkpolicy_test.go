@@ -46,7 +46,9 @@ func policyRules(p networkingv1.NetworkPolicy) (ingress, egress []string) {
 	return ingress, egress
 }
 
-func describeRule(ports []networkingv1.NetworkPolicyPort, direction string, peers []networkingv1.NetworkPolicyPeer) string {
+func describeRule(
+	ports []networkingv1.NetworkPolicyPort, direction string, peers []networkingv1.NetworkPolicyPeer,
+) string {
 	var ps []string
 	for _, p := range ports {
 		ps = append(ps, fmt.Sprintf("%s/%s", p.Port.String(), *p.Protocol))
@@ -112,6 +114,8 @@ func renderedPolicies(t *testing.T, set ...string) map[string]networkingv1.Netwo
 // talks to: the operator the API server, DNS and PostgreSQL; the APIs DNS, PostgreSQL, Redis and
 // SMTP when configured, and the partners' webhook receivers on the internet unless denied.
 // Values without which a component could not work are refused, saying what to set.
+//
+//nolint:gocognit // one table of policies, each case checked rule by rule
 func TestNetworkPolicies(t *testing.T) {
 	t.Parallel()
 	if n := len(renderedPolicies(t)); n != 0 {
@@ -145,7 +149,8 @@ func TestNetworkPolicies(t *testing.T) {
 			"codeport-production": {[]string{fromIngress, fromTests}, []string{toDNS,
 				"5432/TCP to pod:cnpg.io/cluster=codeport-db | pod:cnpg.io/poolerName=codeport-db-pooler", toPublic}},
 		}},
-		{"CloudNativePG without Pooler", []string{cnpgAPI, "database.cnpg.enabled=true", "database.cnpg.pooler.enabled=false"},
+		{"CloudNativePG without Pooler",
+			[]string{cnpgAPI, "database.cnpg.enabled=true", "database.cnpg.pooler.enabled=false"},
 			map[string]rules{"codeport-operator": {[]string{operatorProbesFromTests},
 				[]string{toAPIServer, toDNS, "5432/TCP to pod:cnpg.io/cluster=codeport-db"}}}},
 		{"database, API server and DNS elsewhere", []string{"networkPolicy.database.to[0].ipBlock.cidr=10.20.0.0/24",

@@ -37,6 +37,8 @@ func deployment(t *testing.T, objs rendered, name string) appsv1.Deployment {
 // TestPodValues: each Deployment takes the Pod values a platform team sets beside other charts'
 // (annotations, labels, a priority class, topology spread, its ServiceAccount's annotations),
 // and podLabels never change the labels the chart selects the Pods by.
+//
+//nolint:gocognit // one table of values, each checked on all three components
 func TestPodValues(t *testing.T) {
 	t.Parallel()
 	for _, c := range components {

@@ -524,7 +524,8 @@ func (r *ApiKeyReconciler) refuseSecretName(k *v1alpha1.ApiKey, p keyPlan) {
 		before.Message != message {
 		r.Recorder.Eventf(k, nil, corev1.EventTypeWarning, v1alpha1.ReasonSecretConflict, "Refuse", "%s", message)
 	}
-	setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonSecretConflict, message)
+	setCondition(&k.Status.Conditions, k.Generation, v1alpha1.ConditionReady, false,
+		v1alpha1.ReasonSecretConflict, message)
 }
 
 // issue generates a key, writes it to the Secret first (so the plaintext is never lost), then

@@ -14,6 +14,8 @@ import (
 // TestWalletConditions: a Wallet is Ready only when every entry of its spec.topUps is credited;
 // an entry that cannot be makes Ready False naming it, while removed entries are only reported.
 // A Wallet refusing entries still takes WalletTopUps.
+//
+//nolint:gocognit // one table of conditions, each case checked field by field
 func TestWalletConditions(t *testing.T) {
 	many := map[string]string{}
 	for i := range 12 {

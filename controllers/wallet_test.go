@@ -187,7 +187,8 @@ func TestWalletShowsLedgerAfterPartnerDeletion(t *testing.T) {
 	if code := postOrder(t, "sandbox", key); code != 202 {
 		t.Fatalf("order: %d", code)
 	}
-	if err := env.k8s.Delete(ctx, &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}); err != nil {
+	partner := &v1alpha1.Partner{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "acme"}}
+	if err := env.k8s.Delete(ctx, partner); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, timeout, "partner gone", func() (bool, string) { return !get(t, ns, "acme", &v1alpha1.Partner{}), "" })

@@ -31,7 +31,9 @@ type scenario struct {
 
 // absent is the shell check, run first in each scenario, that the sandbox really lacks a
 // command: a check that passed on a machine that kept it would prove nothing.
-const absent = `gone() { for c in "$@"; do if command -v "$c" >/dev/null; then echo "still installed: $c"; exit 1; fi; done; }
+const absent = `gone() {
+  for c in "$@"; do if command -v "$c" >/dev/null; then echo "still installed: $c"; exit 1; fi; done
+}
 `
 
 var scenarios = []scenario{{
@@ -71,7 +73,8 @@ done
 if compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then echo "still installed: initdb"; exit 1; fi
 hack/deps.sh
 state="$(mktemp -d)"
-exports="$(TESTENV_REUSE=0 XDG_CACHE_HOME="${state}" CODEPORT_TEST_PG_PORT=%s CODEPORT_TEST_REDIS_PORT=%s hack/testenv.sh)"
+exports="$(TESTENV_REUSE=0 XDG_CACHE_HOME="${state}" CODEPORT_TEST_PG_PORT=%s CODEPORT_TEST_REDIS_PORT=%s \
+  hack/testenv.sh)"
 echo "resolved: ${exports//$'\n'/ }"
 eval "${exports}"
 psql "${TEST_DATABASE_URL}" -Atqc 'select 1' >/dev/null || { echo "no PostgreSQL at ${TEST_DATABASE_URL}"; exit 1; }
