@@ -1,0 +1,68 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/codeport/codeport/internal/store/storetest"
+)
+
+// TestAuditMoneyFindsEachBrokenRule: the audit the fault, failover and restore tests rely on
+// finds nothing in a database the store wrote, and names each rule a damaged one breaks.
+func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage string // SQL run on a wallet of 100000 with orders a and b (100 each) processing
+		want   string // the start of a finding; empty: none
+	}{
+		{"as the store wrote it", ``, ""},
+		{"balance moved without an entry", `UPDATE wallet_balances SET balance = balance + 1`,
+			"balance differs from its ledger"},
+		{"completed without codes", `UPDATE orders SET status = 'completed' WHERE external_order_code = 'a'`,
+			"order a ("},
+		{"failed without its refund", `UPDATE orders SET status = 'failed' WHERE external_order_code = 'b'`,
+			"order b ("},
+		{"refunded without failing", `UPDATE orders SET status = 'completed', delivered = 1, refunded_amount = 100
+			WHERE external_order_code = 'a'`, "order a ("},
+		{"debit of no order", `WITH e AS (INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
+			SELECT account_id, 'EUR', 'order_debit', 'ghost', -5, balance - 5 FROM wallet_balances WHERE currency = 'EUR')
+			UPDATE wallet_balances SET balance = balance - 5 WHERE currency = 'EUR'`,
+			"debit or refund without its order: order_debit ghost of -5"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			w := newWallet(t, "10.00", map[string]int64{"EUR": 100_000})
+			for _, code := range []string{"a", "b"} {
+				o := w.order(code, 100)
+				if _, _, err := w.db.PlaceOrder(ctx, o, fulfilJob, w.debit(o)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.damage != "" {
+				if _, err := w.db.Pool.Exec(ctx, tc.damage); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a, err := storetest.AuditMoney(ctx, w.db.Pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Orders) != 2 || a.ByCode()["a"].Status == "" || a.ByCode()["b"].Status == "" {
+				t.Errorf("orders %+v", a.Orders)
+			}
+			found := false
+			for _, f := range a.Findings {
+				found = found || (tc.want != "" && strings.HasPrefix(f, tc.want))
+			}
+			switch {
+			case tc.want == "" && len(a.Findings) > 0:
+				t.Errorf("findings in an intact database: %q", a.Findings)
+			case tc.want != "" && !found:
+				t.Errorf("findings %q, want one starting %q", a.Findings, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,184 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/codeport/codeport/internal/store"
+)
+
+// Audit is what a database says about its money and orders, read in one snapshot: every order
+// with the digests of the codes it delivered, and every way in which the rules that keep money
+// from going missing are broken. A test that put a database through a fault (a killed process,
+// a failover, a restore) asserts that Findings is empty and compares Orders with the answers its
+// clients were given.
+type Audit struct {
+	Orders   []AuditedOrder
+	Findings []string
+}
+
+// AuditedOrder is one stored order as the audit read it.
+type AuditedOrder struct {
+	ID                string
+	Account           string
+	ExternalOrderCode string
+	Status            string
+	// Codes are the SHA-256 digests of the delivered codes, hex, in line and unit order: equal
+	// Codes are the same codes, whatever key seals them.
+	Codes string
+}
+
+// ByCode indexes the orders by externalOrderCode; a code stored twice keeps its last order and
+// is a finding of the caller's to report (the database refuses it within one account).
+func (a *Audit) ByCode() map[string]AuditedOrder {
+	m := make(map[string]AuditedOrder, len(a.Orders))
+	for _, o := range a.Orders {
+		m[o.ExternalOrderCode] = o
+	}
+	return m
+}
+
+// TxBeginner is a *pgxpool.Pool or a *pgx.Conn: the audit reads in a transaction of its own.
+type TxBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// auditOrdersSQL reads every order with its ledger entries and delivered codes in one statement,
+// so that the figures of each order agree with each other.
+const auditOrdersSQL = `
+WITH e AS (SELECT reference, kind, count(*) AS n, sum(amount)::bigint AS amount FROM wallet_entries
+           WHERE kind IN ('order_debit', 'refund') GROUP BY reference, kind),
+     d AS (SELECT order_id, count(*) AS n, count(DISTINCT digest) AS distinct_codes,
+                  string_agg(encode(digest, 'hex'), ',' ORDER BY line_no, unit_no) AS digests
+           FROM delivered_codes GROUP BY order_id)
+SELECT o.id::text, o.account_id::text, o.external_order_code, o.status, o.total_quantity,
+       o.debited_amount, o.refunded_amount, o.total_price,
+       COALESCE(db.n, 0), COALESCE(-db.amount, 0), COALESCE(rf.n, 0), COALESCE(rf.amount, 0),
+       COALESCE(d.n, 0), COALESCE(d.distinct_codes, 0), COALESCE(d.digests, '')
+FROM orders o
+LEFT JOIN e db ON db.reference = o.id::text AND db.kind = 'order_debit'
+LEFT JOIN e rf ON rf.reference = o.id::text AND rf.kind = 'refund'
+LEFT JOIN d ON d.order_id = o.id
+ORDER BY o.created_at, o.id`
+
+// auditChecksSQL names what is wrong across orders: each row is one finding.
+var auditChecksSQL = []struct{ kind, sql string }{
+	{"balance differs from its ledger", `SELECT b.account_id::text || ' ' || b.currency || ': balance ' ||
+		b.balance || ', ledger ' || COALESCE((SELECT sum(amount) FROM wallet_entries e
+		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)
+		FROM wallet_balances b WHERE b.balance <> COALESCE((SELECT sum(amount) FROM wallet_entries e
+		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)`},
+	{"debit or refund without its order", `SELECT e.kind || ' ' || e.reference || ' of ' || e.amount
+		FROM wallet_entries e WHERE e.kind IN ('order_debit', 'refund')
+		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`},
+	{"stock code delivered twice", `SELECT 'stock row ' || stock_id || ' in ' || count(*) || ' deliveries'
+		FROM delivered_codes WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1`},
+	{"code delivered twice", `SELECT encode(digest, 'hex') || ' in ' || count(*) || ' deliveries'
+		FROM delivered_codes GROUP BY digest HAVING count(*) > 1`},
+}
+
+// AuditMoney reads the database in one repeatable-read snapshot and checks that each order was
+// debited exactly what it records (once, or not at all when wallet ordering was off), refunded
+// exactly the value it did not deliver (in at most one entry), carries the status its codes
+// give it, and delivered no code twice; that no debit or refund lacks its order; that no stock
+// code went out twice; and that every balance equals the sum of its ledger. An order still
+// processing is reported as it stands: wait until none is before auditing.
+func AuditMoney(ctx context.Context, db TxBeginner) (*Audit, error) {
+	q, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("audit: begin: %w", err)
+	}
+	//nolint:errcheck // read-only: ending it loses nothing, and an error is the reads' to report.
+	defer q.Rollback(context.WithoutCancel(ctx))
+	a := &Audit{}
+	if err := a.readOrders(ctx, q); err != nil {
+		return nil, err
+	}
+	for _, c := range auditChecksSQL {
+		rows, err := q.Query(ctx, c.sql)
+		if err != nil {
+			return nil, fmt.Errorf("audit %s: %w", c.kind, err)
+		}
+		for rows.Next() {
+			var detail string
+			if err := rows.Scan(&detail); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("audit %s: %w", c.kind, err)
+			}
+			a.Findings = append(a.Findings, c.kind+": "+detail)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("audit %s: %w", c.kind, err)
+		}
+	}
+	return a, nil
+}
+
+func (a *Audit) readOrders(ctx context.Context, q store.Querier) error {
+	rows, err := q.Query(ctx, auditOrdersSQL)
+	if err != nil {
+		return fmt.Errorf("audit orders: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o AuditedOrder
+		var f orderFigures
+		if err := rows.Scan(&o.ID, &o.Account, &o.ExternalOrderCode, &o.Status, &f.quantity, &f.debited,
+			&f.refunded, &f.total, &f.debits, &f.debitSum, &f.refunds, &f.refundSum, &f.delivered, &f.distinct,
+			&o.Codes); err != nil {
+			return fmt.Errorf("audit orders: %w", err)
+		}
+		if problem := f.check(o.Status); problem != "" {
+			a.Findings = append(a.Findings, fmt.Sprintf("order %s (%s): %s", o.ExternalOrderCode, o.ID, problem))
+		}
+		a.Orders = append(a.Orders, o)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("audit orders: %w", err)
+	}
+	return nil
+}
+
+// orderFigures are one order's recorded amounts and what its ledger entries and codes say.
+type orderFigures struct {
+	quantity, delivered, distinct        int64
+	total, debited, refunded             int64
+	debits, debitSum, refunds, refundSum int64
+}
+
+// check names the first rule the order breaks, or returns "".
+func (f orderFigures) check(status string) string {
+	if status == store.OrderProcessing {
+		return ""
+	}
+	want := store.OrderPartiallyCompleted
+	switch f.delivered {
+	case f.quantity:
+		want = store.OrderCompleted
+	case 0:
+		want = store.OrderFailed
+	}
+	// Lines of one order share a unit price in the tests' orders; the refund is the value of the
+	// units not delivered at the order's average price, as fulfilment computes it.
+	undelivered := (f.quantity - f.delivered) * (f.total / max(f.quantity, 1))
+	if f.debited == 0 {
+		undelivered = 0
+	}
+	switch {
+	case status != want:
+		return fmt.Sprintf("status %s with %d of %d codes", status, f.delivered, f.quantity)
+	case f.debited > 0 && (f.debits != 1 || f.debitSum != f.debited):
+		return fmt.Sprintf("debited %d in %d entries of %d", f.debited, f.debits, f.debitSum)
+	case f.debited == 0 && f.debits != 0:
+		return fmt.Sprintf("no debit recorded, %d debit entries of %d", f.debits, f.debitSum)
+	case f.refunded != undelivered || f.refundSum != f.refunded || f.refunds > 1 || (f.refunded > 0) != (f.refunds == 1):
+		return fmt.Sprintf("undelivered %d, refunded %d in %d entries of %d",
+			undelivered, f.refunded, f.refunds, f.refundSum)
+	case f.distinct != f.delivered:
+		return fmt.Sprintf("%d codes, %d distinct", f.delivered, f.distinct)
+	}
+	return ""
+}
