@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,6 +48,13 @@ type Config struct {
 	// https://sandbox.api.example.com): the server the OpenAPI documents name. Empty, they name
 	// the server each request reached, as the request (or a trusted proxy) gives it.
 	PublicBaseURL string
+	// DatabaseOutageGrace is how long /readyz keeps a replica ready after the database last
+	// answered it. Every replica shares the database: were each to leave its Service when the
+	// primary fails over, partners would meet refused connections instead of the contract's
+	// retryable 502, and the catalog, served from memory, would go down with the database. A
+	// replica cut off for longer than the grace leaves, so that replicas that still reach the
+	// database take its requests. A replica that never reached it is not ready.
+	DatabaseOutageGrace time.Duration
 }
 
 // DefaultConfig returns production-ready defaults for env.
@@ -61,6 +69,8 @@ func DefaultConfig(env string) Config {
 		Estimate:                     orders.DefaultEstimate(),
 		SandboxTimeoutDelay:          10 * time.Second,
 		V1Lifecycle:                  Lifecycle{Deprecation: DefaultV1Deprecation, Docs: DefaultLifecycleDocs},
+		// Above CloudNativePG's failover (seconds) and switchover; well under a node's loss.
+		DatabaseOutageGrace: time.Minute,
 	}
 }
 
@@ -106,6 +116,9 @@ type Server struct {
 	methods    methodTable
 	// requestLog writes the line of every finished request; nil when requests are not logged.
 	requestLog *requestLog
+	// databaseAnswered is when the database last answered a readiness ping (Unix nanoseconds;
+	// 0: never).
+	databaseAnswered atomic.Int64
 }
 
 // New builds the server and its route table.
@@ -221,8 +234,13 @@ func (s *Server) ready(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 	defer cancel()
 	if err := s.db.Ping(ctx); err != nil {
-		return apierror.Unavailable("database unreachable")
+		answered := s.databaseAnswered.Load()
+		if answered == 0 || time.Since(time.Unix(0, answered)) > s.cfg.DatabaseOutageGrace {
+			return apierror.Unavailable("database unreachable")
+		}
+		return c.JSON(fiber.Map{"status": "ready", "database": "unreachable"})
 	}
+	s.databaseAnswered.Store(time.Now().UnixNano())
 	return c.JSON(fiber.Map{"status": "ready"})
 }
 

@@ -14,7 +14,8 @@ import (
 func setConnectable(t *testing.T, name string, allow bool) { storetest.SetConnectable(t, name, allow) }
 
 // TestDatabaseOutage: while the database is unreachable, orders get the spec's 502 (never a 500
-// or a hang) and readiness fails; when it returns, the same API recovers without a restart.
+// or a hang), and a server that never reached the database is not ready; when it returns, the
+// same API recovers without a restart.
 func TestDatabaseOutage(t *testing.T) {
 	db := storetest.New(t)
 	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
@@ -51,4 +52,42 @@ func TestDatabaseOutage(t *testing.T) {
 	})
 	// The order attempted during the outage was not recorded.
 	expectError(t, s.call(t, "production", "GET", "/v2/orders/outage-1", key, nil), 404, "Order outage-1 not found")
+}
+
+// TestReadinessOutlastsAShortOutage: a server that has reached the database stays ready through
+// an outage shorter than its grace (a failover: every replica shares the database, so leaving
+// the Service would only turn 502s into refused connections and stop the catalog), serves its
+// catalog from memory meanwhile, and leaves once the outage outlasts the grace.
+func TestReadinessOutlastsAShortOutage(t *testing.T) {
+	db := storetest.New(t)
+	grace := 2 * time.Second
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true, outageGrace: &grace})
+	tn := s.onboard(t, "acme", nil)
+	key := tn.keys["production"]
+	if r := s.call(t, "production", "GET", "/readyz", "", nil); r.status != http.StatusOK {
+		t.Fatalf("readyz before the outage: %d %s", r.status, r.raw)
+	}
+	// The key's principal and the catalog are in memory once used.
+	if r := s.call(t, "production", "GET", "/v2/catalog/products", key, nil); r.status != http.StatusOK {
+		t.Fatalf("catalog before the outage: %d %s", r.status, r.raw)
+	}
+	setConnectable(t, db.Name, false)
+	defer setConnectable(t, db.Name, true)
+	outage := time.Now()
+
+	r := s.call(t, "production", "GET", "/readyz", "", nil)
+	if r.status != http.StatusOK || r.str("database") != "unreachable" {
+		t.Fatalf("readyz within the grace: %d %s, want 200 naming the unreachable database", r.status, r.raw)
+	}
+	if r := s.call(t, "production", "GET", "/v2/catalog/products", key, nil); r.status != http.StatusOK {
+		t.Fatalf("catalog during the outage: %d %s", r.status, r.raw)
+	}
+	time.Sleep(time.Until(outage.Add(grace + 100*time.Millisecond)))
+	if r := s.call(t, "production", "GET", "/readyz", "", nil); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz after the grace: %d %s, want 503", r.status, r.raw)
+	}
+	setConnectable(t, db.Name, true)
+	poll.UntilTrue(t, 30*time.Second, "ready again", func() bool {
+		return s.call(t, "production", "GET", "/readyz", "", nil).status == http.StatusOK
+	})
 }

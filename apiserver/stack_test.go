@@ -73,6 +73,8 @@ type stackOptions struct {
 	sandboxTimeout time.Duration
 	// v1Lifecycle, when set, replaces the default announcement of v1's retirement.
 	v1Lifecycle *apiserver.Lifecycle
+	// outageGrace, when set, replaces how long readiness outlasts the database's answers.
+	outageGrace *time.Duration
 }
 
 // sharedCipher is the package's codes key: every stack must read codes sealed by the others'
@@ -130,6 +132,9 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		cfg.SandboxTimeoutDelay = cmp.Or(opts.sandboxTimeout, 100*time.Millisecond)
 		if opts.v1Lifecycle != nil {
 			cfg.V1Lifecycle = *opts.v1Lifecycle
+		}
+		if opts.outageGrace != nil {
+			cfg.DatabaseOutageGrace = *opts.outageGrace
 		}
 		plane.Listeners = append(plane.Listeners, apiserver.Listener{Config: cfg, Addr: "127.0.0.1:0"})
 	}
