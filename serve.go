@@ -20,6 +20,7 @@ import (
 	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/logbuffer"
+	"github.com/codeport/codeport/internal/logthrottle"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -205,12 +206,19 @@ func checkServeFlags(environment, databaseURL string, sandboxTimeout, logFlushIn
 	return nil
 }
 
+// repeatedLineEvery bounds how often the process's logger writes one message: while the
+// database is unreachable every refused order and key lookup fails alike, and a line each would
+// grow the log with the load. The first is written at once, the next after the interval with
+// the count left out; the request log still has a line per request.
+const repeatedLineEvery = 10 * time.Second
+
 // processLogs are a serving process's logs on out: JSON lines buffered for at most interval,
 // warnings and errors written at once. The API's request lines name their environment
 // themselves; the returned logger is for the process's other lines.
 func processLogs(out io.Writer, interval time.Duration) (*logbuffer.Writer, *slog.Logger) {
 	logs := logbuffer.New(out, logBufferSize, interval)
-	return logs, slog.New(logs.FlushAt(slog.NewJSONHandler(logs, nil), slog.LevelWarn))
+	handler := logs.FlushAt(slog.NewJSONHandler(logs, nil), slog.LevelWarn)
+	return logs, slog.New(logthrottle.New(handler, repeatedLineEvery))
 }
 
 // codesKeyring is the codes keyring a process takes from its flags or environment.

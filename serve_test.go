@@ -1,9 +1,32 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
+
+// TestProcessLogsBoundRepeatedLines: an error repeated by every request of an outage is written
+// once, then once an interval with the count of those left out, whatever the request rate.
+func TestProcessLogsBoundRepeatedLines(t *testing.T) {
+	var out bytes.Buffer
+	logs, log := processLogs(&out, 0)
+	for range 500 {
+		log.Error("place order", slog.Any("err", errors.New("connection refused")))
+	}
+	log.Error("key lookup failed", slog.Any("err", errors.New("connection refused")))
+	if err := logs.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"msg":"place order"`) ||
+		!strings.Contains(lines[1], `"msg":"key lookup failed"`) {
+		t.Fatalf("%d lines for 501 errors of two messages within %s:\n%s", len(lines), repeatedLineEvery, out.String())
+	}
+}
 
 func TestParseLifecycle(t *testing.T) {
 	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
