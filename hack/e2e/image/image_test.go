@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -162,4 +163,194 @@ func execFormOf(t *testing.T, s string) []string {
 		t.Fatalf("Dockerfile %s: %v", s, err)
 	}
 	return v
+}
+
+// TestRootfsLayer builds an image from a root filesystem tarball laid out as mmdebstrap writes
+// one (./-relative names, pax headers, device nodes in /dev) and checks that its one layer holds
+// every entry as it was, in order, with its mode, owner, time, link and extended attributes,
+// except the device nodes and a hard link to one; that -env replaces the default PATH and adds
+// to it; and that the same tarball, wherever it lies, builds the same image digest.
+func TestRootfsLayer(t *testing.T) {
+	dir := t.TempDir()
+	mtime := time.Date(2023, 5, 1, 12, 0, 0, 0, time.UTC)
+	entries := []rootfsEntry{
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./dev/", Mode: 0o755}},
+		{h: tar.Header{Typeflag: tar.TypeChar, Name: "./dev/null", Mode: 0o666, Devmajor: 1, Devminor: 3}, device: true},
+		{h: tar.Header{Typeflag: tar.TypeBlock, Name: "./dev/vda", Mode: 0o660, Gid: 6, Devmajor: 254}, device: true},
+		{h: tar.Header{Typeflag: tar.TypeLink, Name: "./dev/null2", Linkname: "./dev/null"}, device: true},
+		{h: tar.Header{Typeflag: tar.TypeSymlink, Name: "./dev/fd", Linkname: "/proc/self/fd", Mode: 0o777}},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./etc/", Mode: 0o755}},
+		{h: tar.Header{Typeflag: tar.TypeReg, Name: "./etc/shadow", Mode: 0o640, Gid: 42},
+			data: "postgres:*:19000:0:99999:7:::\n"},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./tmp/", Mode: 0o1777}},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./usr/", Mode: 0o755}},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./usr/bin/", Mode: 0o755}},
+		{h: tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/perl", Mode: 0o755}, data: "\x7fELF perl"},
+		{h: tar.Header{Typeflag: tar.TypeLink, Name: "./usr/bin/perl5.36.0", Linkname: "./usr/bin/perl"}},
+		{h: tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/ping", Mode: 0o755,
+			PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "\x01\x00\x00\x02"}},
+			data: "\x7fELF ping"},
+		{h: tar.Header{Typeflag: tar.TypeDir, Name: "./var/lib/postgresql/", Mode: 0o755, Uid: 26, Gid: 26}},
+	}
+	rootfs := filepath.Join(dir, "rootfs.tar")
+	writeRootfs(t, rootfs, entries, mtime)
+
+	wantEnv := []string{"PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
+	s := spec{tag: "ghcr.io/codeport/postgresql:15.20-bookworm", rootfs: rootfs, user: "26:26",
+		env: []string{"LANG=C.UTF-8", "PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin"}}
+	img := buildArchive(t, s, filepath.Join(dir, "a.tar"))
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Env, wantEnv) {
+		t.Errorf("env %q, want %q", cf.Config.Env, wantEnv)
+	}
+	if cf.Config.User != "26:26" {
+		t.Errorf("user %q, want 26:26", cf.Config.User)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layers) != 1 {
+		t.Fatalf("%d layers, want the root filesystem's alone", len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for _, e := range entries {
+		if e.device {
+			continue
+		}
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("want %s next: %v", e.h.Name, err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := e.h
+		if h.Name != want.Name || h.Typeflag != want.Typeflag || h.Mode != want.Mode || h.Uid != want.Uid ||
+			h.Gid != want.Gid || h.Linkname != want.Linkname || !h.ModTime.Equal(mtime) || string(data) != e.data {
+			t.Errorf("entry %s: got %c %o %d:%d ->%q %s %q, want %c %o %d:%d ->%q %s %q", want.Name,
+				h.Typeflag, h.Mode, h.Uid, h.Gid, h.Linkname, h.ModTime, data,
+				want.Typeflag, want.Mode, want.Uid, want.Gid, want.Linkname, mtime, e.data)
+		}
+		for k, v := range want.PAXRecords {
+			if h.PAXRecords[k] != v {
+				t.Errorf("entry %s: %s %q, want %q", want.Name, k, h.PAXRecords[k], v)
+			}
+		}
+	}
+	if h, err := tr.Next(); !errors.Is(err, io.EOF) {
+		t.Errorf("layer has more entries than the tarball: %+v, %v", h, err)
+	}
+
+	// The same tarball elsewhere, written to another archive.
+	moved := filepath.Join(dir, "moved", "rootfs.tar")
+	if err := os.Mkdir(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(rootfs, moved); err != nil {
+		t.Fatal(err)
+	}
+	s.rootfs = moved
+	again := buildArchive(t, s, filepath.Join(dir, "b.tar"))
+	if d1, d2 := digestOf(t, img), digestOf(t, again); d1 != d2 {
+		t.Errorf("the same root filesystem built %s, then %s", d1, d2)
+	}
+}
+
+// TestWithEnv: -env replaces a default in its place and appends a new key; anything but
+// KEY=VALUE is refused.
+func TestWithEnv(t *testing.T) {
+	defaults := []string{"PATH=/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want []string
+	}{
+		{"none", nil, defaults},
+		{"replaces in place", []string{"PATH=/x:/usr/bin"}, []string{"PATH=/x:/usr/bin", defaults[1]}},
+		{"appends", []string{"LANG=C.UTF-8"}, append(slices.Clone(defaults), "LANG=C.UTF-8")},
+		{"empty value", []string{"PGDATA="}, append(slices.Clone(defaults), "PGDATA=")},
+		{"value with =", []string{"A=b=c"}, append(slices.Clone(defaults), "A=b=c")},
+		{"last wins", []string{"A=1", "A=2"}, append(slices.Clone(defaults), "A=2")},
+		{"key prefix is another key", []string{"PATHS=1"}, append(slices.Clone(defaults), "PATHS=1")},
+		{"no =", []string{"LANG"}, nil},
+		{"no key", []string{"=x"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := withEnv(defaults, tc.set)
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("accepted %q: %q", tc.set, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+type rootfsEntry struct {
+	h      tar.Header
+	data   string
+	device bool // left out of the layer
+}
+
+func writeRootfs(t *testing.T, p string, entries []rootfsEntry, mtime time.Time) {
+	t.Helper()
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, e := range entries {
+		h := e.h
+		h.ModTime, h.Size, h.Format = mtime, int64(len(e.data)), tar.FormatPAX
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildArchive runs the tool as hack/e2e/images.sh does and reads back what ctr imports.
+func buildArchive(t *testing.T, s spec, archive string) v1.Image {
+	t.Helper()
+	if err := run(s, archive); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func digestOf(t *testing.T, img v1.Image) v1.Hash {
+	t.Helper()
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

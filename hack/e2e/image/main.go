@@ -30,6 +30,7 @@ var epoch = time.Unix(0, 0).UTC()
 // spec is what one image is built from.
 type spec struct {
 	tag        string
+	rootfs     string   // a root filesystem tarball laid as the image's first layer
 	files      []string // "src=dst": a file of this machine copied to dst in the image
 	distroless bool     // lay distroless static's nonroot base under the files
 	caFile     string
@@ -37,6 +38,7 @@ type spec struct {
 	user       string
 	entrypoint []string
 	cmd        []string
+	env        []string // KEY=VALUE, over the default PATH
 }
 
 // listFlag collects a repeated flag.
@@ -63,10 +65,13 @@ func main() {
 		s    spec
 		out  string
 		file listFlag
+		env  listFlag
 		ep   jsonList
 		cmd  jsonList
 	)
 	flag.StringVar(&s.tag, "tag", "", "image reference the archive names, e.g. ghcr.io/codeport/codeport:0.1.0")
+	flag.StringVar(&s.rootfs, "rootfs", "", "a root filesystem tarball (as mmdebstrap writes it), "+
+		"laid as the first layer with its entries as they are, device nodes left out")
 	flag.Var(&file, "file", "src=dst: copy a file of this machine to dst in the image (repeatable)")
 	flag.BoolVar(&s.distroless, "distroless", false, "add distroless static's nonroot base files")
 	flag.StringVar(&s.caFile, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle for -distroless")
@@ -74,12 +79,14 @@ func main() {
 	flag.StringVar(&s.user, "user", "", "user[:group] the image runs as")
 	flag.Var(&ep, "entrypoint", `JSON array, e.g. ["/usr/local/bin/codeport"]`)
 	flag.Var(&cmd, "cmd", `JSON array, e.g. ["--help"]`)
+	flag.Var(&env, "env", "KEY=VALUE in the image's environment, replacing a default of the same "+
+		"key (repeatable)")
 	flag.StringVar(&out, "o", "", "docker-archive tarball to write")
 	dockerfile := flag.String("dockerfile", "", "take the base, user, entrypoint, command and the "+
 		"binary's place from this Dockerfile's final stage (with -binary)")
 	binary := flag.String("binary", "", "with -dockerfile: the binary its final stage copies in")
 	flag.Parse()
-	s.files, s.entrypoint, s.cmd = file, ep, cmd
+	s.files, s.env, s.entrypoint, s.cmd = file, env, ep, cmd
 	if *dockerfile != "" {
 		df, err := os.ReadFile(*dockerfile)
 		if err != nil {
@@ -123,8 +130,77 @@ func run(s spec, out string) error {
 	return nil
 }
 
-// build lays every file into one layer on an empty base and sets the configuration.
+// build lays the root filesystem, then the files, each as a layer on an empty base, and sets the
+// configuration. Without a root filesystem the files' layer is there even when empty: an image
+// has at least one layer.
 func build(s spec) (v1.Image, error) {
+	var layers []v1.Layer
+	if s.rootfs != "" {
+		layer, err := rootfsLayer(s.rootfs)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, layer)
+	}
+	if s.rootfs == "" || s.distroless || len(s.files) > 0 {
+		layer, err := filesLayer(s)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, layer)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		return nil, fmt.Errorf("append layers: %w", err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cf = cf.DeepCopy()
+	// The binaries are built for this machine, as is the node that runs them.
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.User = s.user
+	cf.Config.Entrypoint = s.entrypoint
+	cf.Config.Cmd = s.cmd
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if s.distroless {
+		// As distroless: SSL_CERT_FILE points Go's and OpenSSL's clients at the bundle.
+		env = append(env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
+		cf.Config.WorkingDir = "/home/nonroot"
+	}
+	if cf.Config.Env, err = withEnv(env, s.env); err != nil {
+		return nil, err
+	}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, fmt.Errorf("set config: %w", err)
+	}
+	return img, nil
+}
+
+// withEnv sets each KEY=VALUE of set in env: a key env has takes the new value in its place,
+// a new key comes last.
+func withEnv(env, set []string) ([]string, error) {
+	out := slices.Clone(env)
+	for _, kv := range set {
+		key, _, ok := strings.Cut(kv, "=")
+		if !ok || key == "" {
+			return nil, fmt.Errorf("-env %q: want KEY=VALUE", kv)
+		}
+		i := slices.IndexFunc(out, func(e string) bool { return strings.HasPrefix(e, key+"=") })
+		if i < 0 {
+			out = append(out, kv)
+			continue
+		}
+		out[i] = kv
+	}
+	return out, nil
+}
+
+// filesLayer lays distroless's base files, if asked, and the files of the spec.
+func filesLayer(s spec) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	w := &layerWriter{tw: tw, dirs: map[string]bool{}}
@@ -152,32 +228,73 @@ func build(s spec) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	return layer, nil
+}
+
+// rootfsLayer lays an uncompressed root filesystem tarball as a layer, its entries as they are:
+// names, modes, owners, links, extended attributes and modification times. The times are kept,
+// not set to epoch as the files' layer's are: Python's bytecode caches record their sources'
+// times, and with other times the interpreter would compile every module again on each start
+// (on a read-only root filesystem, without saving it). The same tarball gives the same layer.
+//
+// Device nodes are left out, and hard links to them: the runtime mounts a /dev of its own over
+// the one mmdebstrap fills, and an unpacker without CAP_MKNOD could not create them.
+//
+// go-containerregistry reads a layer several times (its digest, its diff ID, the archive): each
+// read streams the tarball from the disk again, so that a root filesystem of hundreds of
+// megabytes is never held in memory.
+func rootfsLayer(tarPath string) (v1.Layer, error) {
+	if _, err := os.Stat(tarPath); err != nil {
+		return nil, fmt.Errorf("-rootfs: %w", err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		f, err := os.Open(tarPath)
+		if err != nil {
+			return nil, err
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			err := copyRootfs(pw, f)
+			_ = f.Close()
+			// A reader that stops early closes pr; the copy then ends with ErrClosedPipe.
+			pw.CloseWithError(err)
+		}()
+		return pr, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("append layer: %w", err)
+		return nil, fmt.Errorf("root filesystem %s: %w", tarPath, err)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	return layer, nil
+}
+
+// copyRootfs copies a tarball's entries from r to w, leaving out device nodes and hard links to
+// them.
+func copyRootfs(w io.Writer, r io.Reader) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	devices := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tw.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		switch {
+		case h.Typeflag == tar.TypeChar || h.Typeflag == tar.TypeBlock:
+			devices[path.Clean(h.Name)] = true
+			continue
+		case h.Typeflag == tar.TypeLink && devices[path.Clean(h.Linkname)]:
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return fmt.Errorf("%s: %w", h.Name, err)
+		}
 	}
-	cf = cf.DeepCopy()
-	// The binaries are built for this machine, as is the node that runs them.
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config.User = s.user
-	cf.Config.Entrypoint = s.entrypoint
-	cf.Config.Cmd = s.cmd
-	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	if s.distroless {
-		// As distroless: SSL_CERT_FILE points Go's and OpenSSL's clients at the bundle.
-		cf.Config.Env = append(cf.Config.Env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
-		cf.Config.WorkingDir = "/home/nonroot"
-	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, fmt.Errorf("set config: %w", err)
-	}
-	return img, nil
 }
 
 // layerWriter writes tar entries, creating each parent directory once.
