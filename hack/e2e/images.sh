@@ -5,10 +5,12 @@
 # `ctr images import` loads. The codeport image carries what the Dockerfile's release image
 # carries: the static binary built with the same flags, distroless static's nonroot base files,
 # and the user, entrypoint and command read from the Dockerfile's final stage (hack/e2e/image's
-# test checks the result against it).
+# test checks the result against it). CloudNativePG's PostgreSQL image comes from
+# hack/e2e/postgres-image.sh, built once from Debian's packages.
 #
 # Usage: eval "$(hack/e2e/images.sh KUBE_DIR)", KUBE_DIR from hack/e2e/kube.sh (CoreDNS's binary).
-# Prints PAUSE_IMAGE, COREDNS_IMAGE, CODEPORT_IMAGE and IMAGES_DIR (the tarballs) as exports.
+# Prints PAUSE_IMAGE, COREDNS_IMAGE, CODEPORT_IMAGE, POSTGRES_IMAGE and IMAGES_DIR (the tarballs)
+# as exports.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -39,6 +41,8 @@ if [[ ! -f "${DIR}/coredns.tar" ]]; then
     -entrypoint '["/coredns"]' -o "${DIR}/coredns.tar.tmp"
   mv "${DIR}/coredns.tar.tmp" "${DIR}/coredns.tar"
 fi
+postgres="$("${ROOT}/hack/e2e/postgres-image.sh")"
+eval "${postgres}"
 
 # As the Dockerfile's build stage builds it.
 version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
@@ -48,5 +52,6 @@ go build -trimpath -ldflags "-s -w -X main.version=${version}" -o "${work}/codep
   -o "${DIR}/codeport.tar.tmp"
 mv "${DIR}/codeport.tar.tmp" "${DIR}/codeport.tar"
 
-printf 'export PAUSE_IMAGE=%q COREDNS_IMAGE=%q CODEPORT_IMAGE=%q IMAGES_DIR=%q\n' \
-  "${PAUSE_IMAGE}" "${COREDNS_IMAGE}" "${CODEPORT_IMAGE}" "${DIR}"
+printf 'export PAUSE_IMAGE=%q COREDNS_IMAGE=%q CODEPORT_IMAGE=%q\n' \
+  "${PAUSE_IMAGE}" "${COREDNS_IMAGE}" "${CODEPORT_IMAGE}"
+printf 'export POSTGRES_IMAGE=%q IMAGES_DIR=%q\n' "${POSTGRES_IMAGE}" "${DIR}"
