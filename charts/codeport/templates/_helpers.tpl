@@ -68,6 +68,38 @@ serve it; .otherwise: what to do instead. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The alert groups of a rules file of the chart (.file, e.g. files/prometheus-rules.yaml), as
+JSON {"groups": [...]}, for prometheusrule.yaml. The file is the text promtool tests: each
+${name} in it is replaced by .vars.name, ${runbookBaseURL} by prometheusRules.runbookBaseURL,
+any other by prometheusRules.thresholds.name; a placeholder left over stops the render rather
+than ship an expression Prometheus refuses. prometheusRules.alertLabels are added to every alert
+(its own labels, such as severity, win). The alerts named in .without are left out. */}}
+{{- define "codeport.ruleGroups" -}}
+{{- $rules := .root.Values.prometheusRules }}
+{{- $vars := merge (dict "runbookBaseURL" (trimSuffix "/" $rules.runbookBaseURL)) (.vars | default dict) $rules.thresholds }}
+{{- $text := .root.Files.Get .file }}
+{{- range $name, $value := $vars }}
+{{- $text = replace (printf "${%s}" $name) (toString $value) $text }}
+{{- end }}
+{{- if contains "${" $text }}
+{{- fail (printf "prometheusRules: %s uses a threshold that prometheusRules.thresholds lacks: %s" .file (regexFind "\\$\\{[^}]*\\}" $text)) }}
+{{- end }}
+{{- $groups := list }}
+{{- range $group := (fromYaml $text).groups }}
+{{- $kept := list }}
+{{- range $rule := $group.rules }}
+{{- if not (has $rule.alert ($.without | default list)) }}
+{{- $_ := set $rule "labels" (merge (dict) ($rule.labels | default dict) $rules.alertLabels) }}
+{{- $kept = append $kept $rule }}
+{{- end }}
+{{- end }}
+{{- if $kept }}
+{{- $groups = append $groups (set $group "rules" $kept) }}
+{{- end }}
+{{- end }}
+{{- toJson (dict "groups" $groups) }}
+{{- end -}}
+
 {{/* The CloudNativePG Cluster of database.cnpg, its Pooler and the runtime role's Secret. */}}
 {{- define "codeport.cnpgCluster" -}}
 {{ include "codeport.fullname" . }}-db
