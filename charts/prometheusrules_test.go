@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,11 @@ import (
 
 // rulesTestdata holds promtool's unit tests of the rules, one file per group.
 const rulesTestdata = "testdata/prometheus-rules"
+
+// everyRule are the values that render every alert the chart has: those on the CloudNativePG
+// Cluster (files/cnpg-rules.yaml) too, WAL archiving's among them.
+var everyRule = []string{cnpgAPI, "database.cnpg.enabled=true", "database.cnpg.backup.enabled=true",
+	"database.cnpg.backup.plugin.objectStore=codeport-backups"}
 
 // promtoolBinary is $PROMTOOL, else bin/promtool, which `make promtool` installs pinned.
 func promtoolBinary(t *testing.T) string {
@@ -78,12 +84,13 @@ func TestPrometheusRulesAreOptIn(t *testing.T) {
 	}
 }
 
-// TestPrometheusRulesPassPromtool: the rules exactly as the chart renders them (default values)
-// pass `promtool check rules`, and promtool's unit tests (testdata/prometheus-rules/, one file
-// per group) pass against them; every alert has a test where it fires and one where it does not.
+// TestPrometheusRulesPassPromtool: the rules exactly as the chart renders them (default values,
+// with the CloudNativePG Cluster and its backups so that every alert is there) pass `promtool
+// check rules`, and promtool's unit tests (testdata/prometheus-rules/, one file per group) pass
+// against them; every alert has a test where it fires and one where it does not.
 func TestPrometheusRulesPassPromtool(t *testing.T) {
 	promtool := promtoolBinary(t)
-	rule, groups := renderRules(t)
+	rule, groups := renderRules(t, everyRule...)
 	dir := t.TempDir()
 	spec, _, _ := unstructured.NestedMap(rule.Object, "spec")
 	data, err := yaml.Marshal(spec)
@@ -165,7 +172,7 @@ func unitTests(t *testing.T, dir string) (tests, copies []string, fires, quiet m
 // links its runbook, docs/runbooks/<alert>.md, which exists with the four sections a runbook
 // needs and is listed in the runbooks' index.
 func TestPrometheusRulesHaveRunbooks(t *testing.T) {
-	_, groups := renderRules(t)
+	_, groups := renderRules(t, everyRule...)
 	index, err := os.ReadFile(filepath.Join("..", "docs", "runbooks", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -205,12 +212,13 @@ func TestPrometheusRulesHaveRunbooks(t *testing.T) {
 }
 
 // TestPrometheusRulesTakeValues: thresholds, alert labels and the runbooks' address come from
-// the values; an alert's own severity wins over alertLabels; a threshold the rules use but the
-// values lack stops the render instead of shipping a broken expression.
+// the values, for the CloudNativePG alerts as for the others; an alert's own severity wins over
+// alertLabels; a threshold the rules use but the values lack stops the render instead of
+// shipping a broken expression.
 func TestPrometheusRulesTakeValues(t *testing.T) {
-	_, groups := renderRules(t, "prometheusRules.thresholds.placementP99Seconds=2",
+	_, groups := renderRules(t, append([]string{"prometheusRules.thresholds.placementP99Seconds=2",
 		"prometheusRules.alertLabels.team=payments", "prometheusRules.alertLabels.severity=page",
-		"prometheusRules.runbookBaseURL=https://wiki.example/runbooks/")
+		"prometheusRules.runbookBaseURL=https://wiki.example/runbooks/"}, everyRule...)...)
 	found := false
 	for _, g := range groups {
 		for _, r := range g.Rules {
@@ -232,5 +240,55 @@ func TestPrometheusRulesTakeValues(t *testing.T) {
 		"prometheusRules.thresholds.errorRatio=null")
 	if err == nil || !strings.Contains(out, "prometheusRules.thresholds lacks: ${errorRatio}") {
 		t.Errorf("render without a threshold: %v\n%s", err, out)
+	}
+}
+
+// TestPrometheusRulesCloudNativePG: the alerts on the CloudNativePG Cluster come with the
+// Cluster, in a group of their own, WAL archiving's only with WAL archiving; they read the series
+// of the release's Cluster only, in the release's namespace.
+func TestPrometheusRulesCloudNativePG(t *testing.T) {
+	const (
+		synchronous = "CodeportSynchronousStandbysMissing"
+		archiving   = "CodeportWALArchivingFailing"
+	)
+	for _, tc := range []struct {
+		name      string
+		flags     []string
+		namespace string
+		alerts    []string // of the group codeport.cnpg; none: no such group
+	}{
+		{name: "without database.cnpg", flags: []string{cnpgAPI}},
+		{name: "without backups", flags: []string{cnpgAPI, "database.cnpg.enabled=true"},
+			namespace: "codeport-system", alerts: []string{synchronous}},
+		{name: "with backups", flags: everyRule, namespace: "codeport-system", alerts: []string{synchronous, archiving}},
+		{name: "in another namespace", flags: append([]string{"--namespace=payments"}, everyRule...),
+			namespace: "payments", alerts: []string{synchronous, archiving}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, groups := renderRules(t, tc.flags...)
+			var names, alerts []string
+			for _, g := range groups {
+				names = append(names, g.Name)
+				if g.Name != "codeport.cnpg" {
+					continue
+				}
+				// The matchers that end each selector: the Cluster's instances.
+				instances := fmt.Sprintf(`namespace=%q, pod=~"codeport-db-[0-9]+"}`, tc.namespace)
+				for _, r := range g.Rules {
+					alerts = append(alerts, r.Alert)
+					selectors, restricted := strings.Count(r.Expr, "cnpg_"), strings.Count(r.Expr, instances)
+					if selectors == 0 || restricted != selectors {
+						t.Errorf("%s: %d of %d selectors restricted to %s:\n%s", r.Alert, restricted, selectors, instances, r.Expr)
+					}
+				}
+			}
+			if !slices.Contains(names, "codeport.api") {
+				t.Errorf("groups %v lack codeport's own", names)
+			}
+			if !slices.Equal(alerts, tc.alerts) {
+				t.Errorf("codeport.cnpg alerts %v, want %v (groups %v)", alerts, tc.alerts, names)
+			}
+		})
 	}
 }
