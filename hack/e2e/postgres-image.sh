@@ -2,9 +2,8 @@
 # Builds the PostgreSQL image the end-to-end cluster's CloudNativePG runs as its instance image,
 # from Debian bookworm's packages, without a registry or a container daemon: mmdebstrap installs
 # postgresql-15, barman-cli-cloud and python3-boto3 (Barman's cloud client, for backups to an
-# S3-compatible store) and pgbouncer (the image of the chart's Pooler too: CloudNativePG runs
-# /usr/bin/pgbouncer in it, as uid 998) into a minbase root filesystem, and hack/e2e/image lays it
-# as the image's one layer. The image has PostgreSQL's binaries first on PATH, as CloudNativePG finds them, and
+# S3-compatible store) into a minbase root filesystem, and hack/e2e/image lays it as the image's
+# one layer. The image has PostgreSQL's binaries first on PATH, as CloudNativePG finds them, and
 # user postgres (26:26), which CloudNativePG runs as; no entrypoint: CloudNativePG runs its own
 # instance manager, which its init container copies in.
 #
@@ -30,7 +29,7 @@ ARCHIVE="${DIR}/postgresql.tar"
 REPOSITORY="ghcr.io/codeport/postgresql"
 SUITE=bookworm
 MAJOR=15
-PACKAGES=(postgresql-15 barman-cli-cloud python3-boto3 pgbouncer)
+PACKAGES=(postgresql-15 barman-cli-cloud python3-boto3)
 BINDIR="/usr/lib/postgresql/${MAJOR}/bin"
 # PostgreSQL's own directory, the only one with initdb, postgres and pg_ctl, first: Debian's
 # /usr/bin has wrappers of psql, pg_dump and others, which pick a version by the clusters Debian
@@ -69,6 +68,8 @@ DPKG_FILTERS=(
   'path-include=/usr/lib/python3/dist-packages/botocore/data/sdk-default-configuration.json'
 )
 log() { echo "e2e-postgres-image: $*" >&2; }
+# shellcheck source=hack/e2e/debian-sources.sh
+source "$(dirname "$0")/debian-sources.sh"
 
 # tag_of ARCHIVE: the image reference a docker-archive tarball names.
 tag_of() {
@@ -157,7 +158,6 @@ out="\$(AWS_ACCESS_KEY_ID=check AWS_SECRET_ACCESS_KEY=check AWS_MAX_ATTEMPTS=1 \
 grep -q 'Could not connect to the endpoint URL' <<<"\${out}" || { echo "barman: \${out}"; exit 1; }
 boto3="\$(python3 -c 'import boto3; print(boto3.__version__)')"
 echo "\$(barman-cloud-backup --version 2>&1) with boto3 \${boto3}"
-/usr/bin/pgbouncer --version | head -n 1
 EOF
 }
 
@@ -176,18 +176,7 @@ if [[ ! -f "${ARCHIVE}" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "${work}"' EXIT
 
-  codename="$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null || true)"
-  sources=()
-  for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
-    grep -qsv '^[[:space:]]*\(#.*\)\?$' "${f}" || continue
-    mkdir -p "${work}/sources"
-    if [[ -n "${codename}" && "${codename}" != "${SUITE}" ]]; then
-      sed "s/\b${codename}\b/${SUITE}/g" "${f}" >"${work}/sources/${f##*/}"
-    else
-      cp "${f}" "${work}/sources/${f##*/}"
-    fi
-    sources+=("${work}/sources/${f##*/}")
-  done
+  mapfile -t sources < <(debian_sources "${SUITE}" "${work}/sources")
 
   # postgresql-common's postinst creates the postgres user unless it exists: create it first,
   # with CloudNativePG's ids, before passwd's scripts write /etc/shadow from /etc/passwd.
@@ -207,8 +196,6 @@ chroot "\$1" pg_dropcluster ${MAJOR} main
 rm -f "\$1/etc/ssl/private/ssl-cert-snakeoil.key" "\$1/etc/ssl/certs/ssl-cert-snakeoil.pem"
 find "\$1/etc/ssl/certs" -lname ssl-cert-snakeoil.pem -delete
 rm -f "\$1/etc/resolv.conf" "\$1/etc/hostname"
-# CloudNativePG's PgBouncer image has it in /usr/bin, where its pooler's instance manager runs it.
-ln -s ../sbin/pgbouncer "\$1/usr/bin/pgbouncer"
 chroot "\$1" dpkg-query -W -f '\${Version}' postgresql-${MAJOR} >"${work}/version"
 EOF
   chmod +x "${work}/essential-hook" "${work}/customize-hook"
