@@ -150,3 +150,21 @@ func TestCloudNativePGDurabilityAdmitted(t *testing.T) {
 		createStrictly(t, s.client, objs["Cluster/codeport-db"], objs["Pooler/codeport-db-pooler"], pdb)
 	}
 }
+
+// TestCloudNativePGSmartShutdown: a stopping instance waits 10 seconds, not CloudNativePG's 180,
+// for sessions that the API's and the Pooler's pools never end before it stops them, so that a
+// deleted or drained primary fails over at once; the value sets it.
+func TestCloudNativePGSmartShutdown(t *testing.T) {
+	t.Parallel()
+	for set, want := range map[string]int64{"": 10, "database.cnpg.smartShutdownTimeout=60": 60} {
+		flags := cnpgOn
+		if set != "" {
+			flags = append(append([]string(nil), cnpgOn...), set)
+		}
+		cluster := render(t, flags...)["Cluster/codeport-db"]
+		got, _, _ := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "smartShutdownTimeout")
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%q: smartShutdownTimeout %v, want %d", set, got, want)
+		}
+	}
+}
