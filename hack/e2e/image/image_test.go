@@ -304,6 +304,135 @@ func TestWithEnv(t *testing.T) {
 	}
 }
 
+// TestSymlinksAndWorkdir builds images laid out as CloudNativePG's Dockerfile lays its operator
+// (the binary in /operator, /manager a link to it, WORKDIR /, where the operator looks for
+// operator/manager_<arch>), with and without a root filesystem under them, and checks that a
+// link to a file the files' layer lacks is refused.
+func TestSymlinksAndWorkdir(t *testing.T) {
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "manager")
+	if err := os.WriteFile(binary, []byte("\x7fELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		links       []string
+		workdir     string
+		distroless  bool
+		rootfs      bool              // lay a root filesystem holding /usr/bin/perl under the files
+		noFiles     bool              // no -file: the binary is not in the image
+		wantLinks   map[string]string // path in the image -> link target
+		wantFiles   []string          // regular files in the image
+		wantWorkdir string
+		wantErr     string
+	}{
+		{
+			name: "relative link, workdir over distroless's", links: []string{"/manager=operator/manager_amd64"},
+			workdir: "/", distroless: true,
+			wantLinks: map[string]string{"/manager": "operator/manager_amd64"}, wantWorkdir: "/",
+		},
+		{
+			name: "absolute link in a new directory", links: []string{"/usr/local/bin/manager=/operator/manager_amd64"},
+			wantLinks: map[string]string{"/usr/local/bin/manager": "/operator/manager_amd64"},
+		},
+		{
+			name: "distroless's workdir when none is given", distroless: true, wantWorkdir: "/home/nonroot",
+		},
+		{
+			name: "dangling link", links: []string{"/manager=operator/manager_arm64"},
+			wantErr: "the image has no file /operator/manager_arm64",
+		},
+		{
+			name: "link resolved from its own directory", links: []string{"/bin/manager=operator/manager_amd64"},
+			wantErr: "the image has no file /bin/operator/manager_amd64",
+		},
+		{
+			name: "relative destination", links: []string{"manager=operator/manager_amd64"},
+			wantErr: "want /absolute/dst=target",
+		},
+		{name: "no target", links: []string{"/manager="}, wantErr: "want /absolute/dst=target"},
+		{
+			name: "link and workdir over a root filesystem", links: []string{"/manager=operator/manager_amd64"},
+			workdir: "/", rootfs: true,
+			wantLinks: map[string]string{"/manager": "operator/manager_amd64"}, wantWorkdir: "/",
+			wantFiles: []string{"/usr/bin/perl", "/operator/manager_amd64"},
+		},
+		{
+			// The links are checked against the files' layer alone.
+			name: "link into the root filesystem", links: []string{"/usr/local/bin/perl=/usr/bin/perl"}, rootfs: true,
+			wantErr: "the image has no file /usr/bin/perl",
+		},
+		{
+			// Not left out for want of files to lay: refused as any dangling link.
+			name: "link over a root filesystem with no files", links: []string{"/manager=operator/manager_amd64"},
+			rootfs: true, noFiles: true, wantErr: "the image has no file /operator/manager_amd64",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec{
+				tag: "ghcr.io/cloudnative-pg/cloudnative-pg:1.28.0", files: []string{binary + "=/operator/manager_amd64"},
+				links: tc.links, workdir: tc.workdir, distroless: tc.distroless,
+				caFile: "testdata/ca-certificates.crt", zoneinfo: "testdata/zoneinfo",
+			}
+			if tc.noFiles {
+				s.files = nil
+			}
+			if tc.rootfs {
+				s.rootfs = filepath.Join(t.TempDir(), "rootfs.tar")
+				writeRootfs(t, s.rootfs, rootfsWithPerl, epoch)
+			}
+			archive := filepath.Join(t.TempDir(), "image.tar")
+			err := run(s, archive)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, err := tarball.ImageFromPath(archive, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cf.Config.WorkingDir != tc.wantWorkdir {
+				t.Errorf("working directory %q, want %q", cf.Config.WorkingDir, tc.wantWorkdir)
+			}
+			checkLayout(t, img, tc.wantLinks, tc.wantFiles)
+		})
+	}
+}
+
+// checkLayout checks that the image holds each link of links, path -> target, and each regular
+// file of files.
+func checkLayout(t *testing.T, img v1.Image, links map[string]string, files []string) {
+	t.Helper()
+	got, _ := layerFiles(t, img)
+	for p, target := range links {
+		if h := got[p]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != target {
+			t.Errorf("%s is not a link to %s: %+v", p, target, h)
+		}
+	}
+	for _, p := range files {
+		if h := got[p]; h == nil || h.Typeflag != tar.TypeReg {
+			t.Errorf("%s is not a regular file: %+v", p, h)
+		}
+	}
+}
+
+// rootfsWithPerl is a root filesystem of one file, for images that lay files over one.
+var rootfsWithPerl = []rootfsEntry{
+	{h: tar.Header{Typeflag: tar.TypeDir, Name: "./", Mode: 0o755}},
+	{h: tar.Header{Typeflag: tar.TypeDir, Name: "./usr/", Mode: 0o755}},
+	{h: tar.Header{Typeflag: tar.TypeDir, Name: "./usr/bin/", Mode: 0o755}},
+	{h: tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/perl", Mode: 0o755}, data: "\x7fELF perl"},
+}
+
 type rootfsEntry struct {
 	h      tar.Header
 	data   string

@@ -32,10 +32,12 @@ type spec struct {
 	tag        string
 	rootfs     string   // a root filesystem tarball laid as the image's first layer
 	files      []string // "src=dst": a file of this machine copied to dst in the image
+	links      []string // "dst=target": a symbolic link at dst to a file of the image
 	distroless bool     // lay distroless static's nonroot base under the files
 	caFile     string
 	zoneinfo   string
 	user       string
+	workdir    string
 	entrypoint []string
 	cmd        []string
 	env        []string // KEY=VALUE, over the default PATH
@@ -65,6 +67,7 @@ func main() {
 		s    spec
 		out  string
 		file listFlag
+		link listFlag
 		env  listFlag
 		ep   jsonList
 		cmd  jsonList
@@ -73,10 +76,13 @@ func main() {
 	flag.StringVar(&s.rootfs, "rootfs", "", "a root filesystem tarball (as mmdebstrap writes it), "+
 		"laid as the first layer with its entries as they are, device nodes left out")
 	flag.Var(&file, "file", "src=dst: copy a file of this machine to dst in the image (repeatable)")
+	flag.Var(&link, "symlink", "dst=target: a symbolic link at dst to a file of the files' layer "+
+		"(-file, -distroless), target relative to dst's directory or absolute (repeatable)")
 	flag.BoolVar(&s.distroless, "distroless", false, "add distroless static's nonroot base files")
 	flag.StringVar(&s.caFile, "ca-certificates", "/etc/ssl/certs/ca-certificates.crt", "CA bundle for -distroless")
 	flag.StringVar(&s.zoneinfo, "zoneinfo", "/usr/share/zoneinfo", "time zone database for -distroless (empty: none)")
 	flag.StringVar(&s.user, "user", "", "user[:group] the image runs as")
+	flag.StringVar(&s.workdir, "workdir", "", "working directory (default: / or, with -distroless, /home/nonroot)")
 	flag.Var(&ep, "entrypoint", `JSON array, e.g. ["/usr/local/bin/codeport"]`)
 	flag.Var(&cmd, "cmd", `JSON array, e.g. ["--help"]`)
 	flag.Var(&env, "env", "KEY=VALUE in the image's environment, replacing a default of the same "+
@@ -86,7 +92,7 @@ func main() {
 		"binary's place from this Dockerfile's final stage (with -binary)")
 	binary := flag.String("binary", "", "with -dockerfile: the binary its final stage copies in")
 	flag.Parse()
-	s.files, s.env, s.entrypoint, s.cmd = file, env, ep, cmd
+	s.files, s.links, s.env, s.entrypoint, s.cmd = file, link, env, ep, cmd
 	if *dockerfile != "" {
 		df, err := os.ReadFile(*dockerfile)
 		if err != nil {
@@ -142,7 +148,7 @@ func build(s spec) (v1.Image, error) {
 		}
 		layers = append(layers, layer)
 	}
-	if s.rootfs == "" || s.distroless || len(s.files) > 0 {
+	if s.rootfs == "" || s.distroless || len(s.files) > 0 || len(s.links) > 0 {
 		layer, err := filesLayer(s)
 		if err != nil {
 			return nil, err
@@ -169,6 +175,9 @@ func build(s spec) (v1.Image, error) {
 		// As distroless: SSL_CERT_FILE points Go's and OpenSSL's clients at the bundle.
 		env = append(env, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt")
 		cf.Config.WorkingDir = "/home/nonroot"
+	}
+	if s.workdir != "" {
+		cf.Config.WorkingDir = s.workdir
 	}
 	if cf.Config.Env, err = withEnv(env, s.env); err != nil {
 		return nil, err
@@ -199,11 +208,11 @@ func withEnv(env, set []string) ([]string, error) {
 	return out, nil
 }
 
-// filesLayer lays distroless's base files, if asked, and the files of the spec.
+// filesLayer lays distroless's base files, if asked, and the files and links of the spec.
 func filesLayer(s spec) (v1.Layer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	w := &layerWriter{tw: tw, dirs: map[string]bool{}}
+	w := &layerWriter{tw: tw, dirs: map[string]bool{}, files: map[string]bool{}}
 	if s.distroless {
 		if err := w.distrolessBase(s.caFile, s.zoneinfo); err != nil {
 			return nil, err
@@ -215,6 +224,15 @@ func filesLayer(s spec) (v1.Layer, error) {
 			return nil, fmt.Errorf("-file %q: want src=/absolute/dst", f)
 		}
 		if err := w.copyFile(src, dst); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range s.links {
+		dst, target, ok := strings.Cut(l, "=")
+		if !ok || !path.IsAbs(dst) || target == "" {
+			return nil, fmt.Errorf("-symlink %q: want /absolute/dst=target", l)
+		}
+		if err := w.symlink(dst, target); err != nil {
 			return nil, err
 		}
 	}
@@ -299,8 +317,9 @@ func copyRootfs(w io.Writer, r io.Reader) error {
 
 // layerWriter writes tar entries, creating each parent directory once.
 type layerWriter struct {
-	tw   *tar.Writer
-	dirs map[string]bool
+	tw    *tar.Writer
+	dirs  map[string]bool
+	files map[string]bool // regular files written, which links may point at
 }
 
 func (w *layerWriter) dir(p string, mode int64, uid int) error {
@@ -325,6 +344,27 @@ func (w *layerWriter) bytes(dst string, data []byte, mode int64) error {
 		return fmt.Errorf("%s: %w", dst, err)
 	}
 	if _, err := w.tw.Write(data); err != nil {
+		return fmt.Errorf("%s: %w", dst, err)
+	}
+	w.files[path.Clean(dst)] = true
+	return nil
+}
+
+// symlink links dst to target, which must be a file already in the layer: a dangling link would
+// only show when a container runs it.
+func (w *layerWriter) symlink(dst, target string) error {
+	resolved := target
+	if !path.IsAbs(target) {
+		resolved = path.Join(path.Dir(dst), target)
+	}
+	if !w.files[path.Clean(resolved)] {
+		return fmt.Errorf("symlink %s -> %s: the image has no file %s", dst, target, resolved)
+	}
+	if err := w.dir(path.Dir(dst), 0o755, 0); err != nil {
+		return err
+	}
+	if err := w.tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(dst, "/"),
+		Linkname: target, Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 		return fmt.Errorf("%s: %w", dst, err)
 	}
 	return nil
