@@ -44,15 +44,18 @@ kube_ldflags() {
   echo "${flags}"
 }
 
-# module_build NAME MODULE@VERSION PACKAGE OUT: makes the current directory, whose Go file
-# imports what PACKAGE needs, the Go module NAME requiring MODULE@VERSION, and builds PACKAGE
-# stripped into OUT. OUT is replaced only by a finished build, so an interrupted one leaves no
-# binary that the cache check would take for complete.
+# module_build NAME MODULE@VERSION PACKAGE OUT [LDFLAGS]: makes the current directory, whose Go
+# file imports what PACKAGE needs, the Go module NAME requiring MODULE@VERSION, and builds PACKAGE
+# stripped (plus LDFLAGS, such as the -X flags a project stamps its version with) into OUT. OUT
+# is replaced only by a finished build, so an interrupted one leaves no binary that the cache
+# check would take for complete. A package that imports internal ones cannot be imported from
+# the Go file: import one of the module's other packages, to keep the requirement, and the build
+# (-mod=mod) records the checksums of the rest.
 module_build() {
-  local name="$1" requirement="$2" pkg="$3" out="$4"
+  local name="$1" requirement="$2" pkg="$3" out="$4" ldflags="-s -w ${5:-}"
   go mod init "${name}" >/dev/null 2>&1
   go get "${requirement}" >/dev/null 2>&1
   go mod tidy >/dev/null 2>&1 || true
-  go build -trimpath -ldflags="-s -w" -o "${out}.tmp" "${pkg}"
+  go build -trimpath -ldflags="${ldflags% }" -o "${out}.tmp" "${pkg}"
   mv "${out}.tmp" "${out}"
 }
