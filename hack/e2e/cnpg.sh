@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds what the end-to-end cluster needs to run CloudNativePG, from the Go module proxy, as
-# images in IMAGES_DIR (which hack/e2e/cluster.sh imports):
+# Builds what the end-to-end cluster needs to run CloudNativePG and to back its databases up,
+# from the Go module proxy, as images in IMAGES_DIR (which hack/e2e/cluster.sh imports):
 #
 # - The operator: github.com/cloudnative-pg/cloudnative-pg's cmd/manager, built as its
 #   .goreleaser.yml builds it (CGO_ENABLED=0, -s -w, the version, commit and date stamped into
@@ -16,19 +16,26 @@
 #   import then fails as such, instead of running the upstream image where ghcr.io answers).
 #   Apply it with kubectl apply --server-side: its Pooler CRD is too large for the annotation a
 #   client-side apply keeps.
+# - The object store its backups and WAL archives go to: versitygw's S3 gateway (posix
+#   backend), built without cgo (only its RDMA and GPU transports need it), in a distroless
+#   static nonroot image; hack/e2e/testdata/objectstore.yaml runs it.
 #
 # Usage: eval "$(hack/e2e/cnpg.sh IMAGES_DIR [IMAGE_TOOL])", IMAGE_TOOL a built hack/e2e/image
-# (built here when not given). Prints CNPG_VERSION, CNPG_IMAGE and CNPG_MANIFEST as exports.
-# The image is built once per version, written as a .tmp and renamed when complete.
+# (built here when not given). Prints CNPG_VERSION, CNPG_IMAGE, CNPG_MANIFEST and
+# OBJECTSTORE_IMAGE as exports. Each image is built once per version, written as a .tmp and
+# renamed when complete.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 IMAGES_DIR="$1"
 IMAGE_TOOL="${2:-}"
 CNPG_VERSION="${E2E_CNPG_VERSION:-1.28.0}"
+VERSITYGW_VERSION="${E2E_VERSITYGW_VERSION:-1.8.0}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/e2e"
 CNPG_MANIFEST="${CACHE}/cnpg-${CNPG_VERSION}.yaml"
 CNPG_TAR="${IMAGES_DIR}/cnpg-operator-${CNPG_VERSION}.tar"
+OBJECTSTORE_IMAGE="docker.io/versity/versitygw:v${VERSITYGW_VERSION}-codeport-e2e"
+OBJECTSTORE_TAR="${IMAGES_DIR}/versitygw-${VERSITYGW_VERSION}.tar"
 log() { echo "e2e-cnpg: $*" >&2; }
 # shellcheck source=hack/kube-module.sh
 source "$(dirname "$0")/../kube-module.sh"
@@ -37,11 +44,12 @@ source "$(dirname "$0")/../kube-module.sh"
 manifest_image() { awk '/^kind: Deployment$/ {d = 1} d && $1 == "image:" && NF == 2 {print $2; exit}' "$1"; }
 
 print_exports() {
-  printf 'export CNPG_VERSION=%q CNPG_IMAGE=%q CNPG_MANIFEST=%q\n' "${CNPG_VERSION}" \
-    "$(manifest_image "${CNPG_MANIFEST}")" "${CNPG_MANIFEST}"
+  printf 'export CNPG_VERSION=%q CNPG_IMAGE=%q CNPG_MANIFEST=%q OBJECTSTORE_IMAGE=%q\n' \
+    "${CNPG_VERSION}" "$(manifest_image "${CNPG_MANIFEST}")" "${CNPG_MANIFEST}" \
+    "${OBJECTSTORE_IMAGE}"
 }
 
-if [[ -f "${CNPG_MANIFEST}" && -f "${CNPG_TAR}" ]]; then
+if [[ -f "${CNPG_MANIFEST}" && -f "${CNPG_TAR}" && -f "${OBJECTSTORE_TAR}" ]]; then
   print_exports
   exit 0
 fi
@@ -119,6 +127,24 @@ if [[ ! -f "${CNPG_MANIFEST}" || ! -f "${CNPG_TAR}" ]]; then
       "${licenses[@]}" -user 65532:65532 -entrypoint '["/manager"]' -o "${CNPG_TAR}.tmp"
     set_tar "${CNPG_TAR}" cnpg-operator
   fi
+fi
+
+if [[ ! -f "${OBJECTSTORE_TAR}" ]]; then
+  log "building versitygw ${VERSITYGW_VERSION} from source (about four CPU-minutes, once)"
+  origin="$(module_origin "github.com/versity/versitygw@v${VERSITYGW_VERSION}")"
+  read -r _ date hash <<<"${origin}"
+  mkdir -p "${work}/versitygw"
+  cd "${work}/versitygw"
+  printf 'package main\n\nimport _ "github.com/versity/versitygw/backend/posix"\n\nfunc main() {}\n' >tools.go
+  # As its Makefile: Version the tag, Build the short hash, BuildTime when (here: the commit's day).
+  ldflags="-X main.Version=v${VERSITYGW_VERSION} -X main.BuildTime=${date}"
+  [[ -z "${hash}" ]] || ldflags+=" -X main.Build=${hash:0:7}"
+  module_build codeport.local/e2e-versitygw "github.com/versity/versitygw@v${VERSITYGW_VERSION}" \
+    github.com/versity/versitygw/cmd/versitygw "${work}/out/versitygw" "${ldflags}"
+  "${IMAGE_TOOL}" -tag "${OBJECTSTORE_IMAGE}" -distroless \
+    -file "${work}/out/versitygw=/usr/local/bin/versitygw" -user 65532:65532 \
+    -entrypoint '["/usr/local/bin/versitygw"]' -o "${OBJECTSTORE_TAR}.tmp"
+  set_tar "${OBJECTSTORE_TAR}" versitygw
 fi
 
 print_exports
