@@ -6,11 +6,12 @@
 # carries: the static binary built with the same flags, distroless static's nonroot base files,
 # and the user, entrypoint and command read from the Dockerfile's final stage (hack/e2e/image's
 # test checks the result against it). CloudNativePG's PostgreSQL image comes from
-# hack/e2e/postgres-image.sh, built once from Debian's packages.
+# hack/e2e/postgres-image.sh, built once from Debian's packages, and its operator and the object
+# store of its backups from hack/e2e/cnpg.sh, built once per version from the Go module proxy.
 #
 # Usage: eval "$(hack/e2e/images.sh KUBE_DIR)", KUBE_DIR from hack/e2e/kube.sh (CoreDNS's binary).
-# Prints PAUSE_IMAGE, COREDNS_IMAGE, CODEPORT_IMAGE, POSTGRES_IMAGE and IMAGES_DIR (the tarballs)
-# as exports.
+# Prints hack/e2e/cnpg.sh's exports, then PAUSE_IMAGE, COREDNS_IMAGE, CODEPORT_IMAGE,
+# POSTGRES_IMAGE and IMAGES_DIR (the tarballs), as exports.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -43,6 +44,9 @@ if [[ ! -f "${DIR}/coredns.tar" ]]; then
 fi
 postgres="$("${ROOT}/hack/e2e/postgres-image.sh")"
 eval "${postgres}"
+# CloudNativePG's operator and the object store of its backups; their exports (CNPG_VERSION,
+# CNPG_IMAGE, CNPG_MANIFEST, OBJECTSTORE_IMAGE) go out with this script's.
+hack/e2e/cnpg.sh "${DIR}" "${work}/image"
 
 # As the Dockerfile's build stage builds it.
 version="$(git describe --tags --always --dirty 2>/dev/null || echo dev)"
