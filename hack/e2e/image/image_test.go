@@ -64,18 +64,7 @@ func TestImageMatchesDockerfile(t *testing.T) {
 	}
 	archive := filepath.Join(dir, "codeport.tar")
 	s.tag = "ghcr.io/codeport/codeport:e2e"
-	if err := run(s, archive); err != nil {
-		t.Fatal(err)
-	}
-	// Read back what ctr imports.
-	img, err := tarball.ImageFromPath(archive, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, cf := buildArchive(t, s, archive)
 	if cf.Config.User != want["user"] {
 		t.Errorf("user %q, Dockerfile %q", cf.Config.User, want["user"])
 	}
@@ -129,6 +118,20 @@ func TestFromDockerfileRefusesOtherBases(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// readImage reads an archive back as ctr imports it: the image and its configuration.
+func readImage(t *testing.T, archive string) (v1.Image, *v1.ConfigFile) {
+	t.Helper()
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, cf
 }
 
 // layerFiles reads the image's files: their headers and contents by absolute path.
@@ -199,11 +202,7 @@ func TestRootfsLayer(t *testing.T) {
 	wantEnv := []string{"PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 	s := spec{tag: "ghcr.io/codeport/postgresql:15.20-bookworm", rootfs: rootfs, user: "26:26",
 		env: []string{"LANG=C.UTF-8", "PATH=/usr/lib/postgresql/15/bin:/usr/bin:/bin"}}
-	img := buildArchive(t, s, filepath.Join(dir, "a.tar"))
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, cf := buildArchive(t, s, filepath.Join(dir, "a.tar"))
 	if !slices.Equal(cf.Config.Env, wantEnv) {
 		t.Errorf("env %q, want %q", cf.Config.Env, wantEnv)
 	}
@@ -261,7 +260,7 @@ func TestRootfsLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.rootfs = moved
-	again := buildArchive(t, s, filepath.Join(dir, "b.tar"))
+	again, _ := buildArchive(t, s, filepath.Join(dir, "b.tar"))
 	if d1, d2 := digestOf(t, img), digestOf(t, again); d1 != d2 {
 		t.Errorf("the same root filesystem built %s, then %s", d1, d2)
 	}
@@ -392,14 +391,7 @@ func TestSymlinksAndWorkdir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			img, err := tarball.ImageFromPath(archive, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cf, err := img.ConfigFile()
-			if err != nil {
-				t.Fatal(err)
-			}
+			img, cf := readImage(t, archive)
 			if cf.Config.WorkingDir != tc.wantWorkdir {
 				t.Errorf("working directory %q, want %q", cf.Config.WorkingDir, tc.wantWorkdir)
 			}
@@ -463,16 +455,12 @@ func writeRootfs(t *testing.T, p string, entries []rootfsEntry, mtime time.Time)
 }
 
 // buildArchive runs the tool as hack/e2e/images.sh does and reads back what ctr imports.
-func buildArchive(t *testing.T, s spec, archive string) v1.Image {
+func buildArchive(t *testing.T, s spec, archive string) (v1.Image, *v1.ConfigFile) {
 	t.Helper()
 	if err := run(s, archive); err != nil {
 		t.Fatal(err)
 	}
-	img, err := tarball.ImageFromPath(archive, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
+	return readImage(t, archive)
 }
 
 func digestOf(t *testing.T, img v1.Image) v1.Hash {
