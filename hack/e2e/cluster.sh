@@ -418,6 +418,10 @@ up() {
     "${RUN}/logs/audit.log" "${CODEPORT_IMAGE}"
   printf 'export E2E_DATABASE_URL=%q E2E_REDIS_URL=%q\n' "$(cat "${RUN}/database-url")" \
     "$(cat "${RUN}/redis-url")"
+  # What TestDatabaseFailover runs CloudNativePG with, and where its local volumes go.
+  printf 'export CNPG_VERSION=%q CNPG_MANIFEST=%q POSTGRES_IMAGE=%q PGBOUNCER_IMAGE=%q OBJECTSTORE_IMAGE=%q\n' \
+    "${CNPG_VERSION}" "${CNPG_MANIFEST}" "${POSTGRES_IMAGE}" "${PGBOUNCER_IMAGE}" "${OBJECTSTORE_IMAGE}"
+  printf 'export E2E_RUN_DIR=%q\n' "${RUN}"
 }
 
 # start_data starts PostgreSQL and Redis on the node's address, each with a password of the run.
@@ -561,6 +565,7 @@ STATE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/e2e"
 # Resolved by resolve_host_paths and images.sh, once what they read is installed or built.
 CNI_BIN="" PG_BINDIR=""
 PAUSE_IMAGE="" COREDNS_IMAGE="" IMAGES_DIR="" KUBECTL=""
+CNPG_VERSION="" CNPG_MANIFEST="" POSTGRES_IMAGE="" PGBOUNCER_IMAGE="" OBJECTSTORE_IMAGE=""
 
 case "${1:-}" in
 up) up ;;

@@ -6,12 +6,13 @@
 # carries: the static binary built with the same flags, distroless static's nonroot base files,
 # and the user, entrypoint and command read from the Dockerfile's final stage (hack/e2e/image's
 # test checks the result against it). CloudNativePG's PostgreSQL image comes from
-# hack/e2e/postgres-image.sh, built once from Debian's packages, and its operator and the object
-# store of its backups from hack/e2e/cnpg.sh, built once per version from the Go module proxy.
+# hack/e2e/postgres-image.sh and its Pooler's from hack/e2e/pgbouncer-image.sh, built once from
+# Debian's packages, and its operator and the object store of its backups from hack/e2e/cnpg.sh,
+# built once per version from the Go module proxy.
 #
 # Usage: eval "$(hack/e2e/images.sh KUBE_DIR)", KUBE_DIR from hack/e2e/kube.sh (CoreDNS's binary).
 # Prints hack/e2e/cnpg.sh's exports, then PAUSE_IMAGE, COREDNS_IMAGE, CODEPORT_IMAGE,
-# POSTGRES_IMAGE and IMAGES_DIR (the tarballs), as exports.
+# POSTGRES_IMAGE, PGBOUNCER_IMAGE and IMAGES_DIR (the tarballs), as exports.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -44,6 +45,8 @@ if [[ ! -f "${DIR}/coredns.tar" ]]; then
 fi
 postgres="$("${ROOT}/hack/e2e/postgres-image.sh")"
 eval "${postgres}"
+pgbouncer="$("${ROOT}/hack/e2e/pgbouncer-image.sh")"
+eval "${pgbouncer}"
 # CloudNativePG's operator and the object store of its backups; their exports (CNPG_VERSION,
 # CNPG_IMAGE, CNPG_MANIFEST, OBJECTSTORE_IMAGE) go out with this script's.
 hack/e2e/cnpg.sh "${DIR}" "${work}/image"
@@ -58,4 +61,5 @@ mv "${DIR}/codeport.tar.tmp" "${DIR}/codeport.tar"
 
 printf 'export PAUSE_IMAGE=%q COREDNS_IMAGE=%q CODEPORT_IMAGE=%q\n' \
   "${PAUSE_IMAGE}" "${COREDNS_IMAGE}" "${CODEPORT_IMAGE}"
-printf 'export POSTGRES_IMAGE=%q IMAGES_DIR=%q\n' "${POSTGRES_IMAGE}" "${DIR}"
+printf 'export POSTGRES_IMAGE=%q PGBOUNCER_IMAGE=%q IMAGES_DIR=%q\n' "${POSTGRES_IMAGE}" "${PGBOUNCER_IMAGE}" \
+  "${DIR}"

@@ -33,6 +33,7 @@ if [[ ! -f "${ARCHIVE}" ]]; then
   work="$(mktemp -d)"
   trap 'rm -rf "${work}"' EXIT
   mapfile -t sources < <(debian_sources "${SUITE}" "${work}/sources")
+  # shellcheck disable=SC2016 # $1 is the hook's argument, expanded when mmdebstrap runs it
   printf '%s\n' '#!/bin/sh' 'set -e' \
     'ln -s ../sbin/pgbouncer "$1/usr/bin/pgbouncer"' \
     'rm -f "$1/etc/resolv.conf" "$1/etc/hostname"' \
