@@ -52,6 +52,19 @@ type env struct {
 	callerCIDRs []string
 	// auditLog is the API server's audit log (JSON lines), when this machine can read it.
 	auditLog string
+	// cnpg is what TestDatabaseFailover runs CloudNativePG with.
+	cnpg cnpgEnv
+}
+
+// cnpgEnv is what hack/e2e/images.sh built for CloudNativePG, and where the node's local
+// volumes go.
+type cnpgEnv struct {
+	version          string
+	manifest         string // CloudNativePG's release manifest, applied as it is
+	postgresImage    string // PostgreSQL 15 with Barman's cloud client
+	pgbouncerImage   string // the Pooler's
+	objectStoreImage string
+	volumes          string // directory of the local PersistentVolumes' directories
 }
 
 func loadEnv(t *testing.T) env {
@@ -73,6 +86,14 @@ func loadEnv(t *testing.T) env {
 		// whose Pods call from elsewhere names its ranges here.
 		callerCIDRs: strings.FieldsFunc(os.Getenv("E2E_CALLER_CIDRS"), func(r rune) bool { return r == ',' }),
 		auditLog:    os.Getenv("E2E_AUDIT_LOG"),
+		cnpg: cnpgEnv{
+			version:          os.Getenv("CNPG_VERSION"),
+			manifest:         os.Getenv("CNPG_MANIFEST"),
+			postgresImage:    os.Getenv("POSTGRES_IMAGE"),
+			pgbouncerImage:   os.Getenv("PGBOUNCER_IMAGE"),
+			objectStoreImage: os.Getenv("OBJECTSTORE_IMAGE"),
+			volumes:          filepath.Join(envOr("E2E_RUN_DIR", "/run/codeport-e2e"), "volumes"),
+		},
 	}
 	for name, v := range map[string]string{"KUBECONFIG": e.kubeconfig, "HELM": e.helm,
 		"E2E_DATABASE_URL": e.databaseURL, "E2E_REDIS_URL": e.redisURL} {
@@ -81,6 +102,19 @@ func loadEnv(t *testing.T) env {
 		}
 	}
 	return e
+}
+
+// requireCNPG fails a test that needs what hack/e2e/images.sh builds for CloudNativePG when it
+// is missing: never a silent skip.
+func (e env) requireCNPG(t *testing.T) {
+	t.Helper()
+	for name, v := range map[string]string{"CNPG_VERSION": e.cnpg.version, "CNPG_MANIFEST": e.cnpg.manifest,
+		"POSTGRES_IMAGE": e.cnpg.postgresImage, "PGBOUNCER_IMAGE": e.cnpg.pgbouncerImage,
+		"OBJECTSTORE_IMAGE": e.cnpg.objectStoreImage} {
+		if v == "" {
+			t.Fatalf("%s is not set: run make test-e2e (hack/e2e/cluster.sh up prints it)", name)
+		}
+	}
 }
 
 func envOr(name, def string) string {

@@ -40,11 +40,21 @@ type logWatch struct {
 	// Pods still stop, so denials from then on say nothing about the chart's RBAC.
 	uninstalling atomic.Bool
 	uninstallAt  time.Time
+	// started is when the watch began: what the API server logged before is an earlier test's.
+	started time.Time
+	// said is every line of codeport's Pods other than the request lines: which Pod, what, when.
+	said []logLine
+}
+
+// logLine is one line a codeport process logged besides its request lines.
+type logLine struct {
+	pod, msg string
+	at       time.Time
 }
 
 func watchLogs(ctx context.Context, t *testing.T, k *kube) *logWatch {
 	t.Helper()
-	lw := &logWatch{k: k, dir: t.TempDir(), seen: map[string]bool{}}
+	lw := &logWatch{k: k, dir: t.TempDir(), seen: map[string]bool{}, started: time.Now()}
 	if d := os.Getenv("E2E_LOG_DIR"); d != "" {
 		lw.dir = d
 	}
@@ -75,6 +85,9 @@ func (lw *logWatch) follow(ctx context.Context, p *corev1.Pod) {
 	if strings.HasPrefix(p.Name, "e2e-") {
 		return
 	}
+	// Only codeport's own lines are held to its rules; CloudNativePG's and the object store's are
+	// kept for reading.
+	ours := p.Labels["app.kubernetes.io/name"] == "codeport"
 	for _, cs := range statuses {
 		if cs.State.Running == nil && cs.State.Terminated == nil {
 			continue
@@ -91,12 +104,12 @@ func (lw *logWatch) follow(ctx context.Context, p *corev1.Pod) {
 		lw.wg.Add(1)
 		go func() {
 			defer lw.wg.Done()
-			lw.read(ctx, p.Name, cs.Name, name)
+			lw.read(ctx, p.Name, cs.Name, name, ours)
 		}()
 	}
 }
 
-func (lw *logWatch) read(ctx context.Context, pod, container, name string) {
+func (lw *logWatch) read(ctx context.Context, pod, container, name string, check bool) {
 	stream, err := lw.k.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
 		Container: container, Follow: true}).Stream(ctx)
 	if err != nil {
@@ -115,7 +128,9 @@ func (lw *logWatch) read(ctx context.Context, pod, container, name string) {
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(f, line)
-		lw.check(name, line)
+		if check {
+			lw.check(name, line)
+		}
 	}
 }
 
@@ -127,6 +142,13 @@ func (lw *logWatch) check(name, line string) {
 	var obj map[string]any
 	if err := json.Unmarshal([]byte(line), &obj); err != nil {
 		lw.flag("%s: a line that is not a JSON object: %.300s", name, line)
+	}
+	msg, _ := obj["msg"].(string)
+	at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(obj["time"]))
+	if msg != "request" && err == nil {
+		lw.mu.Lock()
+		lw.said = append(lw.said, logLine{pod: strings.Split(name, "_")[0], msg: msg, at: at})
+		lw.mu.Unlock()
 	}
 	if denied.MatchString(line) && !lw.uninstalling.Load() {
 		lw.flag("%s: a denied verb: %.300s", name, line)
@@ -154,4 +176,26 @@ func (lw *logWatch) startUninstall() {
 		lw.uninstallAt = time.Now()
 		lw.uninstalling.Store(true)
 	}
+}
+
+// repeated names each message that a Pod of those "of" selects logged more than limit times in
+// [from, to): a line per failed request while the database is away, where one per interval is
+// enough.
+func (lw *logWatch) repeated(of func(pod string) bool, from, to time.Time, limit int) []string {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	counts := map[string]int{}
+	for _, l := range lw.said {
+		if of(l.pod) && !l.at.Before(from) && l.at.Before(to) {
+			counts[l.pod+": "+l.msg]++
+		}
+	}
+	var over []string
+	for what, n := range counts {
+		if n > limit {
+			over = append(over, fmt.Sprintf("%s (%d lines)", what, n))
+		}
+	}
+	slices.Sort(over)
+	return over
 }

@@ -96,8 +96,10 @@ type auditEvent struct {
 
 // auditDenials reads the API server's audit log for requests the release's ServiceAccounts were
 // refused (403): a verb the chart's RBAC does not grant, whether or not a log line says so.
-// Requests received from before are counted (zero: all).
-func auditDenials(path string, before time.Time) ([]string, error) {
+// Requests received in [from, before) are counted (zero: unbounded). CloudNativePG's own
+// ServiceAccounts of the chart's Cluster and Pooler are not the chart's: their Roles are
+// CloudNativePG's, which deletes them with a Cluster whose Pods still stop.
+func auditDenials(path string, from, before time.Time) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
@@ -112,10 +114,13 @@ func auditDenials(path string, before time.Time) ([]string, error) {
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" {
 			continue
 		}
-		if !before.IsZero() && !ev.Received.Before(before) {
+		if (!before.IsZero() && !ev.Received.Before(before)) || ev.Received.Before(from) {
 			continue
 		}
 		if !strings.HasPrefix(ev.User.Username, prefix) || ev.ResponseStatus == nil || ev.ResponseStatus.Code != 403 {
+			continue
+		}
+		if sa := strings.TrimPrefix(ev.User.Username, prefix); sa == dbCluster || sa == dbCluster+"-pooler" {
 			continue
 		}
 		what := ev.Verb

@@ -1,0 +1,439 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CloudNativePG's objects, read and written as unstructured: the test speaks to the operator
+// through its API as kubectl would, without compiling its Go types into the project.
+var (
+	cnpgClusterGVK = schema.GroupVersionKind{Group: "postgresql.cnpg.io", Version: "v1", Kind: "Cluster"}
+	cnpgBackupGVK  = schema.GroupVersionKind{Group: "postgresql.cnpg.io", Version: "v1", Kind: "Backup"}
+)
+
+const (
+	// cnpgNamespace and cnpgDeployment are where CloudNativePG's release manifest runs it.
+	cnpgNamespace  = "cnpg-system"
+	cnpgDeployment = "cnpg-controller-manager"
+	// localStorageClass holds the node's local volumes the instances get (localVolumes).
+	localStorageClass = "e2e-local"
+	// healthyPhase is CloudNativePG's Cluster phase once every instance runs and replicates.
+	healthyPhase = "Cluster in healthy state"
+	// switchoverPhase is the phase `kubectl cnpg promote` writes to ask for a switchover.
+	switchoverPhase = "Switchover in progress"
+)
+
+// installCNPG applies CloudNativePG's release manifest, as its documentation installs it, and
+// waits until its webhooks admit a Cluster (the Deployment may be Available a moment before
+// the webhook configurations carry its certificate).
+func installCNPG(ctx context.Context, t *testing.T, e env, k *kube) {
+	t.Helper()
+	start := time.Now()
+	if _, err := run(ctx, e, e.kubectl, "apply", "--server-side", "-f", e.cnpg.manifest); err != nil {
+		t.Fatal(err)
+	}
+	err := eventually(ctx, 5*time.Minute, "CloudNativePG's operator available", func() (bool, string) {
+		var d appsv1.Deployment
+		if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: cnpgNamespace, Name: cnpgDeployment}, &d); err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas > 0, fmt.Sprintf("%d available", d.Status.AvailableReplicas)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "webhook-probe", "namespace": "default"},
+		"spec":     map[string]any{"instances": int64(1), "storage": map[string]any{"size": "1Gi"}},
+	}}
+	probe.SetGroupVersionKind(cnpgClusterGVK)
+	err = eventually(ctx, 3*time.Minute, "CloudNativePG's webhook admitting a Cluster", func() (bool, string) {
+		err := k.k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CloudNativePG %s installed in %s", e.cnpg.version, time.Since(start).Round(100*time.Millisecond))
+}
+
+// localVolumes creates n local PersistentVolumes on the node, each a directory of the run, in a
+// StorageClass that binds them when an instance's Pod is scheduled. No provisioner runs on the
+// node (it would need an image of its own for its helper Pods); a platform on bare metal
+// pre-creates its local volumes the same way.
+func localVolumes(ctx context.Context, t *testing.T, e env, k *kube, n int, size string) {
+	t.Helper()
+	var nodes corev1.NodeList
+	if err := k.k8s.List(ctx, &nodes); err != nil || len(nodes.Items) != 1 {
+		t.Fatalf("want the one node of this cluster: %v (%d nodes)", err, len(nodes.Items))
+	}
+	node := nodes.Items[0].Name
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: localStorageClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimRetain)}
+	if err := k.k8s.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for i := range n {
+		name := fmt.Sprintf("e2e-local-%02d", i)
+		dir := filepath.Join(e.cnpg.volumes, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              localStorageClass,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname,
+						Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
+			}}
+		if err := k.k8s.Create(ctx, pv); err != nil {
+			t.Fatalf("create PersistentVolume %s: %v", name, err)
+		}
+	}
+}
+
+// removeLocalVolumes deletes the test's PersistentVolumes, the StorageClass and their
+// directories, also after a failure.
+func removeLocalVolumes(ctx context.Context, e env, k *kube) {
+	var pvs corev1.PersistentVolumeList
+	if err := k.k8s.List(ctx, &pvs); err == nil {
+		for i := range pvs.Items {
+			if pvs.Items[i].Spec.StorageClassName == localStorageClass {
+				_ = k.k8s.Delete(ctx, &pvs.Items[i])
+			}
+		}
+	}
+	_ = k.k8s.Delete(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: localStorageClass}})
+	_ = os.RemoveAll(e.cnpg.volumes)
+}
+
+// cluster reads a CloudNativePG Cluster.
+func (k *kube) cluster(ctx context.Context, name string) (*unstructured.Unstructured, error) {
+	c := &unstructured.Unstructured{}
+	c.SetGroupVersionKind(cnpgClusterGVK)
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, c); err != nil {
+		return nil, fmt.Errorf("get Cluster %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// clusterState is what the test reads of a Cluster's status.
+type clusterState struct {
+	phase          string
+	currentPrimary string
+	targetPrimary  string
+	ready          int64
+}
+
+func (k *kube) clusterState(ctx context.Context, name string) (clusterState, error) {
+	c, err := k.cluster(ctx, name)
+	if err != nil {
+		return clusterState{}, err
+	}
+	var s clusterState
+	s.phase, _, _ = unstructured.NestedString(c.Object, "status", "phase")
+	s.currentPrimary, _, _ = unstructured.NestedString(c.Object, "status", "currentPrimary")
+	s.targetPrimary, _, _ = unstructured.NestedString(c.Object, "status", "targetPrimary")
+	s.ready, _, _ = unstructured.NestedInt64(c.Object, "status", "readyInstances")
+	return s, nil
+}
+
+// waitHealthy waits until the Cluster runs all its instances, replicating, with a primary
+// other than notPrimary (empty: any), and returns the primary.
+func (k *kube) waitHealthy(ctx context.Context, name string, instances int64, notPrimary string, limit time.Duration) (string, error) {
+	var s clusterState
+	err := eventually(ctx, limit, "Cluster "+name+" healthy", func() (bool, string) {
+		var err error
+		if s, err = k.clusterState(ctx, name); err != nil {
+			return false, err.Error()
+		}
+		ok := s.phase == healthyPhase && s.ready == instances && s.currentPrimary != "" &&
+			s.currentPrimary == s.targetPrimary && s.currentPrimary != notPrimary
+		return ok, fmt.Sprintf("phase %q, %d of %d ready, primary %q (target %q)",
+			s.phase, s.ready, instances, s.currentPrimary, s.targetPrimary)
+	})
+	return s.currentPrimary, err
+}
+
+// switchover asks CloudNativePG to make another instance the primary, as `kubectl cnpg promote`
+// does: the Cluster's status names the target primary and the switchover phase, and the
+// operator demotes the current primary (a fast shutdown after its WAL is sent) and promotes the
+// target.
+func (k *kube) switchover(ctx context.Context, name, target string) error {
+	c, err := k.cluster(ctx, name)
+	if err != nil {
+		return err
+	}
+	status, _, _ := unstructured.NestedMap(c.Object, "status")
+	status["targetPrimary"] = target
+	status["targetPrimaryTimestamp"] = time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
+	status["phase"] = switchoverPhase
+	status["phaseReason"] = "Switching over to " + target
+	if err := unstructured.SetNestedMap(c.Object, status, "status"); err != nil {
+		return fmt.Errorf("switchover: %w", err)
+	}
+	if err := k.k8s.Status().Update(ctx, c); err != nil {
+		return fmt.Errorf("switchover to %s: %w", target, err)
+	}
+	return nil
+}
+
+// instancePods are the Cluster's instance Pods by name.
+func (k *kube) instancePods(ctx context.Context, cluster string) (map[string]corev1.Pod, error) {
+	var list corev1.PodList
+	err := k.k8s.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{
+		"cnpg.io/cluster": cluster, "cnpg.io/podRole": "instance"})
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s: %w", cluster, err)
+	}
+	pods := map[string]corev1.Pod{}
+	for _, p := range list.Items {
+		pods[p.Name] = p
+	}
+	return pods, nil
+}
+
+// postmasterPID finds, among this node's processes, the postgres server of a Pod: the
+// postgres process in the Pod's cgroup whose parent is not a postgres process.
+func postmasterPID(pod types.UID) (int, error) {
+	// The cgroup path names the Pod by its UID, with dashes (cgroupfs) or underscores (systemd).
+	marks := []string{string(pod), strings.ReplaceAll(string(pod), "-", "_")}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc: %w", err)
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || procComm(pid) != "postgres" {
+			continue
+		}
+		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil || !slices.ContainsFunc(marks, func(m string) bool { return strings.Contains(string(cg), m) }) {
+			continue
+		}
+		if procComm(procParent(pid)) != "postgres" {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no postgres server process of Pod %s on this node", pod)
+}
+
+func procComm(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func procParent(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: comm may hold spaces, so read after its closing parenthesis.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
+}
+
+// killPostmaster sends SIGKILL to the postgres server of an instance Pod, on the node: the
+// crash of the server alone, its Pod and volume left as they are.
+func (k *kube) killPostmaster(ctx context.Context, pod string) error {
+	var p corev1.Pod
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err != nil {
+		return fmt.Errorf("get pod %s: %w", pod, err)
+	}
+	pid, err := postmasterPID(p.UID)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill postgres %d of %s: %w", pid, pod, err)
+	}
+	return nil
+}
+
+// appDB connects to the Cluster's primary through its read-write Service as the database's
+// owner (CloudNativePG's <cluster>-app Secret), from this machine, as an operator with
+// kubectl access would through a port-forward.
+func (k *kube) appDB(ctx context.Context, cluster string) (*pgx.Conn, error) {
+	var s corev1.Secret
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster + "-app"}, &s); err != nil {
+		return nil, fmt.Errorf("app secret of %s: %w", cluster, err)
+	}
+	var svc corev1.Service
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster + "-rw"}, &svc); err != nil {
+		return nil, fmt.Errorf("read-write service of %s: %w", cluster, err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(string(s.Data["username"]), string(s.Data["password"])),
+		Host: svc.Spec.ClusterIP + ":5432", Path: "/" + string(s.Data["dbname"]), RawQuery: "sslmode=require&connect_timeout=5"}
+	conn, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cluster, err)
+	}
+	return conn, nil
+}
+
+// psql runs a statement as postgres on an instance, over its local socket (the superuser has
+// no password and no network access under CloudNativePG's defaults).
+func psql(ctx context.Context, e env, pod, sql string) (string, error) {
+	out, err := run(ctx, e, e.kubectl, "-n", namespace, "exec", pod, "-c", "postgres", "--",
+		"psql", "-X", "-U", "postgres", "-d", "postgres", "-Atc", sql)
+	return strings.TrimSpace(out), err
+}
+
+// backup takes an on-demand base backup of the Cluster, as docs/operations.md does, and waits
+// until it is completed.
+func (k *kube) backup(ctx context.Context, cluster, name string) error {
+	b := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec":     map[string]any{"cluster": map[string]any{"name": cluster}, "method": "barmanObjectStore"},
+	}}
+	b.SetGroupVersionKind(cnpgBackupGVK)
+	if err := k.k8s.Create(ctx, b); err != nil {
+		return fmt.Errorf("create Backup %s: %w", name, err)
+	}
+	return eventually(ctx, 5*time.Minute, "Backup "+name+" completed", func() (bool, string) {
+		if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, err.Error()
+		}
+		phase, _, _ := unstructured.NestedString(b.Object, "status", "phase")
+		if phase == "failed" {
+			msg, _, _ := unstructured.NestedString(b.Object, "status", "error")
+			return false, "failed: " + msg
+		}
+		return phase == "completed", "phase " + phase
+	})
+}
+
+// errNoReplica is a Cluster without a ready instance to switch over to.
+var errNoReplica = errors.New("no ready replica")
+
+// readyReplica names a ready instance other than the primary.
+func (k *kube) readyReplica(ctx context.Context, cluster, primary string) (string, error) {
+	pods, err := k.instancePods(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	for _, name := range slices.Sorted(maps.Keys(pods)) {
+		p := pods[name]
+		if name != primary && podReady(&p) {
+			return name, nil
+		}
+	}
+	return "", errNoReplica
+}
+
+// objectStore is the S3-compatible store the Cluster archives WAL and base backups to.
+type objectStore struct {
+	accessKey, secretKey string
+	// endpoint is the store's address inside the cluster; destination the bucket and folder.
+	endpoint, destination string
+}
+
+// checkAlertMetrics: every CloudNativePG series the chart's alerts read
+// (charts/codeport/files/cnpg-rules.yaml) is exported by the primary's instance manager, and
+// none of them says an alert would fire on a healthy Cluster.
+func checkAlertMetrics(ctx context.Context, t *testing.T, k *kube, root, primary string) {
+	t.Helper()
+	rules, err := os.ReadFile(filepath.Join(root, "charts", "codeport", "files", "cnpg-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := slices.Compact(slices.Sorted(slices.Values(regexp.MustCompile(`\bcnpg_[a-z_]+`).FindAllString(string(rules), -1))))
+	var p corev1.Pod
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: primary}, &p); err != nil {
+		t.Fatal(err)
+	}
+	var series map[string]float64
+	err = eventually(ctx, time.Minute, "the primary's metrics", func() (bool, string) {
+		var err error
+		series, err = scrape(ctx, fmt.Sprintf("http://%s:9187/metrics", p.Status.PodIP))
+		return err == nil, fmt.Sprint(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, ok := series[name]; !ok {
+			t.Errorf("the alerts read %s, which CloudNativePG's instance manager does not export", name)
+		}
+	}
+	if series["cnpg_pg_replication_streaming_replicas"] < series["cnpg_collector_sync_replicas"] {
+		t.Errorf("a healthy Cluster's primary streams to %v standbys and waits for %v",
+			series["cnpg_pg_replication_streaming_replicas"], series["cnpg_collector_sync_replicas"])
+	}
+}
+
+// scrape reads a Prometheus text endpoint: each series name with the value of its first sample
+// (for a label set such as sync_replicas{value="observed"}, the one there is).
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	series := map[string]float64{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(line, "{")
+		name, _, _ = strings.Cut(name, " ")
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if _, seen := series[name]; !seen && err == nil {
+			series[name] = v
+		}
+	}
+	return series, nil
+}
