@@ -118,9 +118,10 @@ func localVolumes(ctx context.Context, t *testing.T, e env, k *kube, n int, size
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              localStorageClass,
 				PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
-				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname,
-						Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname,
+							Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}},
 			}}
 		if err := k.k8s.Create(ctx, pv); err != nil {
 			t.Fatalf("create PersistentVolume %s: %v", name, err)
@@ -176,7 +177,9 @@ func (k *kube) clusterState(ctx context.Context, name string) (clusterState, err
 
 // waitHealthy waits until the Cluster runs all its instances, replicating, with a primary
 // other than notPrimary (empty: any), and returns the primary.
-func (k *kube) waitHealthy(ctx context.Context, name string, instances int64, notPrimary string, limit time.Duration) (string, error) {
+func (k *kube) waitHealthy(
+	ctx context.Context, name string, instances int64, notPrimary string, limit time.Duration,
+) (string, error) {
 	var s clusterState
 	err := eventually(ctx, limit, "Cluster "+name+" healthy", func() (bool, string) {
 		var err error
@@ -307,7 +310,8 @@ func (k *kube) appDB(ctx context.Context, cluster string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("read-write service of %s: %w", cluster, err)
 	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(string(s.Data["username"]), string(s.Data["password"])),
-		Host: svc.Spec.ClusterIP + ":5432", Path: "/" + string(s.Data["dbname"]), RawQuery: "sslmode=require&connect_timeout=5"}
+		Host: svc.Spec.ClusterIP + ":5432", Path: "/" + string(s.Data["dbname"]),
+		RawQuery: "sslmode=require&connect_timeout=5"}
 	conn, err := pgx.Connect(ctx, u.String())
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cluster, err)
@@ -381,7 +385,8 @@ func checkAlertMetrics(ctx context.Context, t *testing.T, k *kube, root, primary
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := slices.Compact(slices.Sorted(slices.Values(regexp.MustCompile(`\bcnpg_[a-z_]+`).FindAllString(string(rules), -1))))
+	metric := regexp.MustCompile(`\bcnpg_[a-z_]+`)
+	names := slices.Compact(slices.Sorted(slices.Values(metric.FindAllString(string(rules), -1))))
 	var p corev1.Pod
 	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: primary}, &p); err != nil {
 		t.Fatal(err)

@@ -359,10 +359,12 @@ func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, 
 		t.Fatal(err)
 	}
 	// While the primary is gone: the key is deleted (the operator revokes it) and a top-up made.
-	if err := k.k8s.Delete(ctx, &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: doomed.name}}); err != nil {
+	revoked := &v1alpha1.ApiKey{ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: doomed.name}}
+	if err := k.k8s.Delete(ctx, revoked); err != nil {
 		t.Errorf("delete ApiKey %s: %v", doomed.name, err)
 	}
-	topUp := &v1alpha1.WalletTopUp{ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: fmt.Sprintf("failover-%d", n)},
+	topUp := &v1alpha1.WalletTopUp{
+		ObjectMeta: metav1.ObjectMeta{Namespace: partnersNS, Name: fmt.Sprintf("failover-%d", n)},
 		Spec: v1alpha1.WalletTopUpSpec{WalletRef: v1alpha1.LocalObjectReference{Name: "acme-production"},
 			ID: fmt.Sprintf("failover-%d", n), Currency: probeCurrency, Amount: "1.00", Note: "failover test"}}
 	if err := k.k8s.Create(ctx, topUp); err != nil {
@@ -604,7 +606,8 @@ func startObjectStore(ctx context.Context, t *testing.T, e env, k *kube) objectS
 	vars := map[string]string{"OBJECTSTORE_IMAGE": e.cnpg.objectStoreImage,
 		"ACCESS_KEY_ID": s.accessKey, "ACCESS_SECRET_KEY": s.secretKey}
 	manifest := filepath.Join(t.TempDir(), "objectstore.yaml")
-	if err := os.WriteFile(manifest, []byte(os.Expand(string(src), func(v string) string { return vars[v] })), 0o600); err != nil {
+	expanded := os.Expand(string(src), func(v string) string { return vars[v] })
+	if err := os.WriteFile(manifest, []byte(expanded), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := run(ctx, e, e.kubectl, "-n", namespace, "apply", "-f", manifest); err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,7 +26,8 @@ func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
 			"order b ("},
 		{"refunded without failing", `UPDATE orders SET status = 'completed', delivered = 1, refunded_amount = 100
 			WHERE external_order_code = 'a'`, "order a ("},
-		{"debit of no order", `WITH e AS (INSERT INTO wallet_entries (account_id, currency, kind, reference, amount, balance_after)
+		{"debit of no order", `WITH e AS (INSERT INTO wallet_entries
+			(account_id, currency, kind, reference, amount, balance_after)
 			SELECT account_id, 'EUR', 'order_debit', 'ghost', -5, balance - 5 FROM wallet_balances WHERE currency = 'EUR')
 			UPDATE wallet_balances SET balance = balance - 5 WHERE currency = 'EUR'`,
 			"debit or refund without its order: order_debit ghost of -5"},
@@ -53,16 +55,25 @@ func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
 			if len(a.Orders) != 2 || a.ByCode()["a"].Status == "" || a.ByCode()["b"].Status == "" {
 				t.Errorf("orders %+v", a.Orders)
 			}
-			found := false
-			for _, f := range a.Findings {
-				found = found || (tc.want != "" && strings.HasPrefix(f, tc.want))
-			}
-			switch {
-			case tc.want == "" && len(a.Findings) > 0:
-				t.Errorf("findings in an intact database: %q", a.Findings)
-			case tc.want != "" && !found:
-				t.Errorf("findings %q, want one starting %q", a.Findings, tc.want)
+			if problem := findingsProblem(a.Findings, tc.want); problem != "" {
+				t.Error(problem)
 			}
 		})
 	}
+}
+
+// findingsProblem says how findings differ from one starting with want (empty: none at all).
+func findingsProblem(findings []string, want string) string {
+	if want == "" {
+		if len(findings) > 0 {
+			return fmt.Sprintf("findings in an intact database: %q", findings)
+		}
+		return ""
+	}
+	for _, f := range findings {
+		if strings.HasPrefix(f, want) {
+			return ""
+		}
+	}
+	return fmt.Sprintf("findings %q, want one starting %q", findings, want)
 }
