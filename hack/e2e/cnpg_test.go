@@ -391,19 +391,24 @@ func checkAlertMetrics(ctx context.Context, t *testing.T, k *kube, root, primary
 	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: primary}, &p); err != nil {
 		t.Fatal(err)
 	}
+	// The exporter runs its queries on a schedule of its own: the first scrapes of a new primary
+	// may lack their series.
 	var series map[string]float64
-	err = eventually(ctx, time.Minute, "the primary's metrics", func() (bool, string) {
+	err = eventually(ctx, 3*time.Minute, "the series the alerts read", func() (bool, string) {
 		var err error
-		series, err = scrape(ctx, fmt.Sprintf("http://%s:9187/metrics", p.Status.PodIP))
-		return err == nil, fmt.Sprint(err)
+		if series, err = scrape(ctx, fmt.Sprintf("http://%s:9187/metrics", p.Status.PodIP)); err != nil {
+			return false, err.Error()
+		}
+		var missing []string
+		for _, name := range names {
+			if _, ok := series[name]; !ok {
+				missing = append(missing, name)
+			}
+		}
+		return len(missing) == 0, "CloudNativePG's instance manager does not export " + strings.Join(missing, ", ")
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, name := range names {
-		if _, ok := series[name]; !ok {
-			t.Errorf("the alerts read %s, which CloudNativePG's instance manager does not export", name)
-		}
 	}
 	if series["cnpg_pg_replication_streaming_replicas"] < series["cnpg_collector_sync_replicas"] {
 		t.Errorf("a healthy Cluster's primary streams to %v standbys and waits for %v",
