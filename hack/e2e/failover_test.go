@@ -332,9 +332,12 @@ type failoverResult struct {
 }
 
 func (r failoverResult) String(name string) string {
-	return fmt.Sprintf("%-38s primary %s -> %s: %d refusals over %s; Cluster healthy after %s; "+
+	if name != "" {
+		name = fmt.Sprintf("%-38s ", name+":")
+	}
+	return fmt.Sprintf("%sprimary %s -> %s: %d refusals over %s; Cluster healthy after %s; "+
 		"key revoked on every replica after %s, top-up shown after %s; acknowledged orders lost: %d",
-		name+":", r.was, r.primary, r.refused, r.window.Round(100*time.Millisecond),
+		name, r.was, r.primary, r.refused, r.window.Round(100*time.Millisecond),
 		r.healthy.Round(100*time.Millisecond), r.revoked.Round(100*time.Millisecond),
 		r.credited.Round(100*time.Millisecond), r.lost)
 }
