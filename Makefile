@@ -77,7 +77,7 @@ all: build
 # it says so before it starts, so that the silence is not taken for a hang (make run, above all).
 FIRST_BUILD_NOTICE := building bin/codeport for the first time: Go downloads about 450 MB of \
 modules, then compiles them without a word (Kubernetes' client libraries are most of it): about \
-11 CPU-minutes, so 6 to 12 minutes on 2 CPUs, as busy as the machine is. Later builds take seconds.
+12 CPU-minutes, so 7 to 12 minutes on 2 CPUs, as busy as the machine is. Later builds take seconds.
 
 .PHONY: build
 build: ## Build bin/codeport.
