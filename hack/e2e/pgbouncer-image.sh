@@ -21,14 +21,12 @@ SUITE=trixie
 USER_ID=998
 GROUP_ID=996
 log() { echo "e2e-pgbouncer-image: $*" >&2; }
-# shellcheck source=hack/e2e/debian-sources.sh
-source "$(dirname "$0")/debian-sources.sh"
+# shellcheck source=hack/e2e/debian-image.sh
+source "$(dirname "$0")/debian-image.sh"
 
-tag_of() { tar -xOf "$1" manifest.json | jq -r '.[0].RepoTags[0]'; }
 
 if [[ ! -f "${ARCHIVE}" ]]; then
-  [[ "$(id -u)" == 0 ]] || { log "building the image needs root (mmdebstrap's root mode)"; exit 1; }
-  command -v mmdebstrap >/dev/null || { log "mmdebstrap not found (hack/e2e/deps.sh)"; exit 1; }
+  need_mmdebstrap
   mkdir -p "${DIR}"
   work="$(mktemp -d)"
   trap 'rm -rf "${work}"' EXIT

@@ -68,13 +68,9 @@ DPKG_FILTERS=(
   'path-include=/usr/lib/python3/dist-packages/botocore/data/sdk-default-configuration.json'
 )
 log() { echo "e2e-postgres-image: $*" >&2; }
-# shellcheck source=hack/e2e/debian-sources.sh
-source "$(dirname "$0")/debian-sources.sh"
+# shellcheck source=hack/e2e/debian-image.sh
+source "$(dirname "$0")/debian-image.sh"
 
-# tag_of ARCHIVE: the image reference a docker-archive tarball names.
-tag_of() {
-  tar -xOf "$1" manifest.json | jq -r '.[0].RepoTags[0]'
-}
 
 # check_image ARCHIVE SCRATCH: runs the image's root filesystem, unpacked into SCRATCH (an empty
 # directory), as CloudNativePG runs its container (read-only, user 26, its environment, empty
@@ -170,8 +166,7 @@ if [[ "${1:-}" == check ]]; then
 fi
 
 if [[ ! -f "${ARCHIVE}" ]]; then
-  [[ "$(id -u)" == 0 ]] || { log "building the image needs root (mmdebstrap's root mode)"; exit 1; }
-  command -v mmdebstrap >/dev/null || { log "mmdebstrap not found (hack/e2e/deps.sh)"; exit 1; }
+  need_mmdebstrap
   mkdir -p "${DIR}"
   work="$(mktemp -d)"
   trap 'rm -rf "${work}"' EXIT
