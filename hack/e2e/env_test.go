@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 )
@@ -132,6 +134,9 @@ type kube struct {
 
 func newKube(t *testing.T, e env) *kube {
 	t.Helper()
+	// The test's clients have nothing to say; without a logger controller-runtime prints a stack
+	// to say so.
+	ctrllog.SetLogger(logr.Discard())
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.kubeconfig)
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", e.kubeconfig, err)
