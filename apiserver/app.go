@@ -69,8 +69,9 @@ func DefaultConfig(env string) Config {
 		Estimate:                     orders.DefaultEstimate(),
 		SandboxTimeoutDelay:          10 * time.Second,
 		V1Lifecycle:                  Lifecycle{Deprecation: DefaultV1Deprecation, Docs: DefaultLifecycleDocs},
-		// Above CloudNativePG's failover (seconds) and switchover; well under a node's loss.
-		DatabaseOutageGrace: time.Minute,
+		// Above a CloudNativePG failover or switchover under load (measured up to two minutes
+		// until the database answered again, on a loaded 2-CPU node).
+		DatabaseOutageGrace: 3 * time.Minute,
 	}
 }
 
