@@ -332,6 +332,13 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube, db appSecret) *m
 			t.Fatalf("top up %s: %v", w, err)
 		}
 	}
+	// The load starts once the funds are there: an order before would be refused for want of them.
+	for _, w := range []string{"acme-production", "acme-sandbox"} {
+		if _, err := run(ctx, e, e.kubectl, "-n", partnersNS, "wait", "wallettopup/"+w+"-e2e",
+			"--for=condition=Ready", "--timeout=3m"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	importStock(ctx, t, e, k, db, 3000)
 
 	m := &mission{}
