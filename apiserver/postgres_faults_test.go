@@ -4,11 +4,6 @@ package apiserver_test
 
 import (
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,67 +11,15 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
-
-// privatePostgres is a PostgreSQL server of this test alone, so it can be restarted.
-type privatePostgres struct {
-	t                  *testing.T
-	bindir, data, port string
-	runAs              []string
-}
-
-func startPrivatePostgres(t *testing.T) *privatePostgres {
-	t.Helper()
-	out, err := exec.Command("pg_config", "--bindir").Output()
-	if err != nil {
-		t.Fatalf("pg_config: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "codeport-f2-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	_, port, _ := net.SplitHostPort(testprocess.Addr(t))
-	p := &privatePostgres{t: t, bindir: strings.TrimSpace(string(out)), data: filepath.Join(dir, "data"), port: port}
-	if os.Geteuid() == 0 {
-		// PostgreSQL refuses to run as root.
-		p.runAs = []string{"runuser", "-u", "postgres", "--"}
-		if err := os.Chmod(dir, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	p.run("initdb", "-D", p.data, "-U", "postgres", "--auth=trust", "--no-instructions")
-	p.start()
-	t.Cleanup(func() { p.run("pg_ctl", "-D", p.data, "-m", "immediate", "stop") })
-	return p
-}
-
-func (p *privatePostgres) run(tool string, args ...string) {
-	p.t.Helper()
-	cmd := append(append([]string{}, p.runAs...), append([]string{filepath.Join(p.bindir, tool)}, args...)...)
-	if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
-		p.t.Fatalf("%s: %v\n%s", tool, err, out)
-	}
-}
-
-func (p *privatePostgres) start() {
-	p.run("pg_ctl", "-D", p.data, "-w", "-l", filepath.Join(p.data, "log"), "-o",
-		fmt.Sprintf("-h 127.0.0.1 -p %s -k /tmp -c fsync=off", p.port), "start")
-}
-
-func (p *privatePostgres) stop() { p.run("pg_ctl", "-D", p.data, "-m", "fast", "-w", "stop") }
-
-func (p *privatePostgres) url() string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%s/postgres?sslmode=disable", p.port)
-}
 
 // TestPostgresRestartUnderLoad (F2): PostgreSQL is stopped for a few seconds under order load.
 // Requests meanwhile get the spec's 502 bodies (never a 500, never a hang), the service recovers
 // within 5 s of the database returning, and no order that got a 202 is lost.
 func TestPostgresRestartUnderLoad(t *testing.T) {
-	pg := startPrivatePostgres(t)
-	db, err := store.Open(t.Context(), pg.url(), store.Options{})
+	pg := storetest.StartPrivateServer(t)
+	db, err := store.Open(t.Context(), pg.URL(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +32,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	}
 	db.Close()
 
-	s := newStack(t, stackOptions{databaseURL: pg.url()})
+	s := newStack(t, stackOptions{databaseURL: pg.URL()})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "sandbox", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100000.00"})
 	key := tn.keys["sandbox"]
@@ -135,9 +78,9 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		}()
 	}
 	time.Sleep(time.Second)
-	pg.stop()
+	pg.Stop()
 	time.Sleep(3 * time.Second)
-	pg.start()
+	pg.Start()
 	poll.UntilTrue(t, 5*time.Second, "recovery after the database returned", func() bool {
 		r := s.call(t, "sandbox", "POST", "/v2/orders", key, order(fmt.Sprintf("f2-probe-%d", time.Now().UnixNano()),
 			line{"productCode": "99000000000001", "quantity": 1}))

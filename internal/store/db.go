@@ -75,6 +75,7 @@ func Open(ctx context.Context, url string, opts Options) (*DB, error) {
 	} else if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
+	refuseCancelRequests(&cfg.ConnConfig.Config)
 	if opts.Tracing != nil {
 		cfg.ConnConfig.Tracer = &queryTracer{tracer: opts.Tracing.Tracer("github.com/codeport/codeport/internal/store")}
 	}
