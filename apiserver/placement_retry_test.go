@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store"
@@ -63,6 +64,42 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 		t.Fatalf("wallet after one order of 20.00 from 100.00: %s", w.raw)
 	}
 	sums, err := store.LedgerSum(t.Context(), s.db.Pool, account)
+	if err != nil || sums["EUR"] != 8000 {
+		t.Fatalf("ledger sum %v, %v; want 8000", sums, err)
+	}
+}
+
+// TestPlacementWaitsOutAShortOutage: a placement that finds the database unavailable (a
+// failover, a restart) tries again until its deadline, so an outage shorter than that costs the
+// partner a slower 202 instead of a 502, and the order is written and debited once.
+func TestPlacementWaitsOutAShortOutage(t *testing.T) {
+	db := storetest.New(t)
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
+	tn := s.onboard(t, "acme", nil)
+	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
+	key := tn.keys["production"]
+	if r := s.call(t, "production", "GET", "/v2/catalog/products", key, nil); r.status != 200 {
+		t.Fatalf("catalog before the outage: %d %s", r.status, r.raw)
+	}
+	setConnectable(t, db.Name, false)
+	defer setConnectable(t, db.Name, true)
+	reopened := make(chan struct{})
+	go func() {
+		defer close(reopened)
+		time.Sleep(time.Second)
+		setConnectable(t, db.Name, true)
+	}()
+	r := s.call(t, "production", "POST", "/v2/orders", key,
+		order("through-the-outage", line{"productCode": "10000000000001", "quantity": 1}))
+	<-reopened
+	if r.status != 202 {
+		t.Fatalf("placement across a 1 s outage: %d %s, want 202", r.status, r.raw)
+	}
+	w := s.call(t, "production", "GET", "/v2/wallet", key, nil)
+	if fmt.Sprint(w.body["balances"]) != "map[EUR:80]" {
+		t.Fatalf("wallet after one order of 20.00 from 100.00: %s", w.raw)
+	}
+	sums, err := store.LedgerSum(t.Context(), s.db.Pool, s.account(t, tn, "production").ID)
 	if err != nil || sums["EUR"] != 8000 {
 		t.Fatalf("ledger sum %v, %v; want 8000", sums, err)
 	}

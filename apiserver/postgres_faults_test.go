@@ -14,9 +14,10 @@ import (
 	"github.com/codeport/codeport/internal/store/storetest"
 )
 
-// TestPostgresRestartUnderLoad (F2): PostgreSQL is stopped for a few seconds under order load.
-// Requests meanwhile get the spec's 502 bodies (never a 500, never a hang), the service recovers
-// within 5 s of the database returning, and no order that got a 202 is lost.
+// TestPostgresRestartUnderLoad (F2): PostgreSQL is stopped under order load for longer than a
+// placement waits for it (10 s). Requests meanwhile get the spec's 502 bodies (never a 500,
+// never a hang), the service recovers within 5 s of the database returning, and no order that
+// got a 202 is lost.
 func TestPostgresRestartUnderLoad(t *testing.T) {
 	pg := storetest.StartPrivateServer(t)
 	db, err := store.Open(t.Context(), pg.URL(), store.Options{})
@@ -79,7 +80,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	pg.Stop()
-	time.Sleep(3 * time.Second)
+	time.Sleep(12 * time.Second)
 	pg.Start()
 	poll.UntilTrue(t, 5*time.Second, "recovery after the database returned", func() bool {
 		r := s.call(t, "sandbox", "POST", "/v2/orders", key, order(fmt.Sprintf("f2-probe-%d", time.Now().UnixNano()),

@@ -104,22 +104,43 @@ func (s *Service) Place(ctx context.Context, acct *auth.Account, body []byte) (V
 // serialization failure is tried before the partner gets a 502.
 const placementAttempts = 3
 
-// recordRetrying runs record until it succeeds, fails for a reason other than a transient
-// conflict, or placementAttempts are used. A rolled-back attempt wrote nothing and the order
-// keeps its id and external order code, so a retry can neither place the order twice nor debit
-// twice; the pause is jittered so that the transactions that collided do not collide again.
+// outagePauseLimit is the longest pause between two attempts of a placement that found the
+// database unavailable.
+const outagePauseLimit = time.Second
+
+// recordRetrying runs record until it succeeds or fails for good. Two failures are tried again:
+// a transient conflict (at most placementAttempts times, with a jittered pause so that the
+// transactions that collided do not collide again), and an unavailable database (a failover, a
+// restart: with a pause growing to outagePauseLimit, until the placement's deadline), so that a
+// short outage costs the partner a slower 202 rather than a 502. A retry can neither place the
+// order twice nor debit twice: the order keeps its id and external order code, a rolled-back
+// attempt wrote nothing, and an attempt cut off at COMMIT that did commit makes the retry's
+// insert find the order, which is then answered as a replay.
 func (s *Service) recordRetrying(
 	ctx context.Context, acct *auth.Account, order *store.Order, plan *Plan, now time.Time,
 ) (store.LedgerResult, error) {
-	for attempt := 1; ; attempt++ {
+	conflicts, outagePause := 0, 50*time.Millisecond
+	for {
 		res, err := s.record(ctx, acct, order, plan, now)
-		if err == nil || !store.IsTransient(err) || attempt == placementAttempts {
+		var pause time.Duration
+		switch {
+		case err == nil:
+			return res, nil
+		case store.IsTransient(err):
+			if conflicts++; conflicts == placementAttempts {
+				return res, err
+			}
+			s.log.WarnContext(ctx, "placement rolled back by the database, retrying",
+				slog.Int("attempt", conflicts), slog.Any("err", err))
+			jitter := rand.N(20 * time.Millisecond) //nolint:gosec // jitter, not a secret
+			pause = time.Duration(conflicts) * (5*time.Millisecond + jitter)
+		case store.IsUnavailable(err):
+			// Not logged here: every placement meets the same outage, and the one that gives
+			// up logs it.
+			pause, outagePause = outagePause, min(2*outagePause, outagePauseLimit)
+		default:
 			return res, err
 		}
-		s.log.WarnContext(ctx, "placement rolled back by the database, retrying",
-			slog.Int("attempt", attempt), slog.Any("err", err))
-		jitter := rand.N(20 * time.Millisecond) //nolint:gosec // jitter, not a secret
-		pause := time.Duration(attempt) * (5*time.Millisecond + jitter)
 		select {
 		case <-ctx.Done():
 			return res, err
