@@ -320,6 +320,49 @@ func openDatabase(ctx context.Context, url string, opts store.Options) (*store.D
 	return db, err
 }
 
+// defaultDatabaseWait is how long serve and the operator wait at start for an unavailable
+// database: longer than a failover takes (docs/operations.md measures them), so that a process
+// started during one serves once it ends.
+const defaultDatabaseWait = 3 * time.Minute
+
+// databaseWaitFlag binds --database-wait, of the long-running components.
+func databaseWaitFlag(f *pflag.FlagSet, target *time.Duration) {
+	f.DurationVar(target, "database-wait", defaultDatabaseWait,
+		"how long to wait at start while the database is unavailable (a failover, a pooler without a "+
+			"server) before exiting; an unknown database or a refused login exits at once")
+}
+
+// waitLogInterval is how often a process waiting for the database says so.
+const waitLogInterval = 30 * time.Second
+
+// openDatabaseWaiting is openDatabase for serve and the operator: while the database is
+// unavailable (store.IsUnavailable) it tries again for up to wait, logging once every
+// waitLogInterval. Exiting instead would put the process into its restart back-off, which keeps
+// it down for minutes after the database is back.
+func openDatabaseWaiting(
+	ctx context.Context, url string, opts store.Options, wait time.Duration, log *slog.Logger,
+) (*store.DB, error) {
+	deadline := time.Now().Add(wait)
+	pause, logged := 200*time.Millisecond, time.Time{}
+	for {
+		db, err := openDatabase(ctx, url, opts)
+		if err == nil || !store.IsUnavailable(err) || time.Now().Add(pause).After(deadline) {
+			return db, err
+		}
+		if time.Since(logged) >= waitLogInterval {
+			log.WarnContext(ctx, "waiting for the database", slog.Any("err", err),
+				slog.Time("until", deadline.Round(time.Second)))
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
 // databaseConnectError is a failed connection to the database, described in one line.
 type databaseConnectError struct{ err *pgconn.ConnectError }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,6 +270,49 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 	// The request was refused for its missing key: its span is named after the group, /v2.
 	if !strings.Contains(traces.String(), "GET /v2") {
 		t.Fatalf("the request's span did not reach the OTLP collector (%d bytes received)", len(traces.String()))
+	}
+}
+
+// TestServeWaitsForTheDatabaseAtStart: serve started while its database is unavailable (a
+// failover, a pooler with no server yet) says it waits, and serves once the database is back,
+// rather than exiting into its restart back-off; a database that does not exist is not waited for.
+func TestServeWaitsForTheDatabaseAtStart(t *testing.T) {
+	t.Parallel()
+	db := storetest.New(t)
+	storetest.SetConnectable(t, db.Name, false)
+	reopened := make(chan struct{})
+	go func() {
+		defer close(reopened)
+		time.Sleep(2 * time.Second)
+		storetest.SetConnectable(t, db.Name, true)
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, logs, done := startServe(ctx, t, db.URL, "--redis-url", "", "--log-flush-interval", "0")
+	<-reopened
+	if !strings.Contains(logs.String(), `"msg":"waiting for the database"`) {
+		t.Errorf("serve did not say it waited for the database:\n%s", logs.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+
+	missing, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing.Path = "/cpt_no_such_database"
+	root := newRootCommand()
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	root.SetArgs([]string{"serve", "--environment", "sandbox", "--addr", "127.0.0.1:0", "--metrics-addr", "",
+		"--redis-url", "", "--database-url", missing.String(), "--codes-key", strings.Repeat("ab", 32)})
+	runCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	err = root.ExecuteContext(runCtx)
+	if err == nil || !strings.Contains(err.Error(), `database "cpt_no_such_database" does not exist`) {
+		t.Fatalf("serve on a database that does not exist: %v, want its refusal at once", err)
 	}
 }
 

@@ -42,7 +42,7 @@ func newOperatorCommand() *cobra.Command {
 		specTopUps                                                 bool
 		stockLowThreshold                                          int
 		maxTopUp                                                   int64
-		stockRefresh                                               time.Duration
+		stockRefresh, databaseWait                                 time.Duration
 		m                                                          managerFlags
 	)
 	cmd := &cobra.Command{
@@ -73,7 +73,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
 			// else can fail on it.
-			db, err := openDatabase(cmd.Context(), databaseURL, store.Options{MaxConns: 10})
+			db, err := openDatabaseWaiting(cmd.Context(), databaseURL, store.Options{MaxConns: 10}, databaseWait, log)
 			if err != nil {
 				return err
 			}
@@ -131,6 +131,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	}
 	f := cmd.Flags()
 	databaseURLFlag(cmd, &databaseURL)
+	databaseWaitFlag(f, &databaseWait)
 	codesKeyFlag(f, &codesKey)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")
 	f.BoolVar(&m.leaderElect, "leader-elect", false, "elect a leader so that only one replica reconciles")

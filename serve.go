@@ -37,7 +37,7 @@ func newServeCommand() *cobra.Command {
 		workers, profiling, webhooksToPrivate                     bool
 		concurrency, transactions                                 int
 		maxConns, minIdleConns                                    int32
-		rescueAfter                                               time.Duration
+		rescueAfter, databaseWait                                 time.Duration
 		sandboxTimeout, logFlushInterval                          time.Duration
 		codesKey                                                  codesKeyring
 		v1Deprecation, v1Sunset, v1Docs                           string
@@ -89,11 +89,11 @@ requests and running fulfilment jobs finish, then exits.`,
 				defer cancel()
 				_ = stopTracing(flushCtx)
 			}()
-			db, err := openDatabase(ctx, databaseURL, store.Options{
+			db, err := openDatabaseWaiting(ctx, databaseURL, store.Options{
 				Tracing:      tracing,
 				MaxConns:     maxConns,
 				MinIdleConns: minIdleConns,
-			})
+			}, databaseWait, log)
 			if err != nil {
 				return err
 			}
@@ -158,6 +158,7 @@ requests and running fulfilment jobs finish, then exits.`,
 			store.DefaultMaxConns))
 	f.Int32Var(&minIdleConns, "database-min-idle-conns", 8,
 		"idle database connections kept open, and opened before the API starts listening")
+	databaseWaitFlag(f, &databaseWait)
 	credentialFlag(f, &redisURL, "redis-url", "CODEPORT_REDIS_URL",
 		"Redis URL for rate limits shared by all replicas (default $CODEPORT_REDIS_URL; unset: per-process limits)")
 	f.StringVar(&trustedProxies, "trusted-proxies", "",
