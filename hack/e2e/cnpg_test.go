@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -446,4 +447,95 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 		}
 	}
 	return series, nil
+}
+
+// standbyCut is PostgreSQL's port dropped, both ways, in the network namespace of each standby
+// of a Cluster: replication from the primary stops while the primary itself goes on serving, as
+// when the network between the primary's node and the others' fails.
+type standbyCut struct{ pods []types.UID }
+
+// replicationRules are the iptables rules of a cut: the standby's connections to a PostgreSQL
+// port, and whatever comes back from one.
+var replicationRules = [][]string{
+	{"OUTPUT", "-p", "tcp", "--dport", "5432", "-j", "DROP"},
+	{"INPUT", "-p", "tcp", "--sport", "5432", "-j", "DROP"},
+}
+
+// cutStandbys cuts every instance of the Cluster but the primary off from it.
+func (k *kube) cutStandbys(ctx context.Context, cluster, primary string) (*standbyCut, error) {
+	pods, err := k.instancePods(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	c := &standbyCut{}
+	for name, p := range pods {
+		if name == primary {
+			continue
+		}
+		c.pods = append(c.pods, p.UID)
+		if err := podIPTables(ctx, p.UID, "-I"); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// heal removes the cut's rules.
+func (c *standbyCut) heal(ctx context.Context) error {
+	var errs []error
+	for _, uid := range c.pods {
+		errs = append(errs, podIPTables(ctx, uid, "-D"))
+	}
+	return errors.Join(errs...)
+}
+
+// podIPTables inserts (-I) or deletes (-D) replicationRules in a Pod's network namespace, which
+// it enters through the Pod's postgres server: any process of the Pod shares it.
+func podIPTables(ctx context.Context, pod types.UID, op string) error {
+	pid, err := postmasterPID(pod)
+	if err != nil {
+		return err
+	}
+	for _, rule := range replicationRules {
+		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", op}, rule...)
+		//nolint:gosec // fixed rules, the pid read from /proc
+		if out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s %v in Pod %s: %w: %s", op, rule, pod, err, out)
+		}
+	}
+	return nil
+}
+
+// loseCutOffPrimary cuts the primary off from its standbys for a while under load, then loses it
+// with what it committed meanwhile, as a node lost after its network: its Pod deleted at once
+// and its postgres killed. The standbys are joined again only once that postgres is gone, so
+// nothing it committed while cut off can still reach them. Under synchronous replication those
+// commits waited for a standby and were never acknowledged; under asynchronous replication they
+// were, and the promoted standby lacks them.
+func (k *kube) loseCutOffPrimary(ctx context.Context, primary string, cutFor time.Duration) error {
+	var p corev1.Pod
+	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: primary}, &p); err != nil {
+		return fmt.Errorf("get pod %s: %w", primary, err)
+	}
+	pid, err := postmasterPID(p.UID)
+	if err != nil {
+		return err
+	}
+	cut, err := k.cutStandbys(ctx, dbCluster, primary)
+	if err != nil {
+		return errors.Join(err, cut.heal(context.WithoutCancel(ctx)))
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(cutFor):
+	}
+	err = k.k8s.Delete(ctx, &p, client.GracePeriodSeconds(0))
+	if kerr := syscall.Kill(pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
+		err = errors.Join(err, fmt.Errorf("kill postgres %d of %s: %w", pid, primary, kerr))
+	}
+	gone := eventually(ctx, time.Minute, "the cut-off primary's postgres gone", func() (bool, string) {
+		_, statErr := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(statErr), fmt.Sprintf("pid %d", pid)
+	})
+	return errors.Join(err, gone, cut.heal(context.WithoutCancel(ctx)))
 }
