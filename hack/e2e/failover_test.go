@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -107,7 +108,7 @@ func TestDatabaseFailover(t *testing.T) {
 	var report []string
 	for i, ev := range events {
 		ok := t.Run(ev.name, func(t *testing.T) {
-			r := loseThePrimary(ctx, t, k, logs, m, f, i, primary, ev)
+			r := loseThePrimary(ctx, t, e, k, logs, m, f, i, primary, ev)
 			primary = r.primary
 			report = append(report, r.String(ev.name))
 		})
@@ -353,6 +354,11 @@ type failoverResult struct {
 	window  time.Duration
 	// healthy is the time until the Cluster ran three instances again with a new primary.
 	healthy time.Duration
+	// lastRefusal is the time from the event to the last refusal, promoted to the new primary's
+	// promotion (CloudNativePG's status.currentPrimaryTimestamp), writable to the first moment
+	// the primary streamed to a standby it may commit with again: the floor of the refusals,
+	// since a commit waits for that standby.
+	lastRefusal, promoted, writable time.Duration
 	// revoked and credited are the times until every API replica refused the key deleted and
 	// showed the top-up made during the event.
 	revoked, credited time.Duration
@@ -363,17 +369,18 @@ func (r failoverResult) String(name string) string {
 	if name != "" {
 		name = fmt.Sprintf("%-38s ", name+":")
 	}
-	return fmt.Sprintf("%sprimary %s -> %s: %d refusals over %s; Cluster healthy after %s; "+
+	s := func(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
+	return fmt.Sprintf("%sprimary %s -> %s: %d refusals over %s, the last %s after the event; promoted after %s, "+
+		"writable (a standby to commit with) after %s, Cluster healthy after %s; "+
 		"key revoked on every replica after %s, top-up shown after %s; acknowledged orders lost: %d",
-		name, r.was, r.primary, r.refused, r.window.Round(100*time.Millisecond),
-		r.healthy.Round(100*time.Millisecond), r.revoked.Round(100*time.Millisecond),
-		r.credited.Round(100*time.Millisecond), r.lost)
+		name, r.was, r.primary, r.refused, s(r.window), s(r.lastRefusal), s(r.promoted), s(r.writable),
+		s(r.healthy), s(r.revoked), s(r.credited), r.lost)
 }
 
 // loseThePrimary triggers one event under the running load, revokes a key and makes a top-up
 // while the primary is gone, waits for the Cluster to recover, and measures.
-func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, m *mission, f *failoverLoad,
-	n int, primary string, ev failoverEvent,
+func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *logWatch, m *mission,
+	f *failoverLoad, n int, primary string, ev failoverEvent,
 ) failoverResult {
 	r := failoverResult{was: primary}
 	restarts := restartCounts(ctx, t, k)
@@ -386,6 +393,7 @@ func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, 
 	}
 	balance := probeBalance(ctx, t, m)
 	at := time.Now()
+	writable := watchWritable(ctx, e, k, at)
 	if err := ev.trigger(primary); err != nil {
 		t.Fatal(err)
 	}
@@ -410,6 +418,7 @@ func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, 
 		}
 	}
 	r.primary, r.healthy = newPrimary, time.Since(at)
+	r.promoted = promotedAfter(ctx, k, at)
 	r.revoked = measure(ctx, t, at, "key "+doomed.name+" refused on every API replica", func() (bool, string) {
 		return everyReplica(ctx, k, func(api *partnerAPI) (bool, string) {
 			ans, err := api.do(ctx, doomed.key, http.MethodGet, "/v2/ping", nil)
@@ -430,10 +439,11 @@ func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, 
 	}); err != nil {
 		t.Error(err)
 	}
+	r.writable = writable()
 	first, last, refused := f.refusedBetween(at, time.Now())
 	r.refused = refused
 	if refused > 0 {
-		r.window = last.Sub(first)
+		r.window, r.lastRefusal = last.Sub(first), last.Sub(at)
 	}
 	lost := lostOrders(ctx, t, k, f)
 	switch r.lost = len(lost); {
@@ -452,6 +462,56 @@ func loseThePrimary(ctx context.Context, t *testing.T, k *kube, logs *logWatch, 
 	}
 	t.Log(r.String(""))
 	return r
+}
+
+// watchWritable polls, once a second from the event on, whether the Cluster's primary streams
+// to a standby it may commit with (a synchronous one, under synchronous replication). The
+// function it returns stops it and gives the time from at until the primary did again after it
+// had not (0: it never stopped, or has not yet come back).
+func watchWritable(ctx context.Context, e env, k *kube, at time.Time) func() time.Duration {
+	ctx, cancel := context.WithCancel(ctx)
+	query := "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+	if synchronous() {
+		query += " AND sync_state IN ('sync', 'quorum')"
+	}
+	done := make(chan time.Duration, 1)
+	go func() {
+		interrupted, back := false, time.Duration(0)
+		for ctx.Err() == nil && back == 0 {
+			writable := false
+			if s, err := k.clusterState(ctx, dbCluster); err == nil && s.currentPrimary == s.targetPrimary {
+				out, err := psql(ctx, e, s.currentPrimary, query)
+				writable = err == nil && out != "" && out != "0"
+			}
+			switch {
+			case !writable:
+				interrupted = true
+			case interrupted:
+				back = time.Since(at)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+		done <- back
+	}()
+	return func() time.Duration { cancel(); return <-done }
+}
+
+// promotedAfter is the time from at to the promotion of the Cluster's current primary, as
+// CloudNativePG records it (0 when it does not say, or promoted it before at).
+func promotedAfter(ctx context.Context, k *kube, at time.Time) time.Duration {
+	c, err := k.cluster(ctx, dbCluster)
+	if err != nil {
+		return 0
+	}
+	stamp, _, _ := unstructured.NestedString(c.Object, "status", "currentPrimaryTimestamp")
+	promoted, err := time.Parse("2006-01-02T15:04:05.999999Z", stamp)
+	if err != nil || promoted.Before(at) {
+		return 0
+	}
+	return promoted.Sub(at)
 }
 
 // revocableKey is an ApiKey the test deletes while the primary is gone.
