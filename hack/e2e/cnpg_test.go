@@ -420,33 +420,70 @@ func checkAlertMetrics(ctx context.Context, t *testing.T, k *kube, root, primary
 // scrape reads a Prometheus text endpoint: each series name with the value of its first sample
 // (for a label set such as sync_replicas{value="observed"}, the one there is).
 func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	samples, err := scrapeSeries(ctx, url)
 	if err != nil {
 		return nil, err
 	}
+	series := map[string]float64{}
+	for _, s := range samples.ordered {
+		name, _, _ := strings.Cut(s, "{")
+		if _, seen := series[name]; !seen {
+			series[name] = samples.values[s]
+		}
+	}
+	return series, nil
+}
+
+// scrapeSeries reads a Prometheus text endpoint: each series (its name and labels as written)
+// with its value.
+func scrapeSeries(ctx context.Context, url string) (samplesOf, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return samplesOf{}, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return samplesOf{}, fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return samplesOf{}, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	series := map[string]float64{}
+	samples := samplesOf{values: map[string]float64{}}
 	for line := range strings.SplitSeq(string(body), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, _, _ := strings.Cut(line, "{")
-		name, _, _ = strings.Cut(name, " ")
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if _, seen := series[name]; !seen && err == nil {
-			series[name] = v
+		cut := strings.LastIndexByte(line, ' ')
+		if cut < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[cut+1:], 64)
+		if err != nil {
+			continue
+		}
+		samples.ordered = append(samples.ordered, line[:cut])
+		samples.values[line[:cut]] = v
+	}
+	return samples, nil
+}
+
+// samplesOf is one scrape: the value of each series, and the series in the order written.
+type samplesOf struct {
+	values  map[string]float64
+	ordered []string
+}
+
+// first is the value of the first series of the metric name whose labels contain label.
+func (s samplesOf) first(name, label string) (float64, bool) {
+	for _, series := range s.ordered {
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric == name && strings.Contains(labels, label) {
+			return s.values[series], true
 		}
 	}
-	return series, nil
+	return 0, false
 }
 
 // standbyCut is PostgreSQL's port dropped, both ways, in the network namespace of each standby
@@ -512,23 +549,23 @@ func podIPTables(ctx context.Context, pod types.UID, op string) error {
 // nothing it committed while cut off can still reach them. Under synchronous replication those
 // commits waited for a standby and were never acknowledged; under asynchronous replication they
 // were, and the promoted standby lacks them.
-func (k *kube) loseCutOffPrimary(ctx context.Context, primary string, cutFor time.Duration) error {
+//
+// It returns, besides, how long into the cut the primary's exporter first showed the condition of
+// the chart's CodeportSynchronousStandbysMissing alert (0: not within the cut).
+func (k *kube) loseCutOffPrimary(ctx context.Context, primary string, cutFor time.Duration) (time.Duration, error) {
 	var p corev1.Pod
 	if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: primary}, &p); err != nil {
-		return fmt.Errorf("get pod %s: %w", primary, err)
+		return 0, fmt.Errorf("get pod %s: %w", primary, err)
 	}
 	pid, err := postmasterPID(p.UID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cut, err := k.cutStandbys(ctx, dbCluster, primary)
 	if err != nil {
-		return errors.Join(err, cut.heal(context.WithoutCancel(ctx)))
+		return 0, errors.Join(err, cut.heal(context.WithoutCancel(ctx)))
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(cutFor):
-	}
+	stalled := watchStandbyAlert(ctx, p.Status.PodIP, cutFor)
 	err = k.k8s.Delete(ctx, &p, client.GracePeriodSeconds(0))
 	if kerr := syscall.Kill(pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
 		err = errors.Join(err, fmt.Errorf("kill postgres %d of %s: %w", pid, primary, kerr))
@@ -537,5 +574,29 @@ func (k *kube) loseCutOffPrimary(ctx context.Context, primary string, cutFor tim
 		_, statErr := os.Stat(fmt.Sprintf("/proc/%d", pid))
 		return os.IsNotExist(statErr), fmt.Sprintf("pid %d", pid)
 	})
-	return errors.Join(err, gone, cut.heal(context.WithoutCancel(ctx)))
+	return stalled, errors.Join(err, gone, cut.heal(context.WithoutCancel(ctx)))
+}
+
+// watchStandbyAlert scrapes the exporter of the primary at podIP every second for d, and returns
+// how long it took until its series met the condition of CodeportSynchronousStandbysMissing:
+// fewer standbys streaming than synchronous replication waits for, on a primary (0: never).
+func watchStandbyAlert(ctx context.Context, podIP string, d time.Duration) time.Duration {
+	start := time.Now()
+	var met time.Duration
+	for time.Since(start) < d && ctx.Err() == nil {
+		if met == 0 {
+			samples, err := scrapeSeries(ctx, fmt.Sprintf("http://%s:9187/metrics", podIP))
+			waited, ok1 := samples.first("cnpg_collector_sync_replicas", `value="observed"`)
+			streaming, ok2 := samples.first("cnpg_pg_replication_streaming_replicas", "")
+			recovery, ok3 := samples.first("cnpg_pg_replication_in_recovery", "")
+			if err == nil && ok1 && ok2 && ok3 && waited > streaming && recovery == 0 {
+				met = time.Since(start)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return met
 }

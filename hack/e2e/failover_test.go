@@ -85,6 +85,7 @@ func TestDatabaseFailover(t *testing.T) {
 
 	f := newFailoverLoad(ctx, 4, m.production, m.sandbox)
 	watch := startCatalogWatch(ctx, m.production)
+	var stalled time.Duration
 	events := []failoverEvent{
 		{name: "primary Pod deleted", trigger: func(primary string) error {
 			return k.k8s.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: primary}})
@@ -102,13 +103,28 @@ func TestDatabaseFailover(t *testing.T) {
 		// What asynchronous replication can lose: commits the primary acknowledged while its
 		// standbys could not receive them. Synchronous replication must lose none of them.
 		{name: "primary cut off from its standbys, then lost", mayLose: !synchronous(), trigger: func(primary string) error {
-			return k.loseCutOffPrimary(ctx, primary, standbyCutFor)
+			var err error
+			stalled, err = k.loseCutOffPrimary(ctx, primary, standbyCutFor)
+			return err
+		}, check: func(t *testing.T) {
+			// The alert's condition, on the real exporter; its `for` is promtool's to test.
+			switch {
+			case stalled > 0:
+				t.Logf("the primary's exporter met CodeportSynchronousStandbysMissing's condition %s into the cut",
+					stalled.Round(100*time.Millisecond))
+			case synchronous():
+				t.Errorf("the primary's exporter never met CodeportSynchronousStandbysMissing's condition "+
+					"in %s without standbys", standbyCutFor)
+			}
 		}},
 	}
 	var report []string
 	for i, ev := range events {
 		ok := t.Run(ev.name, func(t *testing.T) {
 			r := loseThePrimary(ctx, t, e, k, logs, m, f, i, primary, ev)
+			if ev.check != nil {
+				ev.check(t)
+			}
 			primary = r.primary
 			report = append(report, r.String(ev.name))
 		})
@@ -139,6 +155,8 @@ type failoverEvent struct {
 	// mayLose is set where losing acknowledged orders is what the event shows, not a failure: the
 	// price of asynchronous replication.
 	mayLose bool
+	// check, when set, runs once the Cluster has recovered.
+	check func(t *testing.T)
 }
 
 // standbyCutFor is how long the primary is cut off from its standbys before it is lost: long
