@@ -85,7 +85,7 @@ func TestEventsRecordChanges(t *testing.T) {
 	create(t, orphan)
 	waitEvent(t, ns, "Wallet", "orphan", "Warning PartnerNotFound: Partner not found")
 	update(t, ns, "acme", &p, func() { p.Spec.CatalogRef = &v1alpha1.LocalObjectReference{Name: "nowhere"} })
-	waitEvent(t, ns, "Partner", "acme", "Warning CatalogNotReady:")
+	waitEvent(t, ns, "Partner", "acme", "Warning CatalogNotFound:")
 	for _, e := range eventsOf(t, ns, "Partner", "acme") {
 		if strings.HasPrefix(e, corev1.EventTypeNormal+" Applied: Generation "+fmt.Sprint(p.Generation)) {
 			t.Fatalf("a generation that is not Ready was recorded as applied: %s", e)

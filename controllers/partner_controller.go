@@ -65,18 +65,18 @@ func (r *PartnerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctrl.Result, error) {
 	result := ctrl.Result{RequeueAfter: r.Options.Resync}
-	catalogID, catalogOK, err := r.resolveCatalog(ctx, p)
+	binding, err := r.resolveCatalog(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !catalogOK {
+	if binding.problem != "" {
 		result.RequeueAfter = r.Options.NotReadyRetry
 	}
 	webhooks, webhookProblem, err := r.webhooks(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := r.Provisioner.ApplyPartner(ctx, p, catalogID, webhooks)
+	res, err := r.Provisioner.ApplyPartner(ctx, p, binding.id, webhooks)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("provision accounts: %w", err)
 	}
@@ -92,9 +92,9 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	case p.Spec.Suspended:
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonSuspended,
 			"Accounts provisioned and suspended: every request of the partner's keys is refused")
-	case !catalogOK:
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonCatalogNotReady,
-			"Accounts provisioned; the catalog is not in service yet (see CatalogResolved)")
+	case binding.problem != "":
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, binding.reason,
+			"Accounts provisioned; "+binding.problem)
 	default:
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
 			"Sandbox and production accounts provisioned")
@@ -102,16 +102,24 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	return result, nil
 }
 
+// catalogBinding is the catalog a partner is to serve: id (nil: none), and, when catalogRef
+// cannot be bound, why (reason and problem).
+type catalogBinding struct {
+	id              *uuid.UUID
+	reason, problem string
+}
+
 // resolveCatalog finds the provisioned catalog of catalogRef and records CatalogResolved.
-// Without a usable catalog the partner is provisioned with an empty one (plus the sandbox test
-// products). Unbinding is destructive, so it is decided only on what the API server and the
-// database say: a Catalog missing from the cache is looked up uncached, and a failed read
-// fails the reconcile instead of unbinding.
-func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Partner) (*uuid.UUID, bool, error) {
+// Unbinding is destructive, so it is decided only on what the API server and the database say:
+// a Catalog missing from the cache is looked up uncached, and a failed read fails the reconcile
+// instead of unbinding. A catalogRef that cannot be bound (a typo, a Catalog not in service yet)
+// keeps the catalog the partner serves now in service, as a Catalog with an invalid product keeps
+// its last good version: one mistyped name must not take a live catalog offline.
+func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Partner) (catalogBinding, error) {
 	if p.Spec.CatalogRef == nil {
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonNoCatalog,
 			"No catalogRef: the partner's catalog is empty (sandbox keeps its test products)")
-		return nil, true, nil
+		return catalogBinding{}, nil
 	}
 	name := p.Spec.CatalogRef.Name
 	key := types.NamespacedName{Namespace: p.Namespace, Name: name}
@@ -120,29 +128,41 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 	if apierrors.IsNotFound(err) {
 		err = r.APIReader.Get(ctx, key, &c)
 	}
+	var b catalogBinding
 	switch {
 	case apierrors.IsNotFound(err):
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false,
-			v1alpha1.ReasonCatalogNotFound,
-			fmt.Sprintf("Catalog %q not found in namespace %s: create it or fix spec.catalogRef", name, p.Namespace))
-		return nil, false, nil
+		b.reason = v1alpha1.ReasonCatalogNotFound
+		b.problem = fmt.Sprintf("Catalog %q not found in namespace %s: create it or fix spec.catalogRef", name, p.Namespace)
 	case err != nil:
-		return nil, false, fmt.Errorf("read Catalog %s: %w", name, err)
+		return catalogBinding{}, fmt.Errorf("read Catalog %s: %w", name, err)
+	default:
+		id, err := r.Provisioner.CatalogID(ctx, p.Namespace, name)
+		switch {
+		case provisioning.IsNotFound(err):
+			// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog
+			// watch brings the partner back when it is.
+			b.reason = v1alpha1.ReasonCatalogNotReady
+			b.problem = fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name)
+		case err != nil:
+			return catalogBinding{}, fmt.Errorf("resolve Catalog %s: %w", name, err)
+		default:
+			setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true,
+				v1alpha1.ReasonReconciled, fmt.Sprintf("Catalog %q bound", name))
+			return catalogBinding{id: &id}, nil
+		}
 	}
-	id, err := r.Provisioner.CatalogID(ctx, p.Namespace, name)
+	bound, boundName, err := r.Provisioner.BoundCatalog(ctx, p.Namespace, p.Name)
 	switch {
 	case provisioning.IsNotFound(err):
-		// Not provisioned yet (first version invalid, or not reconciled yet); the Catalog watch
-		// brings the partner back when it is.
-		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false,
-			v1alpha1.ReasonCatalogNotReady, fmt.Sprintf("Catalog %q is not in service yet: see its Ready condition", name))
-		return nil, false, nil
+		b.problem += "; the partner serves no catalog until it is"
 	case err != nil:
-		return nil, false, fmt.Errorf("resolve Catalog %s: %w", name, err)
+		return catalogBinding{}, fmt.Errorf("read the catalog of partner %s: %w", p.Name, err)
+	default:
+		b.id = &bound
+		b.problem += fmt.Sprintf("; Catalog %q stays in service until it is", boundName)
 	}
-	setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true, v1alpha1.ReasonReconciled,
-		fmt.Sprintf("Catalog %q bound", name))
-	return &id, true, nil
+	setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, false, b.reason, b.problem)
+	return b, nil
 }
 
 // webhooks resolves the partner's endpoint of each environment, reading the webhook Secrets

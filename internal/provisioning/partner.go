@@ -296,6 +296,12 @@ func (p *Provisioner) account(ctx context.Context, namespace, partner, environme
 	return a, err
 }
 
+// BoundCatalog is the provisioned catalog a partner serves now, by id and name; IsNotFound
+// when it serves none.
+func (p *Provisioner) BoundCatalog(ctx context.Context, namespace, partner string) (uuid.UUID, string, error) {
+	return configdb.BoundCatalog(ctx, p.config, namespace, partner)
+}
+
 // CatalogID resolves a catalog reference to the id of its provisioned catalog.
 func (p *Provisioner) CatalogID(ctx context.Context, namespace, name string) (uuid.UUID, error) {
 	return configdb.CatalogID(ctx, p.config, namespace, name)

@@ -53,6 +53,25 @@ func CatalogID(ctx context.Context, db *gorm.DB, namespace, name string) (uuid.U
 	return ids[0], nil
 }
 
+// BoundCatalog returns the id and name of the live catalog a live partner is bound to now, or
+// store.ErrNotFound when it is bound to none.
+func BoundCatalog(ctx context.Context, db *gorm.DB, namespace, partner string) (uuid.UUID, string, error) {
+	var rows []struct {
+		ID   uuid.UUID
+		Name string
+	}
+	err := db.WithContext(ctx).Raw(`SELECT c.id, c.name FROM partners p JOIN catalogs c ON c.id = p.catalog_id
+		WHERE p.namespace = ? AND p.name = ? AND p.deleted_at IS NULL AND c.deleted_at IS NULL`,
+		namespace, partner).Scan(&rows).Error
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("find the catalog of partner %s/%s: %w", namespace, partner, err)
+	}
+	if len(rows) == 0 {
+		return uuid.Nil, "", store.ErrNotFound
+	}
+	return rows[0].ID, rows[0].Name, nil
+}
+
 // UpsertPartner creates or updates a partner by (namespace, name), reviving a deleted one. A
 // partner already as given is not written.
 func UpsertPartner(tx *gorm.DB, p *Partner) error {
