@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -127,10 +128,46 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 			"%d products added, %d changed, %d removed; %d in service",
 			len(ch.Added), len(ch.Updated), len(ch.Removed), res.Products)
 	}
+	result := ctrl.Result{RequeueAfter: r.Options.Resync}
+	w := windowOf(c, time.Now())
+	if w.nextEdge > 0 {
+		result.RequeueAfter = min(result.RequeueAfter, w.nextEdge)
+	}
+	if w.outside != "" {
+		c.Status.ProductCount = 0
+		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false,
+			v1alpha1.ReasonOutsideValidityWindow,
+			fmt.Sprintf("%d products provisioned, none in service: %s", res.Products, w.outside))
+		return result, nil
+	}
 	c.Status.ProductCount = int32(min(res.Products, 1<<30)) //nolint:gosec // bounded just above
 	setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
 		fmt.Sprintf("%d products in service", res.Products))
-	return ctrl.Result{RequeueAfter: r.Options.Resync}, nil
+	return result, nil
+}
+
+// validity is where now stands in a Catalog's validity window.
+type validity struct {
+	// outside says why the catalog is not in service now ("" when it is).
+	outside string
+	// nextEdge is the time until the window next opens or closes (0: it never does again).
+	nextEdge time.Duration
+}
+
+// windowOf places now in c's window [validFrom, validTo): the API serves a catalog's products
+// only inside it (internal/catalog's snapshots), so its status must say so too.
+func windowOf(c *v1alpha1.Catalog, now time.Time) validity {
+	from := c.Spec.ValidFrom.Time
+	switch {
+	case now.Before(from):
+		return validity{outside: "the catalog is valid from " + from.UTC().Format(time.RFC3339),
+			nextEdge: from.Sub(now)}
+	case c.Spec.ValidTo != nil && !now.Before(c.Spec.ValidTo.Time):
+		return validity{outside: "the catalog was valid until " + c.Spec.ValidTo.UTC().Format(time.RFC3339)}
+	case c.Spec.ValidTo != nil:
+		return validity{nextEdge: c.Spec.ValidTo.Sub(now)}
+	}
+	return validity{}
 }
 
 // shardsOf returns the products of the CatalogShards naming c, in shard name order (the

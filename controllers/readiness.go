@@ -81,7 +81,7 @@ func (c *readinessCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 			ready, since := readiness(obj)
 			counts[ready]++
-			if ready != "true" {
+			if ready != "true" && !notReadyByDesign(obj) {
 				oldest = max(oldest, now.Sub(since))
 			}
 			return nil
@@ -110,4 +110,16 @@ func readiness(obj client.Object) (ready string, since time.Time) {
 		return "false", c.LastTransitionTime.Time
 	}
 	return "unknown", c.LastTransitionTime.Time
+}
+
+// notReadyByDesign tells a resource that is not Ready because its spec says so (a Catalog
+// outside its validity window, scheduled or expired) from one stuck on a fault: it is counted,
+// but does not age the oldest-not-ready gauge its alert reads.
+func notReadyByDesign(obj client.Object) bool {
+	conditions := conditionsOf(obj)
+	if conditions == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(*conditions, v1alpha1.ConditionReady)
+	return c != nil && c.Reason == v1alpha1.ReasonOutsideValidityWindow
 }

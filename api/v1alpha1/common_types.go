@@ -49,7 +49,11 @@ const (
 	// (the catalog itself, its ConfigMaps, its shards); the last good catalog stays in service.
 	ReasonDuplicateProducts = "DuplicateProducts"
 	ReasonConfigMapNotFound = "ConfigMapNotFound"
-	ReasonPartnerNotFound   = "PartnerNotFound"
+	// ReasonOutsideValidityWindow: a Catalog's products are provisioned, but now is before its
+	// validFrom or after its validTo, so the API serves none of them; the status turns at each
+	// edge of the window.
+	ReasonOutsideValidityWindow = "OutsideValidityWindow"
+	ReasonPartnerNotFound       = "PartnerNotFound"
 	ReasonPartnerNotReady   = "PartnerNotReady"
 	ReasonSecretConflict    = "SecretConflict"
 	ReasonTopUpRemoved      = "TopUpRemoved"
