@@ -25,6 +25,9 @@ VULNDB_TOOLS_VERSION     ?= v0.0.0-20261105234957-e22db6528018
 # A called vulnerability of the standard library is fixed by a Go release, which reaches the
 # machines (GOTOOLCHAIN=local) and the image's base on their own schedule: warn, or fail.
 VULNCHECK_STDLIB         ?= warn
+# The generator of the partners' Go client (client/), run at this version with `go run pkg@version`,
+# which keeps it and its dependencies out of go.mod: the client needs only its runtime.
+OAPI_CODEGEN_VERSION     ?= v2.8.2
 
 # The chart renders its CRDs from templates (so that helm upgrade updates them), generated from
 # controller-gen's output in config/crd/bases by `make helm`.
@@ -95,9 +98,15 @@ run: build ## Run the whole data plane locally (embedded PostgreSQL, config/samp
 
 ##@ Generate
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the currency types (from internal/money's list).
+generate: $(CONTROLLER_GEN) clients ## Generate deepcopy code, the currency types (from internal/money's list) and the clients.
 	go run ./hack/currencies
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+# The partners' clients, generated from the v2 OpenAPI document (docs/clients.md).
+.PHONY: clients
+clients: ## Generate the partners' Go client (client/) from the v2 OpenAPI document.
+	cd client && go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION) \
+		-config oapi-codegen.yaml ../apiserver/openapi/v2.json
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
@@ -134,9 +143,9 @@ verify-chart-docs: chart-docs ## Fail when the chart's README.md is out of date.
 
 .PHONY: verify-generated
 verify-generated: generate manifests helm ## Fail when generated files are out of date.
-	@if [ -n "$$(git status --porcelain -- api config charts)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts client)" ]; then \
 		echo "generated files are out of date; run 'make manifests generate' and commit:"; \
-		git status --porcelain -- api config charts; git --no-pager diff -- api config charts | head -50; exit 1; fi
+		git status --porcelain -- api config charts client; git --no-pager diff -- api config charts client | head -50; exit 1; fi
 
 # The flag tables of docs/configuration.md are generated from the commands' flags; the root
 # package's test fails when they differ.
