@@ -102,11 +102,17 @@ generate: $(CONTROLLER_GEN) clients ## Generate deepcopy code, the currency type
 	go run ./hack/currencies
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 
-# The partners' clients, generated from the v2 OpenAPI document (docs/clients.md).
+# The partners' clients, generated from the v2 OpenAPI document (docs/clients.md): Go with
+# oapi-codegen, TypeScript's types with openapi-typescript, which client/typescript/package-lock.json
+# pins with openapi-fetch and tsc (installed as make openapi-lint installs Spectral).
+TS_CLIENT := client/typescript
+
 .PHONY: clients
-clients: ## Generate the partners' Go client (client/) from the v2 OpenAPI document.
+clients: ## Generate the partners' Go (client/) and TypeScript (client/typescript/) clients.
 	cd client && go run github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$(OAPI_CODEGEN_VERSION) \
 		-config oapi-codegen.yaml ../apiserver/openapi/v2.json
+	cd $(TS_CLIENT) && { [ -x node_modules/.bin/openapi-typescript ] && npm ls --silent >/dev/null 2>&1 || npm ci --no-audit --no-fund --ignore-scripts; }
+	cd $(TS_CLIENT) && npm run --silent generate
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
