@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +35,9 @@ func TestClientTours(t *testing.T) {
 	defer stop()
 	sandbox := creds.Partners["partners/acme"]["sandbox"]
 	t.Run("go", func(t *testing.T) { goClientTour(t, sandbox.BaseURL, sandbox.APIKey, "go-tour-1") })
+	t.Run("typescript", func(t *testing.T) {
+		typescriptClientTour(t, sandbox.BaseURL, sandbox.APIKey, "ts-tour-1")
+	})
 }
 
 // goClientTour is the README's tour through the Go client (package client): ping, a failure
@@ -57,33 +64,7 @@ func goClientTour(t *testing.T, baseURL, key, orderCode string) {
 		t.Fatalf("ping asking for %s: %s", scenario, answer(limited, err))
 	}
 
-	country, take := "de", 5
-	catalog, err := api.ListProductsWithResponse(ctx, &client.ListProductsParams{Country: &country, Take: &take})
-	if err != nil || catalog.StatusCode() != http.StatusOK {
-		t.Fatalf("catalog: %s", answer(catalog, err))
-	}
-	page := catalog.JSON200
-	if page.Take != take || page.Count == 0 || len(page.Products) == 0 || len(page.Products) > take {
-		t.Fatalf("catalog of %s, take %d: count %d, take %d, %d products", country, take, page.Count, page.Take,
-			len(page.Products))
-	}
-	for _, p := range page.Products {
-		if p.Name == "" || !strings.EqualFold(p.CountryCode, country) {
-			t.Errorf("catalog of %s: product %s named %q, of country %s", country, p.ProductCode, p.Name, p.CountryCode)
-		}
-	}
-
-	scenarios, err := api.ListSandboxScenariosWithResponse(ctx, nil)
-	if err != nil || scenarios.StatusCode() != http.StatusOK {
-		t.Fatalf("scenarios: %s", answer(scenarios, err))
-	}
-	succeeds := false
-	for _, s := range scenarios.JSON200.Scenarios {
-		succeeds = succeeds || s.ProductCode == tourProduct && s.ExpectedStatus == "completed"
-	}
-	if !succeeds {
-		t.Fatalf("no scenario of product %s completes: %s", tourProduct, scenarios.Body)
-	}
+	goCatalogTour(ctx, t, api)
 
 	before := walletEUR(ctx, t, api)
 	order := goPlaceTourOrder(ctx, t, api, orderCode)
@@ -123,6 +104,39 @@ func goClientTour(t *testing.T, baseURL, key, orderCode string) {
 	if newest.Type != "order_debit" || newest.Amount != -line.Price*tourQuantity || newest.OrderId == nil ||
 		*newest.OrderId != order.OrderId {
 		t.Errorf("statement's newest entry: %+v, want the order's debit of %d", newest, line.Price*tourQuantity)
+	}
+}
+
+// goCatalogTour lists the catalog of one country, and finds the tour's product among the sandbox
+// scenarios as the one that completes.
+func goCatalogTour(ctx context.Context, t *testing.T, api *client.ClientWithResponses) {
+	t.Helper()
+	country, take := "de", 5
+	catalog, err := api.ListProductsWithResponse(ctx, &client.ListProductsParams{Country: &country, Take: &take})
+	if err != nil || catalog.StatusCode() != http.StatusOK {
+		t.Fatalf("catalog: %s", answer(catalog, err))
+	}
+	page := catalog.JSON200
+	if page.Take != take || page.Count == 0 || len(page.Products) == 0 || len(page.Products) > take {
+		t.Fatalf("catalog of %s, take %d: count %d, take %d, %d products", country, take, page.Count, page.Take,
+			len(page.Products))
+	}
+	for _, p := range page.Products {
+		if p.Name == "" || !strings.EqualFold(p.CountryCode, country) {
+			t.Errorf("catalog of %s: product %s named %q, of country %s", country, p.ProductCode, p.Name, p.CountryCode)
+		}
+	}
+
+	scenarios, err := api.ListSandboxScenariosWithResponse(ctx, nil)
+	if err != nil || scenarios.StatusCode() != http.StatusOK {
+		t.Fatalf("scenarios: %s", answer(scenarios, err))
+	}
+	succeeds := false
+	for _, s := range scenarios.JSON200.Scenarios {
+		succeeds = succeeds || s.ProductCode == tourProduct && s.ExpectedStatus == "completed"
+	}
+	if !succeeds {
+		t.Fatalf("no scenario of product %s completes: %s", tourProduct, scenarios.Body)
 	}
 }
 
@@ -180,6 +194,76 @@ func walletEUR(ctx context.Context, t *testing.T, api *client.ClientWithResponse
 		t.Fatalf("wallet has no %s balance: %s", tourCurrency, wallet.Body)
 	}
 	return balance
+}
+
+// typescriptClient is the TypeScript client's package: its generated types, its entry point and
+// the tour, with the tools that build them pinned by its package-lock.json.
+const typescriptClient = "client/typescript"
+
+// typescriptClientTour compiles the TypeScript client and its tour (tour/tour.ts) with tsc --strict
+// and runs the tour with node: every step asserts itself, and its last line sums up the order and
+// the wallet, which are checked here again. The tools are installed with npm ci when missing or
+// not those package.json names, as make openapi-lint installs Spectral.
+func typescriptClientTour(t *testing.T, baseURL, key, orderCode string) {
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: the TypeScript client's test needs it (hack/deps.sh installs it): %v", tool, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run := func(dir string, env []string, name string, args ...string) []byte {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	installed := exec.CommandContext(ctx, "npm", "ls", "--silent")
+	installed.Dir = typescriptClient
+	if _, err := os.Stat(filepath.Join(typescriptClient, "node_modules", ".bin", "tsc")); err != nil ||
+		installed.Run() != nil {
+		run(typescriptClient, nil, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	}
+
+	// The output goes outside the tree; node finds the modules through a link beside it, and reads
+	// it as ES modules, as the package is.
+	out := t.TempDir()
+	modules, err := filepath.Abs(filepath.Join(typescriptClient, "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(modules, filepath.Join(out, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "package.json"), []byte(`{"type": "module"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(typescriptClient, nil, filepath.Join("node_modules", ".bin", "tsc"), "--strict", "-p", ".", "--outDir", out)
+	lines := strings.Split(strings.TrimSpace(string(run(out, []string{"CODEPORT_BASE_URL=" + baseURL,
+		"CODEPORT_API_KEY=" + key, "CODEPORT_ORDER_CODE=" + orderCode}, "node", filepath.Join("tour", "tour.js")))), "\n")
+	var summary struct {
+		Ping, OrderID, Status     string
+		Codes                     []string
+		WalletBefore, WalletAfter float64
+		Debit                     int
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &summary); err != nil {
+		t.Fatalf("the tour's summary: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if summary.Ping != "ok" || summary.OrderID == "" || summary.Status != "completed" ||
+		len(summary.Codes) != tourQuantity || summary.Debit <= 0 ||
+		math.Abs(summary.WalletBefore-float64(summary.Debit)/100-summary.WalletAfter) > 0.001 {
+		t.Fatalf("the tour's summary: %+v", summary)
+	}
+	for _, c := range summary.Codes {
+		if !strings.HasPrefix(c, "SANDBOX-") {
+			t.Errorf("sandbox code %q lacks the SANDBOX- prefix", c)
+		}
+	}
 }
 
 // responder is what every response of the generated client has.
