@@ -19,6 +19,10 @@ func TestPingAndRateLimitHeaders(t *testing.T) {
 		if r.status != 200 || r.str("status") != "ok" || r.str("timestamp") == "" {
 			t.Fatalf("%s ping: %d %s", env, r.status, r.raw)
 		}
+		// The API's one date-time format: RFC 3339, UTC, milliseconds.
+		if !etaFormat.MatchString(r.str("timestamp")) {
+			t.Errorf("%s ping: timestamp %q is not RFC 3339 UTC with milliseconds", env, r.str("timestamp"))
+		}
 		for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
 			if _, err := strconv.ParseInt(r.header.Get(h), 10, 64); err != nil {
 				t.Fatalf("%s: header %s = %q", env, h, r.header.Get(h))

@@ -3,7 +3,9 @@ package openapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,41 @@ func TestWithServersChangesOnlyServers(t *testing.T) {
 	if _, err := openapi.WithServers([]byte(`{"openapi": "3.1.0", "paths": {}}`), nil); err == nil ||
 		!strings.Contains(err.Error(), "no top-level servers") {
 		t.Errorf("a document without servers: %v", err)
+	}
+}
+
+// TestDateTimeExamplesAsServed: every date-time in the documents' examples is written as the API
+// writes instants (apitime.Layout: RFC 3339, UTC, milliseconds), so that a partner's parser
+// built on the examples reads what the server sends.
+func TestDateTimeExamplesAsServed(t *testing.T) {
+	dateTime := regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T`)
+	for name, raw := range map[string][]byte{"v2": openapi.V2(), "v1": openapi.V1()} {
+		var doc any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var walk func(value any, at string)
+		walk = func(value any, at string) {
+			switch v := value.(type) {
+			case map[string]any:
+				for key, inner := range v {
+					walk(inner, at+"/"+key)
+				}
+			case []any:
+				for i, inner := range v {
+					walk(inner, at+"/"+strconv.Itoa(i))
+				}
+			case string:
+				if !dateTime.MatchString(v) {
+					return
+				}
+				parsed, err := time.Parse(time.RFC3339Nano, v)
+				if err != nil || apitime.Of(parsed).String() != v {
+					t.Errorf("%s %s: %q, want a date-time such as %q", name, at, v, apitime.Of(parsed))
+				}
+			}
+		}
+		walk(doc, "")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/codeport/codeport/apiserver/apierror"
 	"github.com/codeport/codeport/apiserver/principal"
+	"github.com/codeport/codeport/internal/apitime"
 	"github.com/codeport/codeport/internal/catalog"
 	"github.com/codeport/codeport/internal/listing"
 	"github.com/codeport/codeport/internal/orders"
@@ -48,7 +49,7 @@ func NewHandlers(
 
 // Ping answers the connectivity check.
 func (h *Handlers) Ping(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"status": "ok", "timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	return c.JSON(fiber.Map{"status": "ok", "timestamp": apitime.Of(time.Now())})
 }
 
 func (h *Handlers) snapshot(c *fiber.Ctx) (*catalog.Snapshot, error) {
