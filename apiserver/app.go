@@ -113,7 +113,7 @@ type Server struct {
 	requestIDs *requestIDs
 	// routePaths are the paths of the route table, each once: a request's route names outlive it
 	// without a copy.
-	routePaths map[string]string
+	routePaths map[string]routePath
 	methods    methodTable
 	// requestLog writes the line of every finished request; nil when requests are not logged.
 	requestLog *requestLog
@@ -175,9 +175,12 @@ func New(cfg Config, deps Deps) *Server {
 	current := v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second))
 	current.Log = s.log
 	s.routes(current, v1.NewHandlers(s.catalogs), v2.NewWebhooks(cfg.Environment, deps.DB, notifier))
-	s.routePaths = map[string]string{}
+	s.routePaths = map[string]routePath{}
 	for _, r := range s.app.GetRoutes() {
-		s.routePaths[r.Path] = r.Path
+		s.routePaths[r.Path] = routePath{name: r.Path, endpoint: s.routePaths[r.Path].endpoint}
+	}
+	for _, r := range s.app.GetRoutes(true) {
+		s.routePaths[r.Path] = routePath{name: r.Path, endpoint: true}
 	}
 	s.methods = newMethodTable(s.app.GetRoutes(true), s.app.Config().RequestMethods)
 	// Requests the router never sees get the same answer as any other.

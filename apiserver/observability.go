@@ -175,16 +175,28 @@ func (s *Server) observe(c *fiber.Ctx) error {
 	// Fiber's strings alias buffers reused by the next request: copy what outlives this one.
 	method := methodName(c.Method())
 	// Requests refused by the access pipeline never reach their route: they count under the
-	// group's prefix (/v2, /v1).
-	route, registered := s.routePaths[c.Route().Path]
+	// group's prefix (/v2, /v1), and their line names the path they were sent to.
+	matched, registered := s.routePaths[c.Route().Path]
+	route := matched.name
 	if !registered || route == "/" && c.Path() != "/" {
 		route = unmatchedRoute
+	}
+	var path []byte
+	if !registered || !matched.endpoint {
+		path = c.Request().URI().PathOriginal()
 	}
 	end := time.Now()
 	endSpan(route, status)
 	s.finished(id, &requestRecord{at: end, caller: principal.FromRequest(c), method: method, route: route,
-		status: status, elapsed: end.Sub(start), clientIP: s.clientIP(c)})
+		path: path, status: status, elapsed: end.Sub(start), clientIP: s.clientIP(c)})
 	return nil
+}
+
+// routePath is a path of the route table; endpoint when a handler of the API serves it, not only
+// middleware (a group's prefix, the app's /).
+type routePath struct {
+	name     string
+	endpoint bool
 }
 
 // setProtectiveHeaders marks every answer as not to be stored by any cache (answers carry
@@ -255,7 +267,8 @@ func (s *Server) refuseUnreadable(ctx *fasthttp.RequestCtx, err error) {
 // refuseBeforeRouting answers a request that never reaches the route table as every other
 // answer goes out: the contract's error body, an X-Request-Id, and the X-RateLimit-* headers.
 // Like requests refused before a key is established, it counts against its client IP's bucket,
-// which answers 429 once exhausted. It is counted and logged under route unmatchedRoute.
+// which answers 429 once exhausted. It is counted and logged under route unmatchedRoute, its
+// line naming the path.
 func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e *apierror.Error) {
 	start := time.Now()
 	var issued [issuedIDSize]byte
@@ -278,6 +291,6 @@ func (s *Server) refuseBeforeRouting(ctx *fasthttp.RequestCtx, method string, e 
 	ctx.SetContentType(fiber.MIMEApplicationJSON)
 	ctx.SetBody(body)
 	end := time.Now()
-	s.finished(id, &requestRecord{at: end, method: method, route: unmatchedRoute, status: e.Status,
-		elapsed: end.Sub(start), clientIP: ip})
+	s.finished(id, &requestRecord{at: end, method: method, route: unmatchedRoute, path: ctx.URI().PathOriginal(),
+		status: e.Status, elapsed: end.Sub(start), clientIP: ip})
 }

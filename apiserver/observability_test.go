@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -135,6 +136,77 @@ func TestMetricsAndLogs(t *testing.T) {
 		}
 	}
 	checkRequestLogs(t, text, tn.namespace+"/acme")
+}
+
+// TestRefusedRequestsLogTheirPath: a request refused before it reaches a route's handler (no
+// key, no route, a method the server does not know, an unreadable request) is logged with the
+// path it was sent to, which its route (/v2, unmatched) does not tell; never with its query, at
+// most 512 bytes of it, and as valid UTF-8. A request its route served is logged without it.
+func TestRefusedRequestsLogTheirPath(t *testing.T) {
+	logs := &testprocess.Buffer{}
+	s := newStack(t, stackOptions{logs: logs})
+	tn := s.onboard(t, "acme", nil)
+	key := tn.keys["sandbox"]
+	base := s.baseURL["sandbox"]
+	long := "/v2/" + strings.Repeat("a", 1000)
+	for _, r := range []struct{ id, method, url, key string }{
+		{"no-key", http.MethodGet, base + "/v2/orders/po-1?api_key=in-the-query", ""},
+		{"served", http.MethodGet, base + "/v2/ping?x=in-the-query", key},
+		{"no-route", http.MethodGet, base + "/v2/ordres?status=completed", key},
+		{"outside", http.MethodGet, base + "/nowhere", ""},
+		{"brew", "BREW", base + "/v2/ping?x=in-the-query", ""},
+		{"long", http.MethodGet, base + long, ""},
+	} {
+		rawRequest(t, r.method, r.url, r.key, r.id)
+	}
+	// Bytes that are not UTF-8, sent as they are.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /v2/caf\xc3\xa9-\xff HTTP/1.1\r\nHost: x\r\nX-Request-Id: bytes\r\nConnection: close\r\n\r\n")
+	_, _ = io.ReadAll(conn)
+	conn.Close()
+
+	want := map[string]struct {
+		route string
+		path  any
+	}{
+		"no-key":   {"/v2", "/v2/orders/po-1"},
+		"served":   {"/v2/ping", nil},
+		"no-route": {"/v2", "/v2/ordres"},
+		"outside":  {"unmatched", "/nowhere"},
+		"brew":     {"unmatched", "/v2/ping"},
+		"long":     {"/v2", long[:512]},
+		"bytes":    {"/v2", "/v2/caf\u00e9-\ufffd"},
+	}
+	var text string
+	poll.UntilTrue(t, 5e9, "the request lines", func() bool {
+		text = logs.String()
+		return strings.Contains(text, `"request_id":"bytes"`)
+	})
+	if strings.Contains(text, "in-the-query") {
+		t.Error("a request line holds a query string")
+	}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(l), &entry); err != nil {
+			t.Fatalf("log line is not JSON: %s", l)
+		}
+		id, _ := entry["request_id"].(string)
+		w, ok := want[id]
+		if !ok {
+			continue
+		}
+		delete(want, id)
+		if entry["route"] != w.route || entry["path"] != w.path {
+			t.Errorf("request %s logged with route %v and path %.60v, want %s and %.60v", id, entry["route"], entry["path"],
+				w.route, w.path)
+		}
+	}
+	for id := range want {
+		t.Errorf("no line for request %s", id)
+	}
 }
 
 // placeAndCollectCodes places an order of two units of product, waits for it to finish and

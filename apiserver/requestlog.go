@@ -6,17 +6,19 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/codeport/codeport/internal/auth"
 )
 
 // requestLog writes one JSON line per finished request, byte for byte as log/slog's JSON handler
 // would write the record (time, level, msg "request", environment, partner and account id when
-// a key was established, request_id, method, route, status, latency_ms, client_ip), so one log
-// pipeline reads these and the process's other lines alike. It encodes the line itself: through
-// slog, a record of this many attributes, its float latency and its id and client address as
-// strings allocate on every request, and the collections that garbage causes are the serving
-// tail at tens of thousands of requests a second. A line allocates nothing here.
+// a key was established, request_id, method, route, path when the request was refused before
+// reaching a route, status, latency_ms, client_ip), so one log pipeline reads these and the
+// process's other lines alike. It encodes the line itself: through slog, a record of this many
+// attributes, its float latency and its id and client address as strings allocate on every
+// request, and the collections that garbage causes are the serving tail at tens of thousands of
+// requests a second. A line allocates nothing here.
 type requestLog struct {
 	out io.Writer
 	// flush, when out has one, writes out what out buffers: after the line of a 5xx answer, which
@@ -50,10 +52,14 @@ func newRequestLog(out io.Writer, environment string) *requestLog {
 // on its own: it may live in the caller's stack frame, and a slice in this struct would be
 // moved to the heap with every other field the metrics' labels take.
 type requestRecord struct {
-	at       time.Time
-	caller   *auth.Principal // nil when no key was established
-	method   string
-	route    string
+	at     time.Time
+	caller *auth.Principal // nil when no key was established
+	method string
+	route  string
+	// path is the path the request was sent to, without its query, when it reached no route's
+	// handler (nil otherwise): the route (/v2, unmatched) does not tell what was asked for. It
+	// aliases the request and is read only while the line is written.
+	path     []byte
 	status   int
 	elapsed  time.Duration
 	clientIP netip.Addr
@@ -82,6 +88,11 @@ func (l *requestLog) write(id []byte, r *requestRecord) {
 	line = appendJSONField(line, "method", r.method)
 	line = append(line, ',')
 	line = appendJSONField(line, "route", r.route)
+	if r.path != nil {
+		var safe [maxLoggedPath]byte
+		line = append(line, `,"path":`...)
+		line = appendJSONString(line, loggedPath(&safe, r.path))
+	}
 	line = append(line, `,"status":`...)
 	line = strconv.AppendInt(line, int64(r.status), 10)
 	// Milliseconds to the microsecond, formatted as encoding/json formats a float64 in this
@@ -102,8 +113,10 @@ func (l *requestLog) write(id []byte, r *requestRecord) {
 // writeCompact writes the line of a request as a person following a local run reads it:
 //
 //	15:04:05.000 sandbox GET /v2/orders/:reference 202 3.1ms partners/acme
+//	15:04:05.000 sandbox GET /v2/ordres 401 0.1ms
 //
-// local time, the environment, the route, the status, the latency and the caller's partner.
+// local time, the environment, the route (the path, for a request refused before reaching a
+// route), the status, the latency and the caller's partner.
 func (l *requestLog) writeCompact(r *requestRecord) {
 	pooled := l.lines.Get().(*[]byte)
 	line := r.at.Local().AppendFormat((*pooled)[:0], "15:04:05.000")
@@ -112,7 +125,12 @@ func (l *requestLog) writeCompact(r *requestRecord) {
 	line = append(line, ' ')
 	line = append(line, r.method...)
 	line = append(line, ' ')
-	line = append(line, r.route...)
+	if r.path != nil {
+		var safe [maxLoggedPath]byte
+		line = appendJSONEscaped(line, loggedPath(&safe, r.path))
+	} else {
+		line = append(line, r.route...)
+	}
 	line = append(line, ' ')
 	line = strconv.AppendInt(line, int64(r.status), 10)
 	line = append(line, ' ')
@@ -139,6 +157,30 @@ func (l *requestLog) account(p *auth.Principal) string {
 	return stored.(string)
 }
 
+// maxLoggedPath is how much of a request's path its line holds, in bytes.
+const maxLoggedPath = 512
+
+// loggedPath is what a line says of path: its first maxLoggedPath bytes, cut at the start of a
+// character, copied into buf with anything shaped like a key masked (auth.MaskKeys). Invalid
+// UTF-8 is left to the encoding, which writes U+FFFD for it as slog does.
+func loggedPath(buf *[maxLoggedPath]byte, path []byte) []byte {
+	n := len(path)
+	if n > maxLoggedPath {
+		n = maxLoggedPath
+		// A character the limit would split is left out whole.
+		start := n
+		for start > n-utf8.UTFMax+1 && !utf8.RuneStart(path[start]) {
+			start--
+		}
+		if r, size := utf8.DecodeRune(path[start:]); r != utf8.RuneError && start+size > n {
+			n = start
+		}
+	}
+	out := buf[:copy(buf[:], path[:n])]
+	auth.MaskKeys(out)
+	return out
+}
+
 func appendJSONField(dst []byte, key, value string) []byte {
 	dst = appendJSONString(dst, key)
 	dst = append(dst, ':')
@@ -146,14 +188,33 @@ func appendJSONField(dst []byte, key, value string) []byte {
 }
 
 // appendJSONString appends s quoted as log/slog's JSON handler quotes it: ", \ and control
-// characters escaped, the rest (UTF-8 included) as is. The values logged here (route templates,
-// validated request ids, Kubernetes names, UUIDs) need no escaping; the escapes keep a line
-// whole should one ever hold such a character.
+// characters escaped, invalid UTF-8 written as U+FFFD, U+2028 and U+2029 escaped, the rest (UTF-8
+// included) as is. Most values logged here (route templates, validated request ids, Kubernetes
+// names, UUIDs) need no escaping; a refused request's path is the client's text.
 func appendJSONString[T string | []byte](dst []byte, s T) []byte {
+	return append(appendJSONEscaped(append(dst, '"'), s), '"')
+}
+
+// appendJSONEscaped appends s escaped as appendJSONString does, without the quotes.
+func appendJSONEscaped[T string | []byte](dst []byte, s T) []byte {
 	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := range len(s) {
+	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= utf8.RuneSelf {
+			var char [utf8.UTFMax]byte
+			r, size := utf8.DecodeRune(char[:copy(char[:], s[i:])])
+			switch {
+			case r == utf8.RuneError && size == 1:
+				dst = append(dst, `\ufffd`...)
+			case r == '\u2028' || r == '\u2029':
+				dst = append(dst, `\u202`...)
+				dst = append(dst, hex[r&0xf])
+			default:
+				dst = append(dst, s[i:i+size]...)
+			}
+			i += size - 1
+			continue
+		}
 		switch {
 		case c == '"' || c == '\\':
 			dst = append(dst, '\\', c)
@@ -169,5 +230,5 @@ func appendJSONString[T string | []byte](dst []byte, s T) []byte {
 			dst = append(dst, c)
 		}
 	}
-	return append(dst, '"')
+	return dst
 }

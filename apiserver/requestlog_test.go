@@ -26,7 +26,11 @@ func slogLine(t *testing.T, environment string, id []byte, r *requestRecord) str
 	}
 	record := slog.NewRecord(r.at, level, "request", 0)
 	record.AddAttrs(slog.String("request_id", string(id)), slog.String("method", r.method),
-		slog.String("route", r.route), slog.Int("status", r.status),
+		slog.String("route", r.route))
+	if r.path != nil {
+		record.AddAttrs(slog.String("path", string(r.path)))
+	}
+	record.AddAttrs(slog.Int("status", r.status),
 		slog.Float64("latency_ms", float64(r.elapsed.Microseconds())/1000),
 		slog.String("client_ip", r.clientIP.String()))
 	if err := log.Handler().Handle(context.Background(), record); err != nil {
@@ -56,6 +60,12 @@ func TestRequestLineIsSlogsLine(t *testing.T) {
 			clientIP: netip.MustParseAddr("2001:db8::1")}},
 		"whole milliseconds": {"x", &requestRecord{at: at.Add(time.Millisecond), method: "HEAD", route: "/v1",
 			status: 401, elapsed: 2 * time.Millisecond, clientIP: netip.MustParseAddr("192.0.2.1")}},
+		"refused before routing, with its path": {"p", &requestRecord{at: at, method: "GET", route: "/v2",
+			path: []byte("/v2/ordres"), status: 401, elapsed: time.Microsecond,
+			clientIP: netip.MustParseAddr("10.0.0.1")}},
+		"a path of invalid UTF-8 and separators": {"u", &requestRecord{at: at, method: "GET", route: "unmatched",
+			path: []byte("/caf\xc3\xa9/\xff\xfe/\xe2\x80\xa8\xe2\x80\xa9/\xe2\x82/\"\\/\x01\x7f/\u00e9"), status: 404,
+			elapsed: time.Microsecond, clientIP: netip.MustParseAddr("10.0.0.1")}},
 		"characters JSON escapes": {"q", &requestRecord{at: at.In(time.FixedZone("CET", 3600)),
 			caller: &auth.Principal{Account: &auth.Account{Partner: "a\"b\\c\n\x01"}, AccountID: "id\t"},
 			method: "GET", route: "/v2/ping", status: 200, elapsed: time.Microsecond,
@@ -67,6 +77,37 @@ func TestRequestLineIsSlogsLine(t *testing.T) {
 		if want := slogLine(t, "production", []byte(c.id), c.r); out.String() != want {
 			t.Errorf("%s:\n got  %s want %s", name, out.String(), want)
 		}
+	}
+}
+
+// TestLoggedPath: a refused request's path is logged up to 512 bytes, never splitting a
+// character, and without what would tell a key sent in it by mistake.
+func TestLoggedPath(t *testing.T) {
+	key := "cp_live_AbCd" + strings.Repeat("x", 34)
+	long := "/" + strings.Repeat("a", 600)
+	split := "/" + strings.Repeat("a", 509) + "\u20ac" // the euro sign's 3 bytes straddle byte 512
+	for _, c := range []struct{ path, want string }{
+		{"/v2/ping", "/v2/ping"},
+		{long, long[:512]},
+		{split, split[:510]},
+		{"/" + strings.Repeat("\xff", 600), "/" + strings.Repeat("\xff", 511)},
+		{"/v2/" + key + "/ping", "/v2/cp_live_AbCd" + strings.Repeat("*", 34) + "/ping"},
+		{"/cp_test_Ab", "/cp_test_Ab"},
+		{"/cp_test_", "/cp_test_"},
+	} {
+		var buf [maxLoggedPath]byte
+		if got := string(loggedPath(&buf, []byte(c.path))); got != c.want {
+			t.Errorf("%.40q… logged as %.40q… (%d bytes), want %.40q… (%d bytes)",
+				c.path, got, len(got), c.want, len(c.want))
+		}
+	}
+	var out bytes.Buffer
+	log := newRequestLog(&out, "sandbox")
+	log.compact = true
+	log.write([]byte("c"), &requestRecord{at: time.Now(), method: "GET", route: "/v2", path: []byte("/v2/\xffx\n"),
+		status: 401, clientIP: netip.MustParseAddr("127.0.0.1")})
+	if _, rest, _ := strings.Cut(out.String(), " sandbox "); !strings.HasPrefix(rest, `GET /v2/\ufffdx\n 401 `) {
+		t.Errorf("compact line %q", out.String())
 	}
 }
 
@@ -114,6 +155,10 @@ func TestRequestLineDoesNotAllocate(t *testing.T) {
 	write()
 	if allocs := testing.AllocsPerRun(100, write); allocs > 0 {
 		t.Fatalf("%v allocations per request line", allocs)
+	}
+	r.caller, r.route, r.path = nil, "/v2", []byte("/v2/orders/\xff"+strings.Repeat("a", 600))
+	if allocs := testing.AllocsPerRun(100, write); allocs > 0 {
+		t.Fatalf("%v allocations per line of a request refused before routing", allocs)
 	}
 }
 

@@ -114,6 +114,26 @@ func Digest(plaintext string) [32]byte {
 	return sha256.Sum256(append(buf[:0], plaintext...))
 }
 
+// MaskKeys overwrites in place, with '*', every character of b that would tell a key: of each
+// key prefix followed by base62 characters, all but the prefix and the first 4 characters that
+// DisplayPrefix shows. For text such as a request's path, which a client may have put a key into
+// by mistake, before it is logged.
+func MaskKeys(b []byte) {
+	shown := len(prefixSandbox) + 4
+	for i := 0; i+len(prefixSandbox) <= len(b); i++ {
+		if s := string(b[i : i+len(prefixSandbox)]); s != prefixSandbox && s != prefixProduction {
+			continue
+		}
+		j := i + len(prefixSandbox)
+		for ; j < len(b) && isBase62(b[j]); j++ {
+			if j >= i+shown {
+				b[j] = '*'
+			}
+		}
+		i = j - 1
+	}
+}
+
 // DisplayPrefix is the part of a key safe to show in status and logs (prefix + 4 characters).
 func DisplayPrefix(plaintext string) string {
 	n := len(prefixSandbox) + 4
