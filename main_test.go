@@ -37,7 +37,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	acme := creds.Partners["partners/acme"]
 	sandbox, production := acme["sandbox"], acme["production"]
 	if sandbox == nil || production == nil || !strings.HasPrefix(sandbox.APIKey, "cp_test_") ||
-		!strings.HasPrefix(production.APIKey, "cp_live_") || production.V1Token == "" || sandbox.V1Token != "" ||
+		!strings.HasPrefix(production.APIKey, "cp_live_") || production.V1Token == "" || sandbox.V1Token == "" ||
 		!strings.HasSuffix(sandbox.BaseURL, "/v2") || !strings.HasSuffix(production.V1BaseURL, "/v1") {
 		t.Fatalf("credentials: %+v %+v", sandbox, production)
 	}
@@ -46,6 +46,19 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	}
 	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(17) {
 		t.Fatalf("sandbox catalog: 10 sample products, 2 from a shard and 5 test products expected, got %v", list["count"])
+	}
+	// Each environment's legacy interface takes its own bearer token.
+	for name, ep := range acme {
+		req, _ := http.NewRequest(http.MethodGet, ep.V1BaseURL+"/catalog/products?take=1", nil)
+		req.Header.Set("Authorization", "Bearer "+ep.V1Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s /v1 with its v1Token: %d", name, resp.StatusCode)
+		}
 	}
 	body := `{"externalOrderCode":"dev-1","currency":"EUR",` +
 		`"orderProducts":[{"productCode":"99000000000001","quantity":1}]}`
