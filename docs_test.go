@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -131,7 +132,8 @@ func cell(s string) string {
 }
 
 // TestReadmeTourRuns runs the README's tour, as written, against `codeport dev` on the samples:
-// every command must succeed (curl failing on an HTTP error, jq on a body it cannot read). Only
+// every command must succeed (curl failing on an HTTP error, jq on a body it cannot read), and
+// the order it places is shown completed, with its codes. Only
 // the addresses are the test's: the credentials file of its state directory and the sandbox
 // listener dev bound.
 func TestReadmeTourRuns(t *testing.T) {
@@ -154,15 +156,55 @@ func TestReadmeTourRuns(t *testing.T) {
 	).Replace(tour)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// Fulfilment is held back for a few seconds, as on a busy machine: a tour that read its order
+	// once, right after placing it, would show it processing, without codes.
+	holdFulfilment(ctx, t, db.URL, 3*time.Second)
 	out, err := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the README's tour failed: %v\n%s\n--- script:\n%s", err, out, script)
 	}
-	for _, want := range []string{`"status":"ok"`, "Success (Fixed)", `"externalOrderCode":"tour-1"`, "order_debit"} {
+	for _, want := range []string{`"status":"ok"`, "Success (Fixed)", `"externalOrderCode":"tour-1"`, "order_debit",
+		`"currency": "EUR"`} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("the tour's output lacks %s:\n%s", want, out)
 		}
 	}
+	// The tour waits for its order: the read after the wait shows it completed, with its two codes.
+	_, read, completed := bytes.Cut(out, []byte(`"completed"`+"\n["))
+	codes, _, _ := bytes.Cut(read, []byte("\n]"))
+	if n := bytes.Count(codes, []byte(`"code": "SANDBOX-`)); !completed || n != 2 {
+		t.Errorf("the tour does not show its order completed with 2 codes (completed %v, %d codes):\n%s",
+			completed, n, out)
+	}
+}
+
+// holdFulfilment keeps the fulfilment of the database at url from delivering codes for d: a
+// transaction holds delivered_codes in EXCLUSIVE mode, which lets reads through but holds the
+// fulfiller's inserts until it ends.
+func holdFulfilment(ctx context.Context, t *testing.T, url string, d time.Duration) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err == nil {
+		_, err = tx.Exec(ctx, "LOCK TABLE delivered_codes IN EXCLUSIVE MODE")
+	}
+	if err != nil {
+		_ = conn.Close(ctx)
+		t.Fatal(err)
+	}
+	release := func() {
+		_ = tx.Rollback(context.Background())
+		_ = conn.Close(context.Background())
+	}
+	timer := time.AfterFunc(d, release)
+	t.Cleanup(func() {
+		if timer.Stop() {
+			release()
+		}
+	})
 }
 
 // readmeTour is the first shell block of the README's Tour section.
