@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
@@ -71,6 +72,11 @@ func TestUnroutedRequests(t *testing.T) {
 		message, allow          string
 	}{
 		{"unknown path", "GET", "/v2/nothing-here", key, 404, "Cannot GET /v2/nothing-here", ""},
+		{"the server's root", "GET", "/", "", 404,
+			"Cannot GET /: the partner API is under /v2 (legacy /v1), its reference at /docs", ""},
+		{"the server's root, posted to", "POST", "/", "", 404,
+			"Cannot POST /: the partner API is under /v2 (legacy /v1), its reference at /docs", ""},
+		{"unknown path outside the API", "GET", "/nothing-here", "", 404, "Cannot GET /nothing-here", ""},
 		{"unknown path of v1", "GET", "/v1/nothing-here", bearer, 404, "Cannot GET /v1/nothing-here", ""},
 		{"unknown path below a route", "GET", "/v2/orders/x/y", key, 404, "Cannot GET /v2/orders/x/y", ""},
 		{"method the route does not take", "DELETE", "/v2/ping", key, 405, "Method not allowed", "GET, HEAD"},
@@ -98,8 +104,9 @@ func TestUnroutedRequests(t *testing.T) {
 			if r.header.Get("X-Request-Id") == "" {
 				t.Fatalf("answer without X-Request-Id: %v", r.header)
 			}
-			// The health probes stand outside the rate-limited API.
-			limited := tc.path != "/healthz"
+			// The health probes and the other paths outside /v2 and /v1 stand outside the
+			// rate-limited API.
+			limited := strings.HasPrefix(strings.ToLower(tc.path), "/v")
 			if limited && (r.header.Get("X-RateLimit-Limit") == "" || r.header.Get("X-RateLimit-Reset") == "") {
 				t.Fatalf("API answer without rate-limit headers: %v", r.header)
 			}

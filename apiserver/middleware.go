@@ -209,6 +209,8 @@ func (s *Server) errorHandler(c *fiber.Ctx, err error) error {
 		switch {
 		case errors.As(err, &fe) && fe.Code == fiber.StatusRequestEntityTooLarge:
 			apiErr = apierror.BodyTooLarge(s.cfg.BodyLimit)
+		case errors.As(err, &fe) && fe.Code == fiber.StatusNotFound && c.Path() == "/":
+			apiErr = apierror.RootNotFound(c.Method())
 		case errors.As(err, &fe) && fe.Code == fiber.StatusNotFound:
 			apiErr = apierror.RouteNotFound(c.Method(), c.Path())
 		case errors.As(err, &fe) && fe.Code == fiber.StatusMethodNotAllowed:

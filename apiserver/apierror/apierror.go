@@ -69,6 +69,13 @@ func RouteNotFound(method, path string) *Error {
 	return New(http.StatusNotFound, fmt.Sprintf("Cannot %s %s", method, path))
 }
 
+// RootNotFound answers the server's root, where someone who was given only the server's address
+// looks first: it names where the API and its reference are.
+func RootNotFound(method string) *Error {
+	return New(http.StatusNotFound,
+		fmt.Sprintf("Cannot %s /: the partner API is under /v2 (legacy /v1), its reference at /docs", method))
+}
+
 // 400: order validation, in the contract's words.
 func EmptyOrderProducts() *Error {
 	return New(http.StatusBadRequest, "orderProducts must not be empty")

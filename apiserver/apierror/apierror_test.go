@@ -35,6 +35,8 @@ func TestBodiesInTheContractsShape(t *testing.T) {
 		{apierror.OrderNotFound("ext-1"), `{"statusCode":404,"error":"Not Found","message":"Order ext-1 not found"}`},
 		{apierror.RouteNotFound("GET", "/v2/nowhere"),
 			`{"statusCode":404,"error":"Not Found","message":"Cannot GET /v2/nowhere"}`},
+		{apierror.RootNotFound("GET"), `{"statusCode":404,"error":"Not Found",` +
+			`"message":"Cannot GET /: the partner API is under /v2 (legacy /v1), its reference at /docs"}`},
 		{apierror.EmptyOrderProducts(), `{"statusCode":400,"error":"Bad Request",` +
 			`"message":"orderProducts must not be empty"}`},
 		{apierror.InvalidLine(), `{"statusCode":400,"error":"Bad Request",` +

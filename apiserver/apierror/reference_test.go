@@ -144,6 +144,7 @@ func sent() map[string][]*Error {
 		"ProductNotFound":                        {ProductNotFound(p)},
 		"OrderNotFound":                          {OrderNotFound("ext-1")},
 		"RouteNotFound":                          {RouteNotFound("GET", "/v2/nowhere")},
+		"RootNotFound":                           {RootNotFound("GET")},
 		"EmptyOrderProducts":                     {EmptyOrderProducts()},
 		"InvalidLine":                            {InvalidLine()},
 		"CurrencyMismatch":                       {CurrencyMismatch(p, "EUR", "USD")},
