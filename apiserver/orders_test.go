@@ -85,6 +85,11 @@ func TestOrderValidationMessages(t *testing.T) {
 			"orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}},
 			400, "currency is required"},
 		{"not JSON", "{not json", 400, "Request body must be a JSON object"},
+		// The contract's message, word for word, though it does not say where the body breaks.
+		{"JSON cut short", `{"externalOrderCode":"v20","currency":"EUR","orderProducts":[{"productCode`, 400,
+			"Request body must be a JSON object"},
+		{"JSON with a trailing comma", `{"externalOrderCode":"v21","currency":"EUR",}`, 400,
+			"Request body must be a JSON object"},
 		{"JSON array", "[]", 400, "Request body must be a JSON object"},
 	}
 	for _, tc := range cases {
