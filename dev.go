@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -170,6 +171,8 @@ func runDev(ctx context.Context, out io.Writer, opts devOptions) error {
 			fmt.Fprintln(out, "codeport dev: warning:", w)
 		}
 		printDevBanner(out, baseURLs, creds, m, filepath.Join(stateDir, "credentials.json"))
+		printDevDatabase(out, devDatabase{url: databaseURL, embedded: opts.databaseURL == "",
+			codesKeyFile: devCodesKeyFile(stateDir)})
 	})
 	if provisionErr != nil {
 		return provisionErr
@@ -220,6 +223,14 @@ func dialable(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
+// devCodesKeyFile is the file of the codes key dev uses, or "" when it uses CODEPORT_CODES_KEY.
+func devCodesKeyFile(stateDir string) string {
+	if os.Getenv("CODEPORT_CODES_KEY") != "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "codes.key")
+}
+
 // devCipher uses CODEPORT_CODES_KEY (a key or a keyring, with CODEPORT_CODES_CURRENT_KEY_ID)
 // when set, else a key kept in the state directory.
 func devCipher(stateDir string) (*codes.Cipher, error) {
@@ -267,4 +278,46 @@ func printDevBanner(
 	if len(m.Skipped) > 0 {
 		fmt.Fprintln(out, "codeport dev: ignored:", strings.Join(m.Skipped, "; "))
 	}
+}
+
+// devDatabase is the database dev runs on, and the codes key its codes are encrypted with.
+type devDatabase struct {
+	url      string
+	embedded bool
+	// codesKeyFile holds the codes key; "" when dev has it from CODEPORT_CODES_KEY.
+	codesKeyFile string
+}
+
+// printDevDatabase says which database dev runs on and how to run codeport's other commands
+// against it, ready to paste: the embedded database's URL (its password is dev's own, and its
+// port new each start) is found nowhere else. A URL dev was given is shown without its password.
+func printDevDatabase(out io.Writer, db devDatabase) {
+	var exports []string
+	if db.embedded {
+		fmt.Fprintf(out, "codeport dev: database %s (embedded PostgreSQL, on a new port each start)\n", db.url)
+		exports = append(exports, "CODEPORT_DATABASE_URL="+shellQuote(db.url))
+	} else {
+		shown := "given by --database-url"
+		if u, err := url.Parse(db.url); err == nil && u.Scheme != "" {
+			shown = u.Redacted() + " (--database-url)"
+		}
+		fmt.Fprintf(out, "codeport dev: database %s; set CODEPORT_DATABASE_URL to it\n", shown)
+	}
+	if db.codesKeyFile != "" {
+		exports = append(exports, `CODEPORT_CODES_KEY="$(cat `+shellQuote(db.codesKeyFile)+`)"`)
+	}
+	fmt.Fprintln(out, "codeport dev: other commands reach it while dev runs, e.g. in another terminal:")
+	if len(exports) > 0 {
+		fmt.Fprintf(out, "  export %s\n", strings.Join(exports, " "))
+	}
+	self := shellQuote(os.Args[0])
+	fmt.Fprintf(out, "  %s migrate status\n  %s codes import --product PRODUCT_CODE FILE\n", self, self)
+}
+
+// shellQuote quotes s for a POSIX shell, leaving alone what needs no quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:@,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -75,6 +75,50 @@ func TestDevRefusesASecondDevOnItsStateDir(t *testing.T) {
 	first.stop(t)
 }
 
+// TestDevPrintsHowToReachItsDatabase: dev on its embedded PostgreSQL prints the database's URL
+// and the commands that reach it, and those commands, pasted into a shell as printed (a file and
+// a product filled in), run against the database dev serves from.
+func TestDevPrintsHowToReachItsDatabase(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dev := startDevProcess(t, state)
+	defer dev.stop(t)
+	_, printed, ok := strings.Cut(dev.Log(), "codeport dev: database postgres://codeport:codeport@127.0.0.1:")
+	if !ok || !strings.Contains(printed, "(embedded PostgreSQL") {
+		t.Fatalf("dev does not print its database's URL:\n%s", dev.Log())
+	}
+	_, printed, _ = strings.Cut(printed, "other commands reach it while dev runs, e.g. in another terminal:\n")
+	var commands []string
+	for _, line := range strings.Split(printed, "\n") {
+		command, indented := strings.CutPrefix(line, "  ")
+		if !indented {
+			break
+		}
+		commands = append(commands, command)
+	}
+	if len(commands) != 3 || !strings.HasPrefix(commands[0], "export CODEPORT_DATABASE_URL=") {
+		t.Fatalf("dev printed the commands %q:\n%s", commands, dev.Log())
+	}
+	codesFile := filepath.Join(t.TempDir(), "codes.txt")
+	if err := os.WriteFile(codesFile, []byte("PRINTED-1\nPRINTED-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.NewReplacer("PRODUCT_CODE", "10000000000001", "FILE", codesFile).
+		Replace(strings.Join(commands, "\n"))
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	// The printed binary is this test binary, which runs codeport's main with this variable set.
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "CODEPORT_DATABASE_URL=", "CODEPORT_CODES_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed commands failed: %v\n%s\n--- script:\n%s", err, out, script)
+	}
+	for _, want := range []string{"running binaries (schema version", "imported 2 codes for 10000000000001"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the printed commands' output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // TestDevStopsPostgresLeftRunning: a PostgreSQL left running by a dev that died with its guard
 // (or by a dev from before guards) does not keep the next dev from starting: it is stopped.
 func TestDevStopsPostgresLeftRunning(t *testing.T) {

@@ -44,6 +44,19 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	if !strings.Contains(banner, sandbox.APIKey) || !strings.Contains(banner, sandbox.BaseURL+"/catalog/products") {
 		t.Fatalf("banner lacks a working curl line:\n%s", banner)
 	}
+	// A database dev was given is named without its password (TestDevPrintsHowToReachItsDatabase
+	// runs the commands printed for the embedded one).
+	given, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(banner, "codeport dev: database "+given.Redacted()+" (--database-url)") ||
+		!strings.Contains(banner, " migrate status\n") {
+		t.Fatalf("banner does not name the database given and how to reach it:\n%s", banner)
+	}
+	if password, set := given.User.Password(); set && strings.Contains(banner, password) {
+		t.Fatalf("banner shows the password of the database given:\n%s", banner)
+	}
 	if list := getJSON(t, sandbox.BaseURL+"/catalog/products?take=100", sandbox.APIKey); list["count"] != float64(17) {
 		t.Fatalf("sandbox catalog: 10 sample products, 2 from a shard and 5 test products expected, got %v", list["count"])
 	}
