@@ -606,7 +606,7 @@ type Order struct {
 
 	// EstimatedReadyAt When the codes should be ready: poll from then on. Present on placement and while processing.
 	//
-	// Examples: 2026-11-25T10:00:05Z
+	// Examples: 2026-11-25T10:00:05.000Z
 	EstimatedReadyAt *time.Time `json:"estimatedReadyAt,omitempty"`
 
 	// ExternalOrderCode Your unique reference for the order; the idempotency key.
@@ -714,7 +714,7 @@ type OrderLine struct {
 type OrderSummary struct {
 	// CreatedAt When it was created (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:00Z
+	// Examples: 2026-11-25T10:00:00.000Z
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Currency Currency (ISO 4217).
@@ -729,7 +729,7 @@ type OrderSummary struct {
 
 	// EstimatedReadyAt While processing.
 	//
-	// Examples: 2026-11-25T10:00:05Z
+	// Examples: 2026-11-25T10:00:05.000Z
 	EstimatedReadyAt *time.Time `json:"estimatedReadyAt,omitempty"`
 
 	// ExternalOrderCode Your reference for the order.
@@ -739,7 +739,7 @@ type OrderSummary struct {
 
 	// FinishedAt Once finished.
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 
 	// Metadata The order's metadata, when placed with some.
@@ -1305,7 +1305,7 @@ type StatementEntry struct {
 
 	// CreatedAt When it was created (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:00Z
+	// Examples: 2026-11-25T10:00:00.000Z
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Currency Currency of the entry (ISO 4217).
@@ -1402,7 +1402,7 @@ type WebhookCatalogData struct {
 type WebhookEvent struct {
 	// CreatedAt When it was created (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:00Z
+	// Examples: 2026-11-25T10:00:00.000Z
 	CreatedAt time.Time `json:"createdAt"`
 
 	// Delivery Where delivery of the event stands.
@@ -1414,7 +1414,7 @@ type WebhookEvent struct {
 
 		// LastAttemptAt When the latest delivery was attempted; null before the first.
 		//
-		// Examples: 2026-11-25T10:00:05Z
+		// Examples: 2026-11-25T10:00:05.000Z
 		LastAttemptAt *time.Time `json:"lastAttemptAt"`
 
 		// State pending: a delivery is queued or being retried. delivered: the endpoint answered 2xx to the latest delivery. failed: the retry schedule (about 24 hours) ran out, or the endpoint was removed.
@@ -1430,7 +1430,7 @@ type WebhookEvent struct {
 
 	// Payload The JSON body every delivery of the event carries (re-encoded compactly: verify signatures on the delivered bytes, not on this).
 	//
-	// Examples: {"createdAt":"2026-11-25T10:00:04Z","data":{"externalOrderCode":"po-1001","orderId":"3f1b6a52-8c2e-4b7d-9a41-2f0c6d9e7b10","status":"completed"},"environment":"sandbox","id":"evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ","type":"order.completed"}
+	// Examples: {"createdAt":"2026-11-25T10:00:04.000Z","data":{"externalOrderCode":"po-1001","orderId":"3f1b6a52-8c2e-4b7d-9a41-2f0c6d9e7b10","status":"completed"},"environment":"sandbox","id":"evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ","type":"order.completed"}
 	Payload map[string]interface{} `json:"payload"`
 
 	// Type The event type.
@@ -1453,7 +1453,7 @@ type WebhookEventType string
 type WebhookEventBalanceLow struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time          `json:"createdAt"`
 	Data      WebhookBalanceData `json:"data"`
 
@@ -1487,7 +1487,7 @@ type WebhookEventBalanceLowType string
 type WebhookEventCatalogUpdated struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time          `json:"createdAt"`
 	Data      WebhookCatalogData `json:"data"`
 
@@ -1521,7 +1521,7 @@ type WebhookEventCatalogUpdatedType string
 type WebhookEventOrderCompleted struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time        `json:"createdAt"`
 	Data      WebhookOrderData `json:"data"`
 
@@ -1555,7 +1555,7 @@ type WebhookEventOrderCompletedType string
 type WebhookEventOrderFailed struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time        `json:"createdAt"`
 	Data      WebhookOrderData `json:"data"`
 
@@ -1589,7 +1589,7 @@ type WebhookEventOrderFailedType string
 type WebhookEventOrderPartiallyCompleted struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time        `json:"createdAt"`
 	Data      WebhookOrderData `json:"data"`
 
@@ -1623,7 +1623,7 @@ type WebhookEventOrderPartiallyCompletedType string
 type WebhookEventProductRemoved struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time          `json:"createdAt"`
 	Data      WebhookProductData `json:"data"`
 
@@ -1657,7 +1657,7 @@ type WebhookEventProductRemovedType string
 type WebhookEventProductUpdated struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time          `json:"createdAt"`
 	Data      WebhookProductData `json:"data"`
 
@@ -1691,7 +1691,7 @@ type WebhookEventProductUpdatedType string
 type WebhookEventStockLow struct {
 	// CreatedAt When the event happened (RFC 3339, UTC).
 	//
-	// Examples: 2026-11-25T10:00:04Z
+	// Examples: 2026-11-25T10:00:04.000Z
 	CreatedAt time.Time        `json:"createdAt"`
 	Data      WebhookStockData `json:"data"`
 
@@ -4562,9 +4562,9 @@ type PingResponse struct {
 		// Examples: ok
 		Status Ping200JSONResponseBodyStatus `json:"status"`
 
-		// Timestamp Server time (RFC 3339, UTC).
+		// Timestamp Server time (RFC 3339, UTC, milliseconds).
 		//
-		// Examples: 2026-11-25T10:00:00Z
+		// Examples: 2026-11-25T10:00:00.000Z
 		Timestamp time.Time `json:"timestamp"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
@@ -4606,9 +4606,9 @@ func (r PingResponse) GetJSON200() *struct {
 	// Examples: ok
 	Status Ping200JSONResponseBodyStatus `json:"status"`
 
-	// Timestamp Server time (RFC 3339, UTC).
+	// Timestamp Server time (RFC 3339, UTC, milliseconds).
 	//
-	// Examples: 2026-11-25T10:00:00Z
+	// Examples: 2026-11-25T10:00:00.000Z
 	Timestamp time.Time `json:"timestamp"`
 } {
 	return r.JSON200
@@ -5620,7 +5620,7 @@ type ReplayWebhookEventsResponse struct {
 
 		// NextSince Present when maxEvents were queued: call again with since set to it for the rest.
 		//
-		// Examples: 2026-11-25T10:00:00Z
+		// Examples: 2026-11-25T10:00:00.000Z
 		NextSince *time.Time `json:"nextSince,omitempty"`
 
 		// Queued Events queued by this call.
@@ -5677,7 +5677,7 @@ func (r ReplayWebhookEventsResponse) GetJSON202() *struct {
 
 	// NextSince Present when maxEvents were queued: call again with since set to it for the rest.
 	//
-	// Examples: 2026-11-25T10:00:00Z
+	// Examples: 2026-11-25T10:00:00.000Z
 	NextSince *time.Time `json:"nextSince,omitempty"`
 
 	// Queued Events queued by this call.
@@ -8023,9 +8023,9 @@ func ParsePingResponse(rsp *http.Response) (*PingResponse, error) {
 			// Examples: ok
 			Status Ping200JSONResponseBodyStatus `json:"status"`
 
-			// Timestamp Server time (RFC 3339, UTC).
+			// Timestamp Server time (RFC 3339, UTC, milliseconds).
 			//
-			// Examples: 2026-11-25T10:00:00Z
+			// Examples: 2026-11-25T10:00:00.000Z
 			Timestamp time.Time `json:"timestamp"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9792,7 +9792,7 @@ func ParseReplayWebhookEventsResponse(rsp *http.Response) (*ReplayWebhookEventsR
 
 			// NextSince Present when maxEvents were queued: call again with since set to it for the rest.
 			//
-			// Examples: 2026-11-25T10:00:00Z
+			// Examples: 2026-11-25T10:00:00.000Z
 			NextSince *time.Time `json:"nextSince,omitempty"`
 
 			// Queued Events queued by this call.

@@ -927,7 +927,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the codes should be ready: poll from then on. Present on placement and while processing.
-             * @example 2026-11-25T10:00:05Z
+             * @example 2026-11-25T10:00:05.000Z
              */
             estimatedReadyAt?: string;
             /**
@@ -1067,7 +1067,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When it was created (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:00Z
+             * @example 2026-11-25T10:00:00.000Z
              */
             createdAt: string;
         };
@@ -1123,19 +1123,19 @@ export interface components {
             /**
              * Format: date-time
              * @description When it was created (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:00Z
+             * @example 2026-11-25T10:00:00.000Z
              */
             createdAt: string;
             /**
              * Format: date-time
              * @description While processing.
-             * @example 2026-11-25T10:00:05Z
+             * @example 2026-11-25T10:00:05.000Z
              */
             estimatedReadyAt?: string;
             /**
              * Format: date-time
              * @description Once finished.
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             finishedAt?: string;
             /** @description The ordered lines, without codes (read the order for them). */
@@ -1186,7 +1186,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When it was created (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:00Z
+             * @example 2026-11-25T10:00:00.000Z
              */
             createdAt: string;
             /**
@@ -1195,7 +1195,7 @@ export interface components {
              *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
              *       "type": "order.completed",
              *       "environment": "sandbox",
-             *       "createdAt": "2026-11-25T10:00:04Z",
+             *       "createdAt": "2026-11-25T10:00:04.000Z",
              *       "data": {
              *         "orderId": "3f1b6a52-8c2e-4b7d-9a41-2f0c6d9e7b10",
              *         "externalOrderCode": "po-1001",
@@ -1220,7 +1220,7 @@ export interface components {
                 /**
                  * Format: date-time
                  * @description When the latest delivery was attempted; null before the first.
-                 * @example 2026-11-25T10:00:05Z
+                 * @example 2026-11-25T10:00:05.000Z
                  */
                 lastAttemptAt: string | null;
             };
@@ -1339,7 +1339,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookOrderData"];
@@ -1366,7 +1366,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookOrderData"];
@@ -1393,7 +1393,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookOrderData"];
@@ -1420,7 +1420,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookBalanceData"];
@@ -1447,7 +1447,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookProductData"];
@@ -1474,7 +1474,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookProductData"];
@@ -1501,7 +1501,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookCatalogData"];
@@ -1528,7 +1528,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the event happened (RFC 3339, UTC).
-             * @example 2026-11-25T10:00:04Z
+             * @example 2026-11-25T10:00:04.000Z
              */
             createdAt: string;
             data: components["schemas"]["WebhookStockData"];
@@ -1586,7 +1586,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "status": "ok",
-                     *       "timestamp": "2026-11-22T10:00:00Z"
+                     *       "timestamp": "2026-11-22T10:00:00.000Z"
                      *     }
                      */
                     "application/json": {
@@ -1598,8 +1598,8 @@ export interface operations {
                         status: "ok";
                         /**
                          * Format: date-time
-                         * @description Server time (RFC 3339, UTC).
-                         * @example 2026-11-25T10:00:00Z
+                         * @description Server time (RFC 3339, UTC, milliseconds).
+                         * @example 2026-11-25T10:00:00.000Z
                          */
                         timestamp: string;
                     };
@@ -2507,7 +2507,7 @@ export interface operations {
                      *       "orderId": "3f1b6a52-8c2e-4b7d-9a41-2f0c6d9e7b10",
                      *       "externalOrderCode": "po-1001",
                      *       "status": "processing",
-                     *       "estimatedReadyAt": "2026-11-25T10:00:05Z",
+                     *       "estimatedReadyAt": "2026-11-25T10:00:05.000Z",
                      *       "message": "Order is still processing",
                      *       "wallet": {
                      *         "balances": {
@@ -3849,7 +3849,7 @@ export interface operations {
                         /**
                          * Format: date-time
                          * @description Present when maxEvents were queued: call again with since set to it for the rest.
-                         * @example 2026-11-25T10:00:00Z
+                         * @example 2026-11-25T10:00:00.000Z
                          */
                         nextSince?: string;
                     };
@@ -4059,7 +4059,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "order.completed",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "orderId": "3f1b6a52-8c2e-4b7d-9a41-2f0c6d9e7b10",
                  *         "externalOrderCode": "po-1001",
@@ -4101,7 +4101,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "order.failed",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "orderId": "c2b7e9a4-6d1f-4a8b-9c3e-0f1a2b3c4d5e",
                  *         "externalOrderCode": "po-1003",
@@ -4143,7 +4143,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "order.partially_completed",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "orderId": "8d0c4e21-1a7b-4f3c-b2e9-5c6d7e8f9a01",
                  *         "externalOrderCode": "po-1002",
@@ -4185,7 +4185,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "balance.low",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "currency": "EUR",
                  *         "balance": 85.5,
@@ -4227,7 +4227,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "product.updated",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "productCode": "10000000000001",
                  *         "previous": null,
@@ -4269,7 +4269,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "product.removed",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "productCode": "10000000000001",
                  *         "previous": null,
@@ -4311,7 +4311,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "catalog.updated",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "added": 1200,
                  *         "updated": 0,
@@ -4353,7 +4353,7 @@ export interface operations {
                  *       "id": "evt_01JDX8M3K4Q7R2S5T6V8W9X0YZ",
                  *       "type": "stock.low",
                  *       "environment": "production",
-                 *       "createdAt": "2026-11-25T10:00:04Z",
+                 *       "createdAt": "2026-11-25T10:00:04.000Z",
                  *       "data": {
                  *         "productCode": "10000000000001",
                  *         "available": 42,
