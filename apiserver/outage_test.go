@@ -61,9 +61,12 @@ func TestDatabaseOutage(t *testing.T) {
 func TestReadinessOutlastsAShortOutage(t *testing.T) {
 	db := storetest.New(t)
 	grace := 2 * time.Second
-	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true, outageGrace: &grace})
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true, outageGrace: &grace, metrics: true})
 	tn := s.onboard(t, "acme", nil)
 	key := tn.keys["production"]
+	// The caches' first subscription flushes them: what the outage reads from memory must be
+	// cached after it.
+	s.waitSubscribed(t)
 	if r := s.call(t, "production", "GET", "/readyz", "", nil); r.status != http.StatusOK {
 		t.Fatalf("readyz before the outage: %d %s", r.status, r.raw)
 	}

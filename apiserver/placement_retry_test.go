@@ -74,10 +74,13 @@ func TestPlacementRetriesDeadlock(t *testing.T) {
 // partner a slower 202 instead of a 502, and the order is written and debited once.
 func TestPlacementWaitsOutAShortOutage(t *testing.T) {
 	db := storetest.New(t)
-	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true})
+	s := newStack(t, stackOptions{databaseURL: db.URL, noWorker: true, metrics: true})
 	tn := s.onboard(t, "acme", nil)
 	s.topUp(t, tn, "production", "0", v1alpha1.TopUp{ID: "t1", Currency: "EUR", Amount: "100.00"})
 	key := tn.keys["production"]
+	// The key and the catalog are read from memory during the outage: cached after the caches'
+	// first subscription, which flushes them.
+	s.waitSubscribed(t)
 	if r := s.call(t, "production", "GET", "/v2/catalog/products", key, nil); r.status != 200 {
 		t.Fatalf("catalog before the outage: %d %s", r.status, r.raw)
 	}
