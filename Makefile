@@ -169,8 +169,14 @@ vet:
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint (pinned, installed into ./bin), with every build tag.
+lint: $(GOLANGCI_LINT) commits ## golangci-lint (pinned, installed into ./bin), with every build tag; commit messages.
 	$(GOLANGCI_LINT) run --build-tags "$(LINT_TAG_LIST)" ./...
+
+# The messages of the commits not yet on the remote's default branch (only HEAD's without a
+# remote; COMMITS_BASE=rev to compare with another base): hack/commits.sh says the rules.
+.PHONY: commits
+commits: ## Check the subjects and layout of the commits a change adds.
+	@hack/commits.sh
 
 .PHONY: tidy
 tidy: ## Fail when go mod tidy would change go.mod or go.sum.
