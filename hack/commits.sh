@@ -68,7 +68,7 @@ for commit in $commits; do
 done
 
 if [ "$failed" -ne 0 ]; then
-	echo "commits: a message above breaks the commit rules; reword it" \
+	echo "commits: a message above breaks the commit rules of CONTRIBUTING.md; reword it" \
 		"(git rebase -i ${base:-HEAD~1} with reword, or git commit --amend for HEAD)" >&2
 	exit 1
 fi

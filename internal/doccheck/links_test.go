@@ -28,10 +28,10 @@ var (
 	codeSpan   = regexp.MustCompile("`[^`]*`")
 )
 
-// markdownFiles are README.md and every Markdown file under docs/.
+// markdownFiles are README.md, CONTRIBUTING.md and every Markdown file under docs/.
 func markdownFiles(t *testing.T) []string {
 	t.Helper()
-	files := []string{filepath.Join(repoRoot, "README.md")}
+	files := []string{filepath.Join(repoRoot, "README.md"), filepath.Join(repoRoot, "CONTRIBUTING.md")}
 	err := filepath.WalkDir(filepath.Join(repoRoot, "docs"), func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
 			files = append(files, path)
@@ -115,7 +115,7 @@ func slug(heading string) string {
 	return b.String()
 }
 
-// TestLinksResolve: every link of README.md and docs/ reaches a file or directory of the
+// TestLinksResolve: every link of README.md, CONTRIBUTING.md and docs/ reaches a file or directory of the
 // repository (and, for a Markdown file, a heading when it names one), or an upstream site.
 func TestLinksResolve(t *testing.T) {
 	root, err := filepath.Abs(repoRoot)
