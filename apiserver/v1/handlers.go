@@ -14,6 +14,7 @@ import (
 	"github.com/codeport/codeport/internal/apitime"
 	"github.com/codeport/codeport/internal/catalog"
 	"github.com/codeport/codeport/internal/money"
+	"github.com/codeport/codeport/internal/queryparam"
 )
 
 // Handlers serves /v1.
@@ -102,7 +103,11 @@ func (h *Handlers) Products(c *fiber.Ctx) error {
 
 // Product serves GET /v1/catalog/product?ean= (or ?sku={CC}-{LL}-{productCode}).
 func (h *Handlers) Product(c *fiber.Ctx) error {
-	ean, sku := strings.TrimSpace(c.Query("ean")), strings.TrimSpace(c.Query("sku"))
+	// Either names the product: one sent empty is missing, and the other must be there.
+	args := c.Context().QueryArgs()
+	ean, _ := queryparam.Get(args, "ean")
+	sku, _ := queryparam.Get(args, "sku")
+	ean, sku = strings.TrimSpace(ean), strings.TrimSpace(sku)
 	if ean == "" && sku == "" {
 		return apierror.BadRequest("ean is required (or sku in the form {CC}-{LL}-{productCode})")
 	}

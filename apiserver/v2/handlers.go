@@ -185,9 +185,6 @@ func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"scenarios": catalog.Scenarios(h.slowSeconds)})
 }
 
-// query is the request's query lookup, as listing.Parse reads it.
-func query(c *fiber.Ctx) func(string) string { return func(k string) string { return c.Query(k) } }
-
 // MIMETextCSV is the media type of statements in CSV: RFC 4180 with a header row.
 const MIMETextCSV = "text/csv"
 
@@ -198,7 +195,7 @@ const csvStreamTimeout = 30 * time.Second
 // streamed row by row when the client prefers text/csv (Accept).
 func (h *Handlers) Statement(c *fiber.Ctx) error {
 	acct := principal.FromRequest(c).Account
-	q, err := listing.Parse(query(c), listing.Statement, acct.ID, listing.ParamCurrency)
+	q, err := listing.Parse(c.Context().QueryArgs(), listing.Statement, acct.ID, listing.ParamCurrency)
 	if err != nil {
 		return err
 	}
@@ -277,7 +274,8 @@ func (f *failedWrites) Write(p []byte) (int, error) {
 // ListOrders serves GET /orders: a page of the account's orders, newest first, without codes.
 func (h *Handlers) ListOrders(c *fiber.Ctx) error {
 	acct := principal.FromRequest(c).Account
-	q, err := listing.Parse(query(c), listing.Orders, acct.ID, listing.ParamStatus, listing.ParamExternalOrderCode)
+	q, err := listing.Parse(c.Context().QueryArgs(), listing.Orders, acct.ID,
+		listing.ParamStatus, listing.ParamExternalOrderCode)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func NewWebhooks(environment string, db *store.DB, notifier *notify.Notifier) *W
 
 // Events serves GET /webhooks/events: the account's events, newest first, with their delivery.
 func (h *Webhooks) Events(c *fiber.Ctx) error {
-	q, err := notify.ParseEventQuery(c.Query("cursor"), c.Query("limit"), c.Query("type"))
+	q, err := notify.ParseEventQuery(c.Context().QueryArgs())
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (h *Webhooks) Replay(c *fiber.Ctx) error {
 	if err := jsonBody(c, false); err != nil {
 		return err
 	}
-	r, err := notify.ParseReplay(c.Query("since"), c.Query("until"), c.Query("type"), time.Now())
+	r, err := notify.ParseReplay(c.Context().QueryArgs(), time.Now())
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package listing
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/codeport/codeport/internal/money"
 	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/queryparam"
 	"github.com/codeport/codeport/internal/store"
 )
 
@@ -60,32 +62,32 @@ type Query struct {
 	Before                              *Cursor
 }
 
-// Parse reads the parameters of a list from get (a request's query lookup). The cursor must
-// have been issued for list and account; allowed names the filters the list has.
-func Parse(get func(string) string, list string, account uuid.UUID, allowed ...Param) (Query, error) {
+// Parse reads the parameters of a list from args (a request's query). A parameter sent empty is
+// judged as any other value (queryparam), so every one of them refuses it. The cursor must have
+// been issued for list and account; allowed names the filters the list has.
+func Parse(args queryparam.Args, list string, account uuid.UUID, allowed ...Param) (Query, error) {
 	q := Query{Limit: DefaultLimit}
-	has := func(p Param) bool {
-		for _, a := range allowed {
-			if a == p {
-				return true
-			}
+	get := func(p Param) (string, bool) { return queryparam.Get(args, string(p)) }
+	filter := func(p Param) (string, bool) {
+		if !slices.Contains(allowed, p) {
+			return "", false
 		}
-		return false
+		return get(p)
 	}
-	if v := get(string(ParamCurrency)); v != "" && has(ParamCurrency) {
+	if v, ok := filter(ParamCurrency); ok {
 		c := strings.ToUpper(strings.TrimSpace(v))
 		if _, err := money.Digits(c); err != nil || len(c) != 3 {
 			return Query{}, &QueryError{ParamCurrency}
 		}
 		q.Currency = c
 	}
-	if v := get(string(ParamStatus)); v != "" && has(ParamStatus) {
-		if !validStatus(v) {
+	if v, ok := filter(ParamStatus); ok {
+		if !slices.Contains(Statuses, v) {
 			return Query{}, &QueryError{ParamStatus}
 		}
 		q.Status = v
 	}
-	if v := get(string(ParamExternalOrderCode)); v != "" && has(ParamExternalOrderCode) {
+	if v, ok := filter(ParamExternalOrderCode); ok {
 		code := strings.TrimSpace(v)
 		if code == "" || len([]rune(code)) > MaxExternalOrderCodeLength || !pgtext.Storable(code) {
 			return Query{}, &QueryError{ParamExternalOrderCode}
@@ -93,23 +95,27 @@ func Parse(get func(string) string, list string, account uuid.UUID, allowed ...P
 		q.ExternalOrderCode = code
 	}
 	var err error
-	if q.From, err = instant(get(string(ParamFrom)), ParamFrom); err != nil {
-		return Query{}, err
+	if v, ok := get(ParamFrom); ok {
+		if q.From, err = instant(v, ParamFrom); err != nil {
+			return Query{}, err
+		}
 	}
-	if q.To, err = instant(get(string(ParamTo)), ParamTo); err != nil {
-		return Query{}, err
+	if v, ok := get(ParamTo); ok {
+		if q.To, err = instant(v, ParamTo); err != nil {
+			return Query{}, err
+		}
 	}
 	if q.From != nil && q.To != nil && !q.From.Before(*q.To) {
 		return Query{}, &QueryError{ParamRange}
 	}
-	if v := get(string(ParamLimit)); v != "" {
+	if v, ok := get(ParamLimit); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxLimit {
 			return Query{}, &QueryError{ParamLimit}
 		}
 		q.Limit = n
 	}
-	if v := get(string(ParamCursor)); v != "" {
+	if v, ok := get(ParamCursor); ok {
 		c, err := DecodeCursor(v, list, account)
 		if err != nil {
 			return Query{}, err
@@ -119,20 +125,8 @@ func Parse(get func(string) string, list string, account uuid.UUID, allowed ...P
 	return q, nil
 }
 
-func validStatus(s string) bool {
-	for _, st := range Statuses {
-		if s == st {
-			return true
-		}
-	}
-	return false
-}
-
-// instant reads an RFC 3339 date-time or a date (YYYY-MM-DD, midnight UTC); "" is nil.
+// instant reads an RFC 3339 date-time or a date (YYYY-MM-DD, midnight UTC).
 func instant(v string, p Param) (*time.Time, error) {
-	if v == "" {
-		return nil, nil
-	}
 	for _, layout := range []string{time.RFC3339Nano, time.DateOnly} {
 		if t, err := time.Parse(layout, v); err == nil {
 			// PostgreSQL keeps microseconds and years 1 to 294276; out of that, no row matches

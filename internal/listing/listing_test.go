@@ -10,13 +10,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/internal/listing"
+	"github.com/codeport/codeport/internal/queryparam"
 )
 
 var account = uuid.MustParse("0193a8a0-5d7e-7c3e-9b1a-2f4d6e8a0b1c")
 
 func parse(raw string, list string, allowed ...listing.Param) (listing.Query, error) {
 	v, _ := url.ParseQuery(raw)
-	return listing.Parse(v.Get, list, account, allowed...)
+	return listing.Parse(queryparam.Values(v), list, account, allowed...)
 }
 
 func TestParseRefusals(t *testing.T) {
@@ -45,6 +46,15 @@ func TestParseRefusals(t *testing.T) {
 		{"limit=1001", listing.ParamLimit},
 		{"limit=1e2", listing.ParamLimit},
 		{"cursor=!!", listing.ParamCursor},
+		// Sent empty, or without a value, a parameter is refused as any value it does not take.
+		{"currency=", listing.ParamCurrency},
+		{"status=", listing.ParamStatus},
+		{"externalOrderCode=", listing.ParamExternalOrderCode},
+		{"from=", listing.ParamFrom},
+		{"to=", listing.ParamTo},
+		{"limit=", listing.ParamLimit},
+		{"limit", listing.ParamLimit},
+		{"cursor=", listing.ParamCursor},
 		{"cursor=" + other, listing.ParamCursor},
 		{"cursor=" + ordersCursor, listing.ParamCursor},
 	}

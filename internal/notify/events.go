@@ -17,6 +17,7 @@ import (
 
 	"github.com/codeport/codeport/internal/apitime"
 	"github.com/codeport/codeport/internal/pgtext"
+	"github.com/codeport/codeport/internal/queryparam"
 	"github.com/codeport/codeport/internal/store"
 )
 
@@ -84,21 +85,22 @@ func (e *ParamError) Error() string {
 	return fmt.Sprintf("query parameter %s: problem %d", e.Param, e.Problem)
 }
 
-// ParseEventQuery reads the listing's query parameters; absent ones are empty strings.
-func ParseEventQuery(cursor, limit, eventType string) (store.WebhookEventQuery, error) {
+// ParseEventQuery reads the listing's query parameters from args (a request's query); each of
+// them refuses an empty value (queryparam).
+func ParseEventQuery(args queryparam.Args) (store.WebhookEventQuery, error) {
 	q := store.WebhookEventQuery{Limit: DefaultEventPage}
-	if limit != "" {
+	if limit, ok := queryparam.Get(args, "limit"); ok {
 		n, err := strconv.Atoi(limit)
 		if err != nil || n < 1 || n > MaxEventPage {
 			return q, &ParamError{Param: "limit"}
 		}
 		q.Limit = n
 	}
-	if err := checkEventType(eventType); err != nil {
+	var err error
+	if q.Type, err = eventType(args); err != nil {
 		return q, err
 	}
-	q.Type = eventType
-	if cursor != "" {
+	if cursor, ok := queryparam.Get(args, "cursor"); ok {
 		c, ok := decodeCursor(cursor)
 		if !ok {
 			return q, &ParamError{Param: "cursor"}
@@ -108,11 +110,13 @@ func ParseEventQuery(cursor, limit, eventType string) (store.WebhookEventQuery, 
 	return q, nil
 }
 
-func checkEventType(eventType string) error {
-	if eventType == "" || slices.Contains(EventTypes, eventType) {
-		return nil
+// eventType is the type parameter: "" when absent, else one of EventTypes.
+func eventType(args queryparam.Args) (string, error) {
+	t, ok := queryparam.Get(args, "type")
+	if ok && !slices.Contains(EventTypes, t) {
+		return "", &ParamError{Param: "type"}
 	}
-	return &ParamError{Param: "type"}
+	return t, nil
 }
 
 // encodeCursor makes the opaque cursor of the position after e. It is not signed: a cursor only
@@ -169,10 +173,12 @@ type ReplayRequest struct {
 	Type         string
 }
 
-// ParseReplay reads the replay's query parameters (absent ones are empty strings) at now: since
-// is required, until defaults to now, and the window must not be empty.
-func ParseReplay(since, until, eventType string, now time.Time) (ReplayRequest, error) {
+// ParseReplay reads the replay's query parameters from args (a request's query) at now: since
+// is required (sent empty, it is missing), until defaults to now, and the window must not be
+// empty. until and type refuse an empty value (queryparam).
+func ParseReplay(args queryparam.Args, now time.Time) (ReplayRequest, error) {
 	var r ReplayRequest
+	since, _ := queryparam.Get(args, "since")
 	if since == "" {
 		return r, &ParamError{Param: "since", Problem: ParamMissing}
 	}
@@ -181,7 +187,7 @@ func ParseReplay(since, until, eventType string, now time.Time) (ReplayRequest, 
 		return r, &ParamError{Param: "since"}
 	}
 	r.Until = now
-	if until != "" {
+	if until, ok := queryparam.Get(args, "until"); ok {
 		if r.Until, err = time.Parse(time.RFC3339Nano, until); err != nil {
 			return r, &ParamError{Param: "until"}
 		}
@@ -189,10 +195,9 @@ func ParseReplay(since, until, eventType string, now time.Time) (ReplayRequest, 
 	if !r.Until.After(r.Since) {
 		return r, &ParamError{Param: "until", Problem: ParamEmptyWindow}
 	}
-	if err := checkEventType(eventType); err != nil {
+	if r.Type, err = eventType(args); err != nil {
 		return r, err
 	}
-	r.Type = eventType
 	return r, nil
 }
 
