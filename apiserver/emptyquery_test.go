@@ -13,7 +13,7 @@ import (
 )
 
 // emptyQuery is one query parameter of a route sent with an empty value, and the answer the
-// contract gives it (docs/partner-api.md, "Empty values").
+// contract gives it (docs/partner-api.md, "Empty values and null").
 type emptyQuery struct {
 	// route is the method and path as the documents name them: "GET /v2/orders".
 	route, param string

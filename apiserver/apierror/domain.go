@@ -91,6 +91,13 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 		return BadRequest(fmt.Sprintf("Unknown field %q%s: field names are case-sensitive; did you mean %q?", r.Key,
 			within(r.Location), r.Field))
 	},
+	orders.NullField: func(r *orders.Refusal) *Error {
+		field := r.Key
+		if r.Location != "" {
+			field = r.Location + "." + r.Key
+		}
+		return BadRequest(field + " must not be null; omit the field to leave it unset")
+	},
 
 	orders.ProductNotFound:     func(r *orders.Refusal) *Error { return ProductNotFound(r.Product) },
 	orders.ProductNotAvailable: func(r *orders.Refusal) *Error { return ProductNotCurrentlyAvailable(r.Product) },

@@ -75,6 +75,8 @@ func TestRefusalsInTheContractsWords(t *testing.T) {
 			"metadata.note must be valid UTF-8 text without NUL characters"},
 		orders.FieldNameCase: {orders.Refusal{Key: "ExternalOrderCode", Field: "externalOrderCode"}, 400,
 			`Unknown field "ExternalOrderCode": field names are case-sensitive; did you mean "externalOrderCode"?`},
+		orders.NullField: {orders.Refusal{Key: "sku", Location: "orderProducts[1]"}, 400,
+			"orderProducts[1].sku must not be null; omit the field to leave it unset"},
 	}
 	for _, reason := range orders.Reasons() {
 		tc, ok := cases[reason]

@@ -31,6 +31,9 @@ const (
 	TextNotStorable Reason = "text not valid UTF-8 or with NUL"
 	// FieldNameCase: Key is a field of the contract (Field) spelled in other letter case.
 	FieldNameCase Reason = "field name in the wrong letter case"
+	// NullField: Key, a field of the object at Location that is not required, is null (see
+	// nullRefusal).
+	NullField Reason = "optional field sent as null"
 	// NotValidated is the contract's catch-all: a value of the wrong type, an impossible SKU,
 	// a total that overflows.
 	NotValidated Reason = "order not validated"
@@ -60,7 +63,7 @@ func Reasons() []Reason {
 	return []Reason{BodyNotAnObject, BodyNotSingleObject, ExternalOrderCodeMissing, ExternalOrderCodeTooLong,
 		CurrencyMissing, CurrencyNotISO, NoLines, TooManyLines, InvalidLine, NotValidated,
 		MetadataNotObject, MetadataTooManyKeys, MetadataKeyLength, MetadataValueNotString, MetadataValueTooLong,
-		DuplicateKey, TextNotStorable, FieldNameCase,
+		DuplicateKey, TextNotStorable, FieldNameCase, NullField,
 		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
 		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
 		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther}
@@ -80,7 +83,7 @@ type Refusal struct {
 	// ProductCurrency and Requested are LineCurrencyMismatch's currencies.
 	ProductCurrency, Requested string
 	// Key is the metadata key a metadata value reason concerns, or the body's key that
-	// DuplicateKey or FieldNameCase names.
+	// DuplicateKey, FieldNameCase or NullField names.
 	Key string
 	// Location is where in the body the key or text is (orderProducts[1].sku); empty for the
 	// body's top level.

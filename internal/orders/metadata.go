@@ -16,10 +16,11 @@ const (
 
 // decodeMetadata reads the optional metadata object: string keys of 1 to MaxMetadataKeyLength
 // characters with string values of at most MaxMetadataValueLength, at most MaxMetadataKeys of
-// them. Absent, null and {} are no metadata (nil), so they place, and replay, the same order.
+// them. Absent and {} are no metadata (nil), so they place, and replay, the same order; null is
+// refused (nullRefusal), as any value that is not an object.
 func decodeMetadata(raw json.RawMessage) (map[string]string, *Refusal) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 {
 		return nil, nil
 	}
 	if raw[0] != '{' {

@@ -61,11 +61,11 @@ type rawRequest struct {
 
 var errNotInteger = errors.New("not an integer")
 
-// integer parses a JSON integer literal; null or absent is nil. 10 and 10.0 are accepted,
-// 10.5, "10" and 1e400 are not.
+// integer parses a JSON integer literal; absent is nil. 10 and 10.0 are accepted, 10.5, "10",
+// 1e400 and null are not.
 func integer(raw json.RawMessage) (*int64, error) {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 {
 		return nil, nil
 	}
 	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
@@ -129,11 +129,58 @@ func exactFieldNames(parents []string, key string) error {
 	return nil
 }
 
+// nullRefusal is the body's one rule for JSON null: null is a value, never "absent", and no
+// field of the contract takes it. A required field sent null is missing, refused with the
+// message of its absence; metadata and its values, with their messages for a value of the wrong
+// type; any other field (the order's price, a line's price, currency and sku) as NullField, by
+// name. Unknown fields are ignored, null or not, as they always are.
+func nullRefusal(parents []string, key string) *Refusal {
+	switch {
+	case len(parents) == 0:
+		switch key {
+		case "externalOrderCode":
+			return refuse(ExternalOrderCodeMissing)
+		case "currency":
+			return refuse(CurrencyMissing)
+		case "orderProducts":
+			return refuse(NoLines)
+		case "metadata":
+			return refuse(MetadataNotObject)
+		case "price":
+			return &Refusal{Reason: NullField, Key: key}
+		}
+	case len(parents) == 1 && parents[0] == "orderProducts":
+		switch key {
+		case "productCode", "productId", "quantity":
+			return refuse(InvalidLine)
+		case "price", "currency", "sku":
+			return &Refusal{Reason: NullField, Key: key}
+		}
+	case len(parents) == 1 && parents[0] == "metadata":
+		return &Refusal{Reason: MetadataValueNotString, Key: key}
+	}
+	return nil
+}
+
+// checkKey is the rule of every key of the body: the contract's spelling, and no null.
+func checkKey(parents []string, key string, null bool) error {
+	if err := exactFieldNames(parents, key); err != nil {
+		return err
+	}
+	if !null {
+		return nil
+	}
+	if r := nullRefusal(parents, key); r != nil {
+		return r
+	}
+	return nil
+}
+
 // checkBody refuses what encoding/json would let pass: duplicate keys, text PostgreSQL cannot
-// store, fields in the wrong letter case. malformed reports a body it could not read, which the
-// decoder then refuses in its own words.
+// store, fields in the wrong letter case, null read as absent. malformed reports a body it could
+// not read, which the decoder then refuses in its own words.
 func checkBody(body []byte) (malformed bool, refusal *Refusal) {
-	err := strictjson.Check(body, exactFieldNames)
+	err := strictjson.Check(body, checkKey)
 	var e *strictjson.Error
 	if !errors.As(err, &e) {
 		return false, nil
@@ -202,8 +249,7 @@ func Decode(body []byte) (Request, error) {
 	}
 
 	var lines []json.RawMessage
-	trimmed := bytes.TrimSpace(raw.OrderProducts)
-	if len(trimmed) > 0 && string(trimmed) != "null" {
+	if trimmed := bytes.TrimSpace(raw.OrderProducts); len(trimmed) > 0 {
 		if err := json.Unmarshal(trimmed, &lines); err != nil {
 			return Request{}, refuse(NotValidated)
 		}

@@ -138,6 +138,18 @@ func TestDecodeRefusesAmbiguousBodies(t *testing.T) {
 		{"line field in other case", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
 			`{"productCode":"99000000000001","QUANTITY":1}]}`,
 			`Unknown field "QUANTITY" in orderProducts[0]: field names are case-sensitive; did you mean "quantity"?`},
+		// null is a value, not absence (the HTTP suite sends every field null).
+		{"null price", `{"externalOrderCode":"A","currency":"EUR","price" : null ,"orderProducts":[` + line + `]}`,
+			"price must not be null; omit the field to leave it unset"},
+		{"null line currency", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line + `,` +
+			`{"productCode":"99000000000001","quantity":1,"currency":null}]}`,
+			"orderProducts[1].currency must not be null; omit the field to leave it unset"},
+		{"null quantity", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
+			`{"productCode":"99000000000001","quantity":null}]}`,
+			"Each line requires a productCode and a quantity of at least 1"},
+		{"null productCode beside productId", `{"externalOrderCode":"A","currency":"EUR","orderProducts":[` +
+			`{"productCode":null,"productId":"99000000000001","quantity":1}]}`,
+			"Each line requires a productCode and a quantity of at least 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := orders.Decode([]byte(tc.body))
@@ -146,6 +158,11 @@ func TestDecodeRefusesAmbiguousBodies(t *testing.T) {
 				t.Fatalf("Decode: %v; answered %+v, want 400 %q", err, e, tc.message)
 			}
 		})
+	}
+	// Unknown fields are ignored, null or not.
+	if _, err := orders.Decode([]byte(`{"externalOrderCode":"A","currency":"EUR","note":null,"orderProducts":[` +
+		`{"productCode":"99000000000001","quantity":1,"extra":null}]}`)); err != nil {
+		t.Fatalf("unknown fields sent null: %v", err)
 	}
 	// Metadata keys are the partner's own: any spelling is theirs to choose.
 	if _, err := orders.Decode([]byte(`{"externalOrderCode":"A","currency":"EUR","orderProducts":[` + line +

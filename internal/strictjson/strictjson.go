@@ -63,8 +63,9 @@ func at(location string) string {
 }
 
 // Visitor sees every object key with the keys of the objects around it, outermost first (array
-// elements are transparent: a line's key has parents ["orderProducts"]). An error refuses it.
-type Visitor func(parents []string, key string) error
+// elements are transparent: a line's key has parents ["orderProducts"]), and whether its value is
+// the literal null. An error refuses it.
+type Visitor func(parents []string, key string, null bool) error
 
 // Check reads data and returns the first *Error in document order, or nil. visit may be nil.
 func Check(data []byte, visit Visitor) error {
@@ -165,7 +166,7 @@ func (c *checker) object(depth int) error {
 			return e
 		}
 		if c.visit != nil {
-			if err := c.visit(c.parents, key); err != nil {
+			if err := c.visit(c.parents, key, c.nullValue()); err != nil {
 				return &Error{Problem: Refused, Location: strings.Join(c.path, ""), Key: key, Err: err}
 			}
 		}
@@ -187,6 +188,25 @@ func (c *checker) object(depth int) error {
 			return nil
 		}
 	}
+}
+
+// nullValue reports whether the member whose key was just read has the value null, without
+// reading on.
+func (c *checker) nullValue() bool {
+	start := c.pos
+	defer func() { c.pos = start }()
+	c.space()
+	if !c.peek(':') {
+		return false
+	}
+	c.pos++
+	c.space()
+	if !bytes.HasPrefix(c.data[c.pos:], null) {
+		return false
+	}
+	c.pos += len(null)
+	c.space()
+	return c.pos == len(c.data) || c.peek(',') || c.peek('}')
 }
 
 // separator reads what follows a member or element: a comma, or closer, which ends the object
@@ -274,7 +294,9 @@ func (c *checker) array(depth int) error {
 	}
 }
 
-var literals = [][]byte{[]byte("true"), []byte("false"), []byte("null")}
+var null = []byte("null")
+
+var literals = [][]byte{[]byte("true"), []byte("false"), null}
 
 // number reads a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (c *checker) number() error {

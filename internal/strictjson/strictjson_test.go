@@ -78,15 +78,20 @@ func largeObjectWithDuplicate() string {
 func TestCheckVisitsKeysWithTheirParents(t *testing.T) {
 	var seen []string
 	refuse := errors.New("refused")
-	err := Check([]byte(`{"a":1,"orderProducts":[{"productCode":"x"},{"Quantity":1}],"m":{"k":"v"}}`),
-		func(parents []string, key string) error {
-			seen = append(seen, strings.Join(append(append([]string(nil), parents...), key), "/"))
+	err := Check([]byte(`{"a":1,"n" : null ,"s":"null","orderProducts":[{"productCode":null},{"Quantity":1}],`+
+		`"m":{"k":"v"}}`),
+		func(parents []string, key string, null bool) error {
+			visit := strings.Join(append(append([]string(nil), parents...), key), "/")
+			if null {
+				visit += "=null"
+			}
+			seen = append(seen, visit)
 			if key == "Quantity" {
 				return refuse
 			}
 			return nil
 		})
-	want := []string{"a", "orderProducts", "orderProducts/productCode", "orderProducts/Quantity"}
+	want := []string{"a", "n=null", "s", "orderProducts", "orderProducts/productCode=null", "orderProducts/Quantity"}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("visited %v, want %v", seen, want)
 	}
