@@ -54,9 +54,9 @@ const (
 	// edge of the window.
 	ReasonOutsideValidityWindow = "OutsideValidityWindow"
 	ReasonPartnerNotFound       = "PartnerNotFound"
-	ReasonPartnerNotReady   = "PartnerNotReady"
-	ReasonSecretConflict    = "SecretConflict"
-	ReasonTopUpRemoved      = "TopUpRemoved"
+	ReasonPartnerNotReady       = "PartnerNotReady"
+	ReasonSecretConflict        = "SecretConflict"
+	ReasonTopUpRemoved          = "TopUpRemoved"
 	// ReasonInvalidTopUp: a top-up breaks the rule every credit passes (an active ISO 4217
 	// currency, a positive amount with no more decimals than the currency has, at most the
 	// operator's --max-top-up); it is not applied, and not retried.
