@@ -160,8 +160,11 @@ type failoverEvent struct {
 }
 
 // standbyCutFor is how long the primary is cut off from its standbys before it is lost: long
-// enough for placements to reach their deadline (10 s) while their commits wait for a standby.
-const standbyCutFor = 20 * time.Second
+// enough for placements to reach their deadline (10 s) while their commits wait for a standby,
+// and for the primary's exporter to show it: its walsenders give up after wal_sender_timeout
+// (CloudNativePG's 5 s), and it reruns the queries behind pg_replication only once their results
+// are older than metricsQueriesTTL (30 s by default).
+const standbyCutFor = 40 * time.Second
 
 // synchronous is the replication the test installs the Cluster with: the chart's default,
 // synchronous, unless E2E_CNPG_SYNCHRONOUS=false asks for CloudNativePG's asynchronous one, to
