@@ -195,6 +195,47 @@ func (k *kube) waitHealthy(
 	return s.currentPrimary, err
 }
 
+// waitRecovered waits until the Cluster is healthy again after losing its primary: with another
+// primary, or with the same one once its postgres container has restarted (more than restarts
+// times), which is how the instance manager may answer a crash, promoting no one.
+func (k *kube) waitRecovered(ctx context.Context, primary string, restarts int32, limit time.Duration) (string, error) {
+	var s clusterState
+	err := eventually(ctx, limit, "Cluster "+dbCluster+" recovered", func() (bool, string) {
+		var err error
+		if s, err = k.clusterState(ctx, dbCluster); err != nil {
+			return false, err.Error()
+		}
+		healthy := s.phase == healthyPhase && s.ready == dbInstances && s.currentPrimary != "" &&
+			s.currentPrimary == s.targetPrimary
+		if healthy && s.currentPrimary == primary {
+			n, err := k.postgresRestarts(ctx, primary)
+			healthy = err == nil && n > restarts
+		}
+		return healthy, fmt.Sprintf("phase %q, %d of %d ready, primary %q (target %q)",
+			s.phase, s.ready, dbInstances, s.currentPrimary, s.targetPrimary)
+	})
+	return s.currentPrimary, err
+}
+
+// postgresRestarts is how often the postgres container of an instance Pod has restarted (0 for a
+// Pod that is gone: its replacement starts afresh).
+func (k *kube) postgresRestarts(ctx context.Context, pod string) (int32, error) {
+	var p corev1.Pod
+	err := k.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get pod %s: %w", pod, err)
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == "postgres" {
+			return c.RestartCount, nil
+		}
+	}
+	return 0, nil
+}
+
 // switchover asks CloudNativePG to make another instance the primary, as `kubectl cnpg promote`
 // does: the Cluster's status names the target primary and the switchover phase, and the
 // operator demotes the current primary (a fast shutdown after its WAL is sent) and promotes the

@@ -301,6 +301,14 @@ type mission struct {
 
 // onboard applies config/samples as the README says, lets the test's addresses call, funds the
 // wallets for the load and imports production stock.
+// sandboxOrdering is the ordering override of a Partner's sandbox, nil when it has none.
+func sandboxOrdering(p *v1alpha1.Partner) *v1alpha1.OrderingSpec {
+	if p.Spec.Environments == nil || p.Spec.Environments.Sandbox == nil {
+		return nil
+	}
+	return p.Spec.Environments.Sandbox.Ordering
+}
+
 func onboard(ctx context.Context, t *testing.T, e env, k *kube, db appSecret) *mission {
 	t.Helper()
 	if _, err := run(ctx, e, e.kubectl, "apply", "-k", e.samples); err != nil {
@@ -320,6 +328,13 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube, db appSecret) *m
 	p.Spec.RateLimit = &v1alpha1.RateLimitSpec{RequestsPerMinute: loadRateLimit}
 	if o := p.Spec.Environments; o != nil && o.Sandbox != nil && o.Sandbox.RateLimit != nil {
 		o.Sandbox.RateLimit.RequestsPerMinute = loadRateLimit
+	}
+	// Nor may the samples' daily spend limits stop it: a long test places tens of thousands of
+	// euros of orders, and a 422 is no answer the load expects.
+	for _, o := range []*v1alpha1.OrderingSpec{p.Spec.Ordering, sandboxOrdering(p)} {
+		if o != nil && o.Limits != nil {
+			o.Limits.DailySpend = nil
+		}
 	}
 	if err := k.k8s.Patch(ctx, p, patch); err != nil {
 		t.Fatalf("allow the test's addresses and load: %v", err)

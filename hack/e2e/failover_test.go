@@ -413,6 +413,10 @@ func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *log
 		t.Fatal(err)
 	}
 	balance := probeBalance(ctx, t, m)
+	restartsBefore, err := k.postgresRestarts(ctx, primary)
+	if err != nil {
+		t.Fatal(err)
+	}
 	at := time.Now()
 	writable := watchWritable(ctx, e, k, at)
 	if err := ev.trigger(primary); err != nil {
@@ -430,13 +434,9 @@ func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *log
 	if err := k.k8s.Create(ctx, topUp); err != nil {
 		t.Errorf("top up during the event: %v", err)
 	}
-	newPrimary, err := k.waitHealthy(ctx, dbCluster, dbInstances, primary, 10*time.Minute)
+	newPrimary, err := k.waitRecovered(ctx, primary, restartsBefore, 10*time.Minute)
 	if err != nil {
-		// A crash the instance manager restarts in place may leave the same primary.
-		newPrimary, err = k.waitHealthy(ctx, dbCluster, dbInstances, "", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		t.Fatal(err)
 	}
 	r.primary, r.healthy = newPrimary, time.Since(at)
 	r.promoted = promotedAfter(ctx, k, at)
