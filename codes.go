@@ -261,11 +261,9 @@ can be re-run safely.`,
 // (stock may come before the Catalog that sells it), but a mistyped product code would
 // otherwise fill a stock nobody can order from, without a word.
 func warnUncatalogued(ctx context.Context, db *store.DB, product string, out io.Writer) error {
-	var listed bool
-	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM catalog_products p JOIN catalogs c ON c.id = p.catalog_id
-		WHERE p.product_code = $1 AND c.deleted_at IS NULL)`, product).Scan(&listed)
+	listed, err := store.ProductCatalogued(ctx, db.Pool, product)
 	if err != nil {
-		return fmt.Errorf("look up product %s in the catalogs: %w", product, err)
+		return err
 	}
 	if !listed {
 		_, err = fmt.Fprintf(out, "warning: product %s is in no catalog: no partner can order these codes "+

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -120,51 +119,35 @@ func (d *Directory) Lookup(ctx context.Context, plaintext string, kind tenancy.K
 	return p, nil
 }
 
-const principalQuery = `
-SELECT k.id, k.kind, k.expires_at, a.id, a.partner_id, p.namespace || '/' || p.name, p.contact_email, a.environment,
-       p.catalog_id, a.ip_whitelist::text[], a.rate_limit_per_minute, a.ordering_enabled, a.wallet_enabled,
-       a.max_quantity_per_order, a.daily_spend_limits, a.low_balance_threshold::text, a.suspended OR p.suspended
-FROM api_keys k
-JOIN accounts a ON a.id = k.account_id
-JOIN partners p ON p.id = a.partner_id
-WHERE k.digest = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
-  AND p.deleted_at IS NULL AND a.environment = $2`
-
 func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, error) {
-	var (
-		p           Principal
-		a           Account
-		whitelist   []string
-		maxQuantity *int32
-		dailySpend  []byte
-		expiresAt   *time.Time
-	)
-	err := d.db.Pool.QueryRow(ctx, principalQuery, digest[:], d.environment).Scan(
-		&p.KeyID, &p.KeyKind, &expiresAt, &a.ID, &a.PartnerID, &a.Partner, &a.ContactEmail, &a.Environment,
-		&a.CatalogID, &whitelist, &a.RateLimitPerMinute, &a.OrderingEnabled, &a.WalletEnabled,
-		&maxQuantity, &dailySpend, &a.LowBalanceThreshold, &a.Suspended)
-	if errors.Is(err, pgx.ErrNoRows) {
+	row, err := store.LookupKey(ctx, d.db.Pool, digest[:], d.environment)
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil //nolint:nilnil // a cached miss
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up key: %w", err)
+		return nil, err
 	}
-	for _, cidr := range whitelist {
+	p := Principal{KeyID: row.KeyID, KeyKind: tenancy.KeyKind(row.KeyKind)}
+	a := Account{ID: row.AccountID, PartnerID: row.PartnerID, Partner: row.Partner, ContactEmail: row.ContactEmail,
+		Environment: row.Environment, CatalogID: row.CatalogID, RateLimitPerMinute: row.RateLimitPerMinute,
+		OrderingEnabled: row.OrderingEnabled, WalletEnabled: row.WalletEnabled,
+		LowBalanceThreshold: row.LowBalanceThreshold, Suspended: row.Suspended}
+	for _, cidr := range row.IPWhitelist {
 		prefix, err := netip.ParsePrefix(cidr)
 		if err != nil {
 			return nil, fmt.Errorf("account %s: bad whitelist entry %q: %w", a.ID, cidr, err)
 		}
 		a.IPWhitelist = append(a.IPWhitelist, prefix)
 	}
-	if maxQuantity != nil {
-		a.MaxQuantityPerOrder = int(*maxQuantity)
+	if row.MaxQuantityPerOrder != nil {
+		a.MaxQuantityPerOrder = int(*row.MaxQuantityPerOrder)
 	}
-	a.DailySpendLimits, err = parseSpendLimits(dailySpend)
+	a.DailySpendLimits, err = parseSpendLimits(row.DailySpendLimits)
 	if err != nil {
 		return nil, fmt.Errorf("account %s: %w", a.ID, err)
 	}
-	if expiresAt != nil {
-		p.ExpiresAt = *expiresAt
+	if row.ExpiresAt != nil {
+		p.ExpiresAt = *row.ExpiresAt
 	}
 	p.Account = &a
 	p.RateBucket, p.AccountID = "key:"+p.KeyID.String(), a.ID.String()
