@@ -114,7 +114,7 @@ func (d *DataPlane) startMetrics(log *slog.Logger, r *running) (*prometheus.Regi
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		NewStateCollector(d.Deps.DB, log), newPoolCollector(d.Deps.DB.Pool))
+		NewStateCollector(d.Deps.DB, log), newPoolCollector(d.Deps.DB))
 	d.Deps.Metrics, d.Deps.OrderMetrics = NewMetrics(reg), NewOrderMetrics(reg)
 	if d.Delivery.Attempted == nil {
 		d.Delivery.Attempted = newWebhookDeliveries(reg)

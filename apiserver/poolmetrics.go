@@ -1,22 +1,23 @@
 package apiserver
 
 import (
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codeport/codeport/internal/store"
 )
 
 // poolCollector reports the process's database connection pool at scrape time. Requests and
 // fulfilment workers share the pool, so time spent waiting for a connection is the first place
 // a saturated replica shows.
 type poolCollector struct {
-	pool                                    *pgxpool.Pool
+	db                                      *store.DB
 	conns, max, acquires, waits, waitSecond *prometheus.Desc
 	opened                                  *prometheus.Desc
 }
 
-func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+func newPoolCollector(db *store.DB) *poolCollector {
 	return &poolCollector{
-		pool: pool,
+		db: db,
 		conns: prometheus.NewDesc("codeport_db_pool_connections",
 			"Open database connections of this process, by state (acquired, idle, constructing).", []string{"state"}, nil),
 		max: prometheus.NewDesc("codeport_db_pool_max_connections",
@@ -39,7 +40,7 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.pool.Stat()
+	s := c.db.Pool.Stat()
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")

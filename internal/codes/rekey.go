@@ -5,15 +5,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/codeport/codeport/internal/store"
 )
-
-// TxBeginner starts the short transactions Rekey works in: a pool.
-type TxBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // RekeyProgress is a batch Rekey moved to the current key.
 type RekeyProgress struct {
@@ -43,7 +36,7 @@ const maxRekeyPasses = 10
 // on meanwhile; killed, it is run again and goes on, as rows name their key. It returns how many
 // it moved; Remaining tells what each key still seals.
 func (c *Cipher) Rekey(
-	ctx context.Context, db TxBeginner, batch int, progress func(RekeyProgress),
+	ctx context.Context, db store.TxBeginner, batch int, progress func(RekeyProgress),
 ) (moved int64, err error) {
 	if batch <= 0 {
 		return 0, fmt.Errorf("rekey batch must be above 0, not %d", batch)
@@ -77,10 +70,10 @@ func (c *Cipher) Rekey(
 
 // rekeyBatch moves up to batch rows of t from key k to the current key, in one transaction.
 func (c *Cipher) rekeyBatch(
-	ctx context.Context, db TxBeginner, t store.SealedTable, ref store.KeyRef, k *masterKey, batch int,
+	ctx context.Context, db store.TxBeginner, t store.SealedTable, ref store.KeyRef, k *masterKey, batch int,
 ) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := store.BeginFunc(ctx, db, func(tx store.Tx) error {
 		rows, err := store.LockSealed(ctx, tx, t, ref, batch)
 		if err != nil || len(rows) == 0 {
 			return err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -133,7 +132,7 @@ func (f *Fulfiller) fulfilTogether(ctx context.Context, environment string, ids 
 	defer span.End()
 	snoozed := map[uuid.UUID]time.Duration{}
 	var taken map[string]int
-	err := f.db.InTx(ctx, func(tx pgx.Tx) error {
+	err := f.db.InTx(ctx, func(tx store.Tx) error {
 		clear(snoozed)
 		taken = nil
 		orders, err := store.LockProcessingOrders(ctx, tx, ids)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -116,7 +115,7 @@ func (w *worker) Work(ctx context.Context, job *river.Job[Args]) error {
 
 // Workers run fulfilment jobs until stopped.
 type Workers struct {
-	client *river.Client[pgx.Tx]
+	client *river.Client[store.Tx]
 	// stopBatches ends the batchers' transaction loops, batches the wait for them.
 	stopBatches context.CancelFunc
 	batches     *sync.WaitGroup

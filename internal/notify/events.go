@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/codeport/codeport/internal/apitime"
@@ -225,7 +224,7 @@ func (n *Notifier) Replay(
 		return ReplayResult{}, err
 	}
 	var replayed store.ReplayedEvents
-	err = db.InTx(ctx, func(tx pgx.Tx) error {
+	err = db.InTx(ctx, func(tx store.Tx) error {
 		if _, err := store.WebhookFor(ctx, tx, accountID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return ErrNoEndpoint

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/fulfilment"
@@ -190,7 +189,7 @@ func (s *Service) record(
 		}
 	}
 	var res store.LedgerResult
-	err = s.db.InTx(ctx, func(tx pgx.Tx) error {
+	err = s.db.InTx(ctx, func(tx store.Tx) error {
 		var err error
 		res, err = s.recordInTx(ctx, tx, acct, order, job, debit, now)
 		return err

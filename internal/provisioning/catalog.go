@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"gorm.io/gorm"
 	"sigs.k8s.io/yaml"
@@ -132,7 +131,7 @@ func (p *Provisioner) ApplyCatalog(
 		model.ValidTo = &t
 	}
 	var change store.CatalogChange
-	err := p.db.InTx(ctx, func(tx pgx.Tx) error {
+	err := p.db.InTx(ctx, func(tx store.Tx) error {
 		var err error
 		if change, err = store.UpsertCatalog(ctx, tx, &model, rows); err != nil {
 			return err

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/money"
 	"github.com/codeport/codeport/internal/store"
@@ -121,7 +119,7 @@ func (p *Provisioner) applySpecTopUps(
 			continue
 		}
 		var change store.LedgerResult
-		err = p.db.InTx(ctx, func(tx pgx.Tx) error {
+		err = p.db.InTx(ctx, func(tx store.Tx) error {
 			var err error
 			change, err = wallet.Credit(ctx, tx, accountID, currency, store.EntryTopUp, amount, t.ID, t.Note)
 			return err
@@ -198,7 +196,7 @@ const thresholdDigits = 6
 // setThreshold writes a changed threshold and re-evaluates the low flags of the wallet's
 // balances; a currency topped up later is judged when its first entry is applied.
 func (p *Provisioner) setThreshold(ctx context.Context, accountID uuid.UUID, threshold string) error {
-	return p.db.InTx(ctx, func(tx pgx.Tx) error {
+	return p.db.InTx(ctx, func(tx store.Tx) error {
 		_, err := store.SetLowBalanceThreshold(ctx, tx, accountID, threshold)
 		return err
 	})
@@ -361,7 +359,7 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 	if err != nil {
 		return TopUpResult{}, &InvalidTopUpError{Err: err}
 	}
-	err = p.db.InTx(ctx, func(tx pgx.Tx) error {
+	err = p.db.InTx(ctx, func(tx store.Tx) error {
 		change, err := wallet.Credit(ctx, tx, acct.ID, t.Currency, store.EntryTopUp, amount, t.ID, t.Note)
 		if err != nil {
 			return err

@@ -31,9 +31,23 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Tx is a transaction InTx opens. The packages that call store name it, not pgx's: pgx is how
+// store runs statements, and no other package runs any.
+type Tx = pgx.Tx
+
+// TxBeginner starts transactions: a pool.
+type TxBeginner interface {
+	Begin(ctx context.Context) (Tx, error)
+}
+
 // InTx runs fn in a transaction, committed when fn returns nil and rolled back otherwise.
-func (db *DB) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, db.Pool, fn)
+func (db *DB) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	return BeginFunc(ctx, db.Pool, fn)
+}
+
+// BeginFunc runs fn in a transaction of db, as InTx does on the process's pool.
+func BeginFunc(ctx context.Context, db TxBeginner, fn func(tx Tx) error) error {
+	return pgx.BeginFunc(ctx, db, fn)
 }
 
 // DefaultMaxConns is the pool size of a serving process. Requests and the fulfilment workers
