@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/provisioning"
 )
 
 // setCondition records a condition for the resource's current generation.
@@ -66,9 +66,7 @@ func failureReason(err error) string {
 	if errors.As(err, &re) {
 		return re.reason
 	}
-	var pgErr *pgconn.PgError
-	var connectErr *pgconn.ConnectError
-	if errors.As(err, &pgErr) || errors.As(err, &connectErr) {
+	if provisioning.IsDatabaseError(err) {
 		return v1alpha1.ReasonDatabaseError
 	}
 	return v1alpha1.ReasonReconcileError

@@ -11,6 +11,10 @@ import (
 // IsNotFound reports whether err says that what was looked up is not in the database.
 func IsNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 
+// IsDatabaseError reports whether err came from the database: an error the server returned, or a
+// failed connection to it.
+func IsDatabaseError(err error) bool { return store.IsDatabaseError(err) }
+
 // LedgerHead is the id of the newest ledger entry, 0 for an empty ledger. The operator follows
 // the ledger from there to refresh the Wallets whose balances moved.
 func (p *Provisioner) LedgerHead(ctx context.Context) (int64, error) {

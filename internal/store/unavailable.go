@@ -32,6 +32,14 @@ func IsUnavailable(err error) bool {
 		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err)
 }
 
+// IsDatabaseError reports whether err came from the database: an error the server returned, or a
+// connection to it that failed. The operator reports those under a reason of their own.
+func IsDatabaseError(err error) bool {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &pgErr) || errors.As(err, &connectErr)
+}
+
 // refusedLogin tells a connection refused for its settings from one the server could not take.
 func refusedLogin(code string) bool {
 	switch code {

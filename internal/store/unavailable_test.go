@@ -106,3 +106,25 @@ func terminatedSessionError(ctx context.Context, t *testing.T, url string) error
 	}
 	return err
 }
+
+// TestIsDatabaseError: the errors the server returns and failed connections to it are the
+// database's; anything else, wrapped or not, is not.
+func TestIsDatabaseError(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no error", nil, false},
+		{"a statement refused", fmt.Errorf("upsert: %w", &pgconn.PgError{Code: "23505"}), true},
+		{"a failed connection", &pgconn.ConnectError{}, true},
+		{"the caller's deadline", fmt.Errorf("place: %w", context.DeadlineExceeded), false},
+		{"a plain error", errors.New("bad spec"), false},
+	}
+	for _, c := range cases {
+		if got := store.IsDatabaseError(c.err); got != c.want {
+			t.Errorf("%s: IsDatabaseError(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
