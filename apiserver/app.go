@@ -24,6 +24,7 @@ import (
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/wallet"
 )
 
 // Config is what varies between deployments of the API.
@@ -172,9 +173,10 @@ func New(cfg Config, deps Deps) *Server {
 	if notifier == nil {
 		notifier = notify.NewNotifier(false, notify.DefaultRetry())
 	}
-	current := v2.NewHandlers(cfg.Environment, deps.DB, s.catalogs, orderService, int(cfg.Estimate.Slow/time.Second))
+	current := v2.NewHandlers(cfg.Environment, s.catalogs, orderService, wallet.NewService(deps.DB),
+		int(cfg.Estimate.Slow/time.Second))
 	current.Log = s.log
-	s.routes(current, v1.NewHandlers(s.catalogs), v2.NewWebhooks(cfg.Environment, deps.DB, notifier))
+	s.routes(current, v1.NewHandlers(s.catalogs), v2.NewWebhooks(notify.NewEvents(deps.DB, notifier, cfg.Environment)))
 	s.routePaths = map[string]routePath{}
 	for _, r := range s.app.GetRoutes() {
 		s.routePaths[r.Path] = routePath{name: r.Path, endpoint: s.routePaths[r.Path].endpoint}

@@ -22,7 +22,6 @@ import (
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
-	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/wallet"
 )
@@ -30,9 +29,9 @@ import (
 // Handlers serves /v2 for one environment.
 type Handlers struct {
 	environment string
-	db          *store.DB
 	catalogs    *catalog.Cache
 	orders      *orders.Service
+	wallets     *wallet.Service
 	slowSeconds int
 	// Log, when set, hears of statements cut short while streaming.
 	Log *slog.Logger
@@ -42,9 +41,10 @@ type Handlers struct {
 
 // NewHandlers builds the v2 handlers; slowSeconds is how long the sandbox Slow product takes.
 func NewHandlers(
-	environment string, db *store.DB, catalogs *catalog.Cache, ordersService *orders.Service, slowSeconds int,
+	environment string, catalogs *catalog.Cache, ordersService *orders.Service, wallets *wallet.Service, slowSeconds int,
 ) *Handlers {
-	return &Handlers{environment: environment, db: db, catalogs: catalogs, orders: ordersService, slowSeconds: slowSeconds}
+	return &Handlers{environment: environment, catalogs: catalogs, orders: ordersService, wallets: wallets,
+		slowSeconds: slowSeconds}
 }
 
 // Ping answers the connectivity check.
@@ -170,7 +170,7 @@ func (h *Handlers) GetOrder(c *fiber.Ctx) error {
 // Wallet serves GET /wallet.
 func (h *Handlers) Wallet(c *fiber.Ctx) error {
 	acct := principal.FromRequest(c).Account
-	view, err := wallet.Read(c.UserContext(), h.db.Pool, acct.ID, acct.LowBalanceThreshold)
+	view, err := h.wallets.Read(c.UserContext(), acct.ID, acct.LowBalanceThreshold)
 	if err != nil {
 		return fmt.Errorf("read wallet: %w", err)
 	}
@@ -200,13 +200,13 @@ func (h *Handlers) Statement(c *fiber.Ctx) error {
 		return err
 	}
 	if c.Accepts(fiber.MIMEApplicationJSON, MIMETextCSV) != MIMETextCSV {
-		page, err := wallet.Statement(c.UserContext(), h.db.Pool, acct.ID, q)
+		page, err := h.wallets.Statement(c.UserContext(), acct.ID, q)
 		if err != nil {
 			return fmt.Errorf("read statement: %w", err)
 		}
 		return c.JSON(page)
 	}
-	next, write, err := wallet.StatementCSV(c.UserContext(), h.db.Pool, acct.ID, q)
+	next, write, err := h.wallets.StatementCSV(c.UserContext(), acct.ID, q)
 	if err != nil {
 		return fmt.Errorf("read statement: %w", err)
 	}

@@ -7,19 +7,16 @@ import (
 
 	"github.com/codeport/codeport/apiserver/principal"
 	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/store"
 )
 
 // Webhooks serves the recovery endpoints of an account's webhook events.
 type Webhooks struct {
-	environment string
-	db          *store.DB
-	notifier    *notify.Notifier
+	events *notify.Events
 }
 
-// NewWebhooks builds the webhook recovery handlers of one environment.
-func NewWebhooks(environment string, db *store.DB, notifier *notify.Notifier) *Webhooks {
-	return &Webhooks{environment: environment, db: db, notifier: notifier}
+// NewWebhooks builds the webhook recovery handlers over one environment's events.
+func NewWebhooks(events *notify.Events) *Webhooks {
+	return &Webhooks{events: events}
 }
 
 // Events serves GET /webhooks/events: the account's events, newest first, with their delivery.
@@ -28,7 +25,7 @@ func (h *Webhooks) Events(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	page, err := notify.ListEvents(c.UserContext(), h.db.Pool, principal.FromRequest(c).Account.ID, q)
+	page, err := h.events.List(c.UserContext(), principal.FromRequest(c).Account.ID, q)
 	if err != nil {
 		return err
 	}
@@ -46,7 +43,7 @@ func (h *Webhooks) Replay(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.notifier.Replay(c.UserContext(), h.db, principal.FromRequest(c).Account.ID, h.environment, r)
+	res, err := h.events.Replay(c.UserContext(), principal.FromRequest(c).Account.ID, r)
 	if err != nil {
 		return err
 	}

@@ -141,11 +141,23 @@ func decodeCursor(s string) (store.WebhookEventCursor, bool) {
 	return store.WebhookEventCursor{CreatedAt: t, ID: id}, true
 }
 
-// ListEvents returns a page of the account's events, newest first.
-func ListEvents(
-	ctx context.Context, q store.Querier, accountID uuid.UUID, query store.WebhookEventQuery,
-) (EventPage, error) {
-	events, err := store.ListWebhookEvents(ctx, q, accountID, query)
+// Events serves an account's webhook events to the API (their listing and replay), as
+// orders.Service serves orders: the handlers hold it, and the database stays behind it.
+type Events struct {
+	db          *store.DB
+	notifier    *Notifier
+	environment string
+}
+
+// NewEvents serves the events of environment's accounts from db; replays are queued as
+// notifier queues deliveries.
+func NewEvents(db *store.DB, notifier *Notifier, environment string) *Events {
+	return &Events{db: db, notifier: notifier, environment: environment}
+}
+
+// List returns a page of the account's events, newest first.
+func (s *Events) List(ctx context.Context, accountID uuid.UUID, query store.WebhookEventQuery) (EventPage, error) {
+	events, err := store.ListWebhookEvents(ctx, s.db.Pool, accountID, query)
 	if err != nil {
 		return EventPage{}, err
 	}
@@ -216,15 +228,13 @@ var ErrNoEndpoint = errors.New("no webhook endpoint")
 // Replay queues the account's delivered and failed events of the request's window for delivery
 // again, with their ids and bodies unchanged, at most MaxReplayEvents of them. Events still
 // pending are on their way already and are not queued twice.
-func (n *Notifier) Replay(
-	ctx context.Context, db *store.DB, accountID uuid.UUID, environment string, r ReplayRequest,
-) (ReplayResult, error) {
-	job, err := store.NewJob(DeliverArgs{}, QueueName(environment), n.maxAttempts)
+func (s *Events) Replay(ctx context.Context, accountID uuid.UUID, r ReplayRequest) (ReplayResult, error) {
+	job, err := store.NewJob(DeliverArgs{}, QueueName(s.environment), s.notifier.maxAttempts)
 	if err != nil {
 		return ReplayResult{}, err
 	}
 	var replayed store.ReplayedEvents
-	err = db.InTx(ctx, func(tx store.Tx) error {
+	err = s.db.InTx(ctx, func(tx store.Tx) error {
 		if _, err := store.WebhookFor(ctx, tx, accountID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return ErrNoEndpoint

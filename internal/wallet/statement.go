@@ -69,7 +69,8 @@ func nextCursor(account uuid.UUID, k store.LedgerKey) string {
 }
 
 // Statement reads one page of the account's ledger, newest first.
-func Statement(ctx context.Context, q store.Querier, account uuid.UUID, query listing.Query) (StatementPage, error) {
+func (s *Service) Statement(ctx context.Context, account uuid.UUID, query listing.Query) (StatementPage, error) {
+	q := s.db.Pool
 	f, err := statementFilter(account, &query)
 	if err != nil {
 		return StatementPage{}, err
@@ -109,9 +110,10 @@ var CSVHeader = []string{"id", "createdAt", "type", "currency", "amount", "amoun
 // write, which streams the page's rows as the database returns them. The rows written are those
 // between the cursor and the page's last key, so a row inserted between the two reads can only
 // add to this page, never fall between it and the next.
-func StatementCSV(
-	ctx context.Context, q store.Querier, account uuid.UUID, query listing.Query,
+func (s *Service) StatementCSV(
+	ctx context.Context, account uuid.UUID, query listing.Query,
 ) (next string, write func(context.Context, io.Writer) error, err error) {
+	q := s.db.Pool
 	f, err := statementFilter(account, &query)
 	if err != nil {
 		return "", nil, err
