@@ -21,7 +21,7 @@ var wiring = []string{module + "/internal/devenv"}
 // importGraph is the import graph of the module's code under one set of build tags.
 type importGraph struct {
 	tags string
-	// checked are the packages of ./controllers/..., ./internal/... and ./apiserver.
+	// checked are the packages of ./controllers/..., ./internal/... and ./apiserver/....
 	checked []string
 	// imports holds the direct imports of every package those and the binary reach.
 	imports map[string][]string
@@ -32,7 +32,7 @@ func loadGraph(t *testing.T, tags string) importGraph {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-tags", tags, "-deps",
 		"-f", "{{.ImportPath}} {{.DepOnly}} {{join .Imports \" \"}}",
-		"./controllers/...", "./internal/...", "./apiserver", ".")
+		"./controllers/...", "./internal/...", "./apiserver/...", ".")
 	cmd.Dir = "../.."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -66,6 +66,8 @@ func TestImportGraph(t *testing.T) {
 		t.Run("frameworks stay at the edges/"+name, func(t *testing.T) { frameworksStayAtTheEdges(t, g) })
 		t.Run("gorm only writes configuration/"+name, func(t *testing.T) { gormOnlyWritesConfiguration(t, g) })
 		t.Run("binary links no other SQL driver/"+name, func(t *testing.T) { binaryLinksNoOtherSQLDriver(t, g) })
+		t.Run("sql stays in store/"+name, func(t *testing.T) { sqlStaysInStore(t, g) })
+		t.Run("handlers hold services/"+name, func(t *testing.T) { handlersHoldServices(t, g) })
 	}
 }
 
@@ -104,6 +106,8 @@ func frameworksStayAtTheEdges(t *testing.T, g importGraph) {
 				t.Errorf("tags %q: %s does not reach %v: is the check still looking at the graph?",
 					tags, root, edgeOnly)
 			}
+			continue
+		case strings.HasPrefix(root, module+"/apiserver/"):
 			continue
 		case slices.Contains(wiring, root):
 			continue
@@ -198,4 +202,62 @@ func reachable(root string, imports map[string][]string) map[string]bool {
 		}
 	}
 	return seen
+}
+
+// sqlDrivers are the packages that run statements. Outside internal/store no package imports
+// one: the others call store's functions, name a transaction store.Tx, and classify errors
+// through store's predicates. pgtype, pgx's column values, is not among them.
+var sqlDrivers = []string{
+	"database/sql",
+	"github.com/jackc/pgx/v5",
+	"github.com/jackc/pgx/v5/pgconn",
+	"github.com/jackc/pgx/v5/pgxpool",
+	"github.com/jackc/pgx/v5/stdlib",
+}
+
+// sqlRoom is the package that runs SQL, with its subpackages (migrations, test databases).
+// provisioning/configdb runs the operator's configuration statements through GORM (its doc
+// lists them); gormOnlyWritesConfiguration holds that line.
+const sqlRoom = module + "/internal/store"
+
+// sqlStaysInStore: no checked package outside store imports a package that runs statements;
+// the controllers, which must not even classify the driver's errors themselves, least of all.
+func sqlStaysInStore(t *testing.T, g importGraph) {
+	if !slices.ContainsFunc(g.imports[sqlRoom], func(p string) bool { return slices.Contains(sqlDrivers, p) }) {
+		t.Fatalf("tags %q: %s imports none of %v: is the check still looking at the graph?", g.tags, sqlRoom, sqlDrivers)
+	}
+	checked := 0
+	for _, p := range g.checked {
+		if p == sqlRoom || strings.HasPrefix(p, sqlRoom+"/") {
+			continue
+		}
+		checked++
+		for _, imp := range g.imports[p] {
+			if slices.Contains(sqlDrivers, imp) {
+				t.Errorf("tags %q: %s imports %s: run statements through %s", g.tags, p, imp, sqlRoom)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Errorf("tags %q: only %d packages checked: %v", g.tags, checked, g.checked)
+	}
+}
+
+// handlersHoldServices: the HTTP layer's packages (handlers, principal, apierror, ratelimit,
+// openapi) call the domain's services and never import store; apiserver's own package is the data
+// plane's wiring and hands the one *store.DB to the services it builds.
+func handlersHoldServices(t *testing.T, g importGraph) {
+	checked := 0
+	for _, p := range g.checked {
+		if !strings.HasPrefix(p, module+"/apiserver/") {
+			continue
+		}
+		checked++
+		if slices.Contains(g.imports[p], sqlRoom) {
+			t.Errorf("tags %q: %s imports %s: hold a service of internal/ instead", g.tags, p, sqlRoom)
+		}
+	}
+	if checked < 4 {
+		t.Errorf("tags %q: only %d packages of apiserver/ checked: %v", g.tags, checked, g.checked)
+	}
 }
