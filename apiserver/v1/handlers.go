@@ -201,11 +201,11 @@ func legacy(p *catalog.Product) legacyProduct {
 	if !p.Orderable() {
 		out.State = "unavailable"
 	}
-	if !p.Open() {
+	if !p.OpenDenomination() {
 		out.Price, out.BuyingPrice = p.Price, p.BuyingPrice
 	}
 	rrp := p.RRP
-	if rrp == nil && !p.Open() {
+	if rrp == nil && !p.OpenDenomination() {
 		rrp = p.Price
 	}
 	if rrp != nil {

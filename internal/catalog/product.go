@@ -36,8 +36,8 @@ type Product struct {
 	Outcome Outcome
 }
 
-// Open reports whether the partner chooses the amount (open denomination).
-func (p *Product) Open() bool { return p.DenominationType == DenominationOpen }
+// OpenDenomination reports whether the partner chooses the amount.
+func (p *Product) OpenDenomination() bool { return p.DenominationType == DenominationOpen }
 
 // Orderable reports whether the product may be ordered at all; inactive products may not.
 func (p *Product) Orderable() bool { return p.Status != StatusInactive }
@@ -182,7 +182,7 @@ func (p *Product) encode(today string) (list, detail []byte, err error) {
 		Type:               p.Type,
 		IsSandboxProduct:   p.IsSandboxProduct,
 	}
-	if !p.Open() {
+	if !p.OpenDenomination() {
 		item.Price = p.Price
 		item.BuyingPrice = p.BuyingPrice
 		if p.Price != nil && p.BuyingPrice != nil && !item.CurrencyMismatch {
@@ -206,7 +206,7 @@ func (p *Product) encode(today string) (list, detail []byte, err error) {
 		return nil, nil, fmt.Errorf("encode product %s: %w", p.ProductCode, err)
 	}
 	full := detailJSON{productJSON: item, Languages: make([]languageJSON, 0, len(p.Languages))}
-	if p.Open() {
+	if p.OpenDenomination() {
 		full.DenominationMinValue, full.DenominationMaxValue = p.DenominationMin, p.DenominationMax
 		full.DenominationStep, full.DenominationDefaultValue = p.DenominationStep, p.DenominationDefault
 	}

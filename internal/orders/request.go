@@ -409,7 +409,7 @@ func checkSKU(l LineRequest, p *catalog.Product) *Refusal {
 }
 
 func unitPrice(l LineRequest, p *catalog.Product) (int64, *Refusal) {
-	if p.Open() {
+	if p.OpenDenomination() {
 		if l.Price == nil {
 			return 0, refuseProduct(PriceRequired, l.ProductCode, 0)
 		}
