@@ -262,7 +262,7 @@ func printDevBanner(
 		baseURLs[string(tenancy.Production)], baseURLs[string(tenancy.Sandbox)])
 	fmt.Fprintf(out,
 		"codeport dev: provisioned %d partner(s), %d catalog(s), %d key(s), %d wallet(s); credentials in %s\n",
-		len(m.Partners), len(m.Catalogs), len(m.ApiKeys), len(m.Wallets), credsPath)
+		len(m.Partners), len(m.Catalogs), len(m.APIKeys), len(m.Wallets), credsPath)
 	partners := make([]string, 0, len(creds.Partners))
 	for p := range creds.Partners {
 		partners = append(partners, p)

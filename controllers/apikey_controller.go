@@ -40,10 +40,10 @@ const (
 	annotationIssuedAt = "codeport.dev/issued-at"
 )
 
-// ApiKeyReconciler issues a key once, keeps its plaintext only in the Secret it owns, and its
+// APIKeyReconciler issues a key once, keeps its plaintext only in the Secret it owns, and its
 // SHA-256 digest in the database. It never regenerates a key on later reconciles or restarts;
 // raising spec.rotation issues a new key and revokes the previous one at once.
-type ApiKeyReconciler struct { //nolint:revive // named after the ApiKey kind
+type APIKeyReconciler struct {
 	client.Client
 	// APIReader reads past the cache. Every decision that replaces or revokes a key (the Secret
 	// looks missing, invalid, of an older rotation; its key looks revoked or unregistered) is
@@ -56,7 +56,7 @@ type ApiKeyReconciler struct { //nolint:revive // named after the ApiKey kind
 	keyEvents   *prometheus.CounterVec
 }
 
-func (r *ApiKeyReconciler) count(k *v1alpha1.ApiKey, event string) {
+func (r *APIKeyReconciler) count(k *v1alpha1.ApiKey, event string) {
 	if r.keyEvents != nil {
 		r.keyEvents.WithLabelValues(string(k.Spec.Environment), event).Inc()
 	}
@@ -72,7 +72,7 @@ func keySource(k *v1alpha1.ApiKey) string { return k.Namespace + "/" + k.Name }
 
 // Reconcile is the whole flow of an ApiKey: fetch → deletion (revoke) → partner → Secret and
 // key → status.
-func (r *ApiKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *APIKeyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var k v1alpha1.ApiKey
 	if err := r.Get(ctx, req.NamespacedName, &k); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -139,7 +139,7 @@ type keyPlan struct {
 // plan reads the ApiKey's Secret and decides what to do. A decision that replaces or revokes a
 // key is taken on the cached Secret only as a hint: it is taken again on the Secret as the API
 // server has it, and that decision is the one returned, with that Secret.
-func (r *ApiKeyReconciler) plan(ctx context.Context, k *v1alpha1.ApiKey) (keyPlan, error) {
+func (r *APIKeyReconciler) plan(ctx context.Context, k *v1alpha1.ApiKey) (keyPlan, error) {
 	secret, err := readSecret(ctx, r.Client, k)
 	if err != nil {
 		return keyPlan{}, err
@@ -169,7 +169,7 @@ func readSecret(ctx context.Context, reader client.Reader, k *v1alpha1.ApiKey) (
 
 // decide is what to do given the Secret (nil: none): whose its name is (secretOwner), then what
 // its key is (judgeKey).
-func (r *ApiKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyPlan, error) {
+func (r *APIKeyReconciler) decide(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyPlan, error) {
 	var claimants v1alpha1.ApiKeyList
 	if secret == nil {
 		err := r.List(ctx, &claimants, client.InNamespace(k.Namespace),
@@ -245,7 +245,7 @@ type keyFacts struct {
 
 // keyFacts reads what judgeKey needs to know of the Secret's key: one database query, and a
 // look at the cached key Secrets when the database does not know the key.
-func (r *ApiKeyReconciler) keyFacts(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyFacts, error) {
+func (r *APIKeyReconciler) keyFacts(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) (keyFacts, error) {
 	plaintext := string(secret.Data[SecretKeyAPIKey])
 	var f keyFacts
 	env, wellFormed := auth.ParseKey(plaintext)
@@ -322,7 +322,7 @@ func keyDigest(secret *corev1.Secret) string {
 
 // apply provisions the key, then follows the key its last rotation replaced, if that one is in a
 // grace period.
-func (r *ApiKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
+func (r *APIKeyReconciler) apply(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
 	result, err := r.applyKey(ctx, k)
 	ready := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
 	if err != nil || ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != k.Generation {
@@ -347,7 +347,7 @@ const previousKeyRecheck = time.Second
 // when the period ends, to record the key revoked and clear the status. The API refuses the key
 // at that moment by itself, whether or not the operator runs: this only makes the database and
 // the status say so, and the database's clock decides.
-func (r *ApiKeyReconciler) settlePreviousKey(
+func (r *APIKeyReconciler) settlePreviousKey(
 	ctx context.Context, k *v1alpha1.ApiKey, result ctrl.Result,
 ) (ctrl.Result, error) {
 	source := keySource(k)
@@ -381,7 +381,7 @@ func (r *ApiKeyReconciler) settlePreviousKey(
 }
 
 // applyKey ensures the Partner is ready and the Secret holds an active key of this rotation.
-func (r *ApiKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
+func (r *APIKeyReconciler) applyKey(ctx context.Context, k *v1alpha1.ApiKey) (ctrl.Result, error) {
 	var partner v1alpha1.Partner
 	err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Spec.PartnerRef.Name}, &partner)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -475,7 +475,7 @@ type keyEvent struct{ eventType, reason, action, note string }
 
 // recordIssued records that key plaintext was issued into the Secret, and why (nil: for no
 // other reason than that the ApiKey had none).
-func (r *ApiKeyReconciler) recordIssued(k *v1alpha1.ApiKey, cause *keyEvent, plaintext string) {
+func (r *APIKeyReconciler) recordIssued(k *v1alpha1.ApiKey, cause *keyEvent, plaintext string) {
 	if cause == nil {
 		r.Recorder.Eventf(k, nil, corev1.EventTypeNormal, "Issued", "Issue",
 			"Key %s issued into Secret %s", auth.DisplayPrefix(plaintext), k.Spec.SecretName)
@@ -506,7 +506,7 @@ func foreignKeyEvent(k *v1alpha1.ApiKey, prefix string) *keyEvent {
 
 // refuseSecretName reports that the Secret name is not k's: Ready=False/SecretConflict naming
 // the ApiKey it is left to, and a Warning event when that changes (not on every retry).
-func (r *ApiKeyReconciler) refuseSecretName(k *v1alpha1.ApiKey, p keyPlan) {
+func (r *APIKeyReconciler) refuseSecretName(k *v1alpha1.ApiKey, p keyPlan) {
 	var message string
 	switch {
 	case p.owner == "":
@@ -533,7 +533,7 @@ func (r *ApiKeyReconciler) refuseSecretName(k *v1alpha1.ApiKey, p keyPlan) {
 // after grace, when positive). Once the key is registered it records cause, or Issued for a
 // key issued for no other reason, naming the key: an event never announces an issue that
 // might still fail.
-func (r *ApiKeyReconciler) issue(
+func (r *APIKeyReconciler) issue(
 	ctx context.Context, k *v1alpha1.ApiKey, existing *corev1.Secret, grace time.Duration, cause *keyEvent,
 ) (ctrl.Result, error) {
 	plaintext, err := auth.GenerateKey(string(k.Spec.Environment))
@@ -585,7 +585,7 @@ func (r *ApiKeyReconciler) issue(
 
 // register stores the key for the ApiKey (revoked: only its digest, revoked, so that no ApiKey
 // can register it as theirs).
-func (r *ApiKeyReconciler) register(
+func (r *APIKeyReconciler) register(
 	ctx context.Context, k *v1alpha1.ApiKey, plaintext string, rotation int64, grace time.Duration, revoked bool,
 ) error {
 	kind := string(k.Spec.Type)
@@ -604,7 +604,7 @@ func (r *ApiKeyReconciler) register(
 	return nil
 }
 
-func (r *ApiKeyReconciler) secretData(k *v1alpha1.ApiKey, plaintext string) map[string][]byte {
+func (r *APIKeyReconciler) secretData(k *v1alpha1.ApiKey, plaintext string) map[string][]byte {
 	kind := string(k.Spec.Type)
 	if kind == "" {
 		kind = string(v1alpha1.ApiKeyTypeAPIKey)
@@ -619,7 +619,7 @@ func (r *ApiKeyReconciler) secretData(k *v1alpha1.ApiKey, plaintext string) map[
 
 // refreshSecret keeps baseUrl and the descriptive keys current, and the operator's label on the
 // Secret (key Secrets written by an older version lack it), without touching the key.
-func (r *ApiKeyReconciler) refreshSecret(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) error {
+func (r *APIKeyReconciler) refreshSecret(ctx context.Context, k *v1alpha1.ApiKey, secret *corev1.Secret) error {
 	want := r.secretData(k, string(secret.Data[SecretKeyAPIKey]))
 	changed := secret.Labels[ManagedByLabel] != ManagedByValue
 	for key, v := range want {
@@ -641,7 +641,7 @@ func (r *ApiKeyReconciler) refreshSecret(ctx context.Context, k *v1alpha1.ApiKey
 	return nil
 }
 
-func (r *ApiKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotation int64, issuedAt string) {
+func (r *APIKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotation int64, issuedAt string) {
 	k.Status.KeyPrefix = auth.DisplayPrefix(plaintext)
 	k.Status.Rotation = rotation
 	if t, err := time.Parse(time.RFC3339, issuedAt); err == nil {
@@ -656,7 +656,7 @@ func (r *ApiKeyReconciler) setIssued(k *v1alpha1.ApiKey, plaintext string, rotat
 // secretName names (owned or not: a conflicting Secret's deletion or hand-over frees the name;
 // through both caches), and the other ApiKeys naming the same Secret (the deletion of the one
 // the name is left to passes it on).
-func (r *ApiKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
+func (r *APIKeyReconciler) SetupWithManager(mgr ctrl.Manager, refs referenceCache) error {
 	ctx := context.Background()
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &v1alpha1.ApiKey{}, indexSecretName, apiKeySecretName); err != nil {

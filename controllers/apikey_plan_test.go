@@ -153,7 +153,7 @@ func TestPlanConfirmsWithTheAPIServer(t *testing.T) {
 			if c.server != nil {
 				server = append(server, c.server)
 			}
-			r := &ApiKeyReconciler{Client: countingReader(t, scheme, &cachedReads, cached...),
+			r := &APIKeyReconciler{Client: countingReader(t, scheme, &cachedReads, cached...),
 				APIReader: countingReader(t, scheme, &uncachedReads, server...), Provisioner: prov}
 			p, err := r.plan(ctx, k)
 			if err != nil {

@@ -104,7 +104,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := partners.SetupWithManager(mgr, refs); err != nil {
 		return fmt.Errorf("partner controller: %w", err)
 	}
-	keys := &ApiKeyReconciler{
+	keys := &APIKeyReconciler{
 		Client:      mgr.GetClient(),
 		APIReader:   reader,
 		Provisioner: prov,

@@ -6,7 +6,7 @@ import (
 
 // ApiKeyType is the kind of credential.
 // +kubebuilder:validation:Enum=apiKey;bearerToken
-type ApiKeyType string //nolint:revive // the kind is named ApiKey in the CRD contract
+type ApiKeyType string
 
 const (
 	ApiKeyTypeAPIKey      ApiKeyType = "apiKey"
@@ -94,7 +94,7 @@ type ApiKeyStatus struct {
 // +kubebuilder:printcolumn:name="Prefix",type=string,JSONPath=`.status.keyPrefix`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-type ApiKey struct { //nolint:revive // the kind is named ApiKey in the CRD contract
+type ApiKey struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
@@ -104,7 +104,7 @@ type ApiKey struct { //nolint:revive // the kind is named ApiKey in the CRD cont
 
 // ApiKeyList is a list of ApiKeys.
 // +kubebuilder:object:root=true
-type ApiKeyList struct { //nolint:revive // the kind is named ApiKey in the CRD contract
+type ApiKeyList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ApiKey `json:"items"`

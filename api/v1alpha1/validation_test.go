@@ -168,7 +168,7 @@ spec:
   - {productCode: "10000000000001", name: A, countryCode: DE, currencyCode: EUR, price: 100}
 `
 
-const validApiKey = `
+const validAPIKey = `
 apiVersion: codeport.dev/v1alpha1
 kind: ApiKey
 metadata: {name: k}
@@ -240,10 +240,10 @@ func TestCreateRejected(t *testing.T) {
 		{"not an IP", validPartner, func(u map[string]any) {
 			spec(u)["ipWhitelist"] = []any{"not-an-ip"}
 		}, "must be an IP address or CIDR"},
-		{"unknown environment", validApiKey, func(u map[string]any) {
+		{"unknown environment", validAPIKey, func(u map[string]any) {
 			spec(u)["environment"] = "staging"
 		}, "Unsupported value"},
-		{"unknown key type", validApiKey, func(u map[string]any) {
+		{"unknown key type", validAPIKey, func(u map[string]any) {
 			spec(u)["type"] = "password"
 		}, "Unsupported value"},
 		{"duplicate top-up ids", validWallet, func(u map[string]any) {
@@ -255,11 +255,11 @@ func TestCreateRejected(t *testing.T) {
 		{"zero top-up", validWallet, func(u map[string]any) {
 			spec(u)["topUps"] = []any{map[string]any{"id": "a", "currency": "EUR", "amount": "0.00"}}
 		}, "amount must be positive"},
-		{"negative grace period", validApiKey, setSpec("previousKeyGracePeriod", "-1s"),
+		{"negative grace period", validAPIKey, setSpec("previousKeyGracePeriod", "-1s"),
 			"previousKeyGracePeriod must be between 0s and 168h"},
-		{"grace period over a week", validApiKey, setSpec("previousKeyGracePeriod", "169h"),
+		{"grace period over a week", validAPIKey, setSpec("previousKeyGracePeriod", "169h"),
 			"previousKeyGracePeriod must be between 0s and 168h"},
-		{"grace period not a duration", validApiKey, setSpec("previousKeyGracePeriod", "soon"),
+		{"grace period not a duration", validAPIKey, setSpec("previousKeyGracePeriod", "soon"),
 			"previousKeyGracePeriod"},
 		{"zero WalletTopUp", validWalletTopUp, setSpec("amount", "0.000"), "amount must be positive"},
 		{"WalletTopUp without id", validWalletTopUp, func(u map[string]any) { delete(spec(u), "id") }, "id"},
@@ -347,10 +347,10 @@ func TestCurrencyCodes(t *testing.T) {
 func TestUpdateRejected(t *testing.T) {
 	ns := createNamespace(t)
 	cases := []rejection{
-		{"ApiKey environment changed", validApiKey, setSpec("environment", "production"), "environment is immutable"},
-		{"ApiKey partnerRef changed", validApiKey, setSpec("partnerRef", map[string]any{"name": "other"}),
+		{"ApiKey environment changed", validAPIKey, setSpec("environment", "production"), "environment is immutable"},
+		{"ApiKey partnerRef changed", validAPIKey, setSpec("partnerRef", map[string]any{"name": "other"}),
 			"partnerRef is immutable"},
-		{"ApiKey rotation lowered", validApiKey, setSpec("rotation", int64(1)), "rotation may only increase"},
+		{"ApiKey rotation lowered", validAPIKey, setSpec("rotation", int64(1)), "rotation may only increase"},
 		{"Wallet environment changed", validWallet, setSpec("environment", "sandbox"), "environment is immutable"},
 		{"Wallet partnerRef changed", validWallet, setSpec("partnerRef", map[string]any{"name": "other"}),
 			"partnerRef is immutable"},
@@ -380,7 +380,7 @@ func TestUpdateRejected(t *testing.T) {
 
 	// Raising rotation is the supported way to rotate and must be accepted.
 	ctx := context.Background()
-	u := decode(t, validApiKey)
+	u := decode(t, validAPIKey)
 	u.SetNamespace(ns)
 	u.SetName("rotate-up")
 	if err := k8s.Create(ctx, u); err != nil {

@@ -30,7 +30,7 @@ type Manifests struct {
 	Partners   []v1alpha1.Partner
 	Catalogs   []v1alpha1.Catalog
 	Shards     []v1alpha1.CatalogShard
-	ApiKeys    []v1alpha1.ApiKey //nolint:revive // the kind is named ApiKey
+	APIKeys    []v1alpha1.ApiKey
 	Wallets    []v1alpha1.Wallet
 	TopUps     []v1alpha1.WalletTopUp
 	ConfigMaps []corev1.ConfigMap
@@ -198,7 +198,7 @@ func (m *Manifests) keep(path string, index int, apiVersion, kind string, stored
 	case group == v1alpha1.GroupVersion.Group && kind == "CatalogShard":
 		return decodeInto(strict, &m.Shards)
 	case group == v1alpha1.GroupVersion.Group && kind == "ApiKey":
-		return decodeInto(strict, &m.ApiKeys)
+		return decodeInto(strict, &m.APIKeys)
 	case group == v1alpha1.GroupVersion.Group && kind == "Wallet":
 		return decodeInto(strict, &m.Wallets)
 	case group == v1alpha1.GroupVersion.Group && kind == "WalletTopUp":

@@ -349,9 +349,9 @@ func testSamplesStoredAsByTheServer(t *testing.T, c *cluster) {
 	if err != nil {
 		t.Fatalf("the samples are refused: %v", err)
 	}
-	if len(m.Partners) == 0 || len(m.Catalogs) == 0 || len(m.Shards) == 0 || len(m.ApiKeys) == 0 || len(m.Wallets) == 0 {
+	if len(m.Partners) == 0 || len(m.Catalogs) == 0 || len(m.Shards) == 0 || len(m.APIKeys) == 0 || len(m.Wallets) == 0 {
 		t.Fatalf("samples: %d partners, %d catalogs, %d shards, %d keys, %d wallets",
-			len(m.Partners), len(m.Catalogs), len(m.Shards), len(m.ApiKeys), len(m.Wallets))
+			len(m.Partners), len(m.Catalogs), len(m.Shards), len(m.APIKeys), len(m.Wallets))
 	}
 	for _, obj := range customObjects(m) {
 		created := obj.DeepCopyObject().(client.Object)
@@ -593,7 +593,7 @@ func customObjects(m *Manifests) []client.Object {
 	objs = appendObjects(objs, m.Partners)
 	objs = appendObjects(objs, m.Catalogs)
 	objs = appendObjects(objs, m.Shards)
-	objs = appendObjects(objs, m.ApiKeys)
+	objs = appendObjects(objs, m.APIKeys)
 	objs = appendObjects(objs, m.Wallets)
 	return appendObjects(objs, m.TopUps)
 }

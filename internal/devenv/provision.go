@@ -232,8 +232,8 @@ func provisionKeys(
 		return nil, err
 	}
 	creds := &Credentials{Partners: map[string]map[string]*Endpoint{}}
-	for i := range m.ApiKeys {
-		k := &m.ApiKeys[i]
+	for i := range m.APIKeys {
+		k := &m.APIKeys[i]
 		source := k.Namespace + "/" + k.Name
 		env := string(k.Spec.Environment)
 		kind := string(k.Spec.Type)
