@@ -8,6 +8,7 @@ import (
 // +kubebuilder:validation:Enum=apiKey;bearerToken
 type ApiKeyType string
 
+// The kinds of credential: an x-api-key for /v2, a bearer token for the legacy /v1.
 const (
 	ApiKeyTypeAPIKey      ApiKeyType = "apiKey"
 	ApiKeyTypeBearerToken ApiKeyType = "bearerToken"

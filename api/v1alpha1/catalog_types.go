@@ -40,6 +40,7 @@ func (p *Percentage) UnmarshalJSON(b []byte) error {
 // +kubebuilder:validation:Enum=fixed;open
 type DenominationType string
 
+// The denominations: a fixed price, or an amount the partner chooses within bounds.
 const (
 	DenominationFixed DenominationType = "fixed"
 	DenominationOpen  DenominationType = "open"

@@ -4,6 +4,7 @@ package v1alpha1
 // +kubebuilder:validation:Enum=sandbox;production
 type Environment string
 
+// The environments of every partner: the sandbox and production.
 const (
 	EnvironmentSandbox    Environment = "sandbox"
 	EnvironmentProduction Environment = "production"

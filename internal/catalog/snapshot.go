@@ -48,6 +48,7 @@ func ParseQuery(values url.Values) (Query, error) {
 // 1 <= take <= MaxTake).
 type PagingError struct{ Param string }
 
+// Error implements error.
 func (e *PagingError) Error() string { return "malformed paging parameter " + e.Param }
 
 // QueryParser reads the list filters and paging of the spec one parameter at a time, each key's

@@ -275,6 +275,7 @@ type OtherKeyError struct {
 	Current string
 }
 
+// Error implements error.
 func (e *OtherKeyError) Error() string {
 	if e.ID == "" {
 		return fmt.Sprintf("sealed under codes key number %d, which this database does not record; "+

@@ -28,6 +28,7 @@ type WrongKeyError struct {
 	Unopened string
 }
 
+// Error implements error.
 func (e *WrongKeyError) Error() string {
 	if e.Unopened != "" {
 		return fmt.Sprintf("codes key %s does not open the codes and secrets already in this database "+
@@ -46,6 +47,7 @@ type MissingKeyError struct {
 	Count int64
 }
 
+// Error implements error.
 func (e *MissingKeyError) Error() string {
 	return fmt.Sprintf("codes key %s still encrypts %d codes and secrets but is not in the keyring; "+
 		"add it back, and run `codeport codes rekey` before removing it", e.Key, e.Count)

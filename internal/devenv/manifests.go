@@ -103,6 +103,7 @@ type DocumentError struct {
 	Stored string
 }
 
+// Error implements error.
 func (e *DocumentError) Error() string {
 	msg := fmt.Sprintf("%s (document %d): %s", e.File, e.Document, crdvalidation.KubectlMessage(e.Err))
 	if e.Stored != "" {
@@ -112,6 +113,7 @@ func (e *DocumentError) Error() string {
 	return msg
 }
 
+// Unwrap returns the error underneath, for errors.Is and errors.As.
 func (e *DocumentError) Unwrap() error { return e.Err }
 
 // loader collects the manifests of LoadManifests and the documents the cluster would refuse.

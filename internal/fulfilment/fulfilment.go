@@ -92,6 +92,7 @@ func NewFulfiller(
 // SnoozeError asks the queue to run the job again after Delay without counting a failure.
 type SnoozeError struct{ Delay time.Duration }
 
+// Error implements error.
 func (e *SnoozeError) Error() string { return fmt.Sprintf("not ready: retry in %s", e.Delay) }
 
 // Fulfil delivers what it can for a processing order of environment and finishes it. An order

@@ -51,6 +51,7 @@ var Statuses = []string{"processing", "completed", "partially_completed", "faile
 // QueryError is a query parameter the rules refuse; apierror words it.
 type QueryError struct{ Param Param }
 
+// Error implements error.
 func (e *QueryError) Error() string { return "invalid query parameter " + string(e.Param) }
 
 // Query is a parsed list request. Before is the decoded cursor: the position (time and id) the

@@ -80,6 +80,7 @@ type ParamError struct {
 	Problem ParamProblem
 }
 
+// Error implements error.
 func (e *ParamError) Error() string {
 	return fmt.Sprintf("query parameter %s: problem %d", e.Param, e.Problem)
 }

@@ -94,6 +94,7 @@ type Refusal struct {
 	InKey bool
 }
 
+// Error implements error.
 func (r *Refusal) Error() string {
 	if r.Product != "" {
 		return fmt.Sprintf("order refused: %s (product %s)", r.Reason, r.Product)
@@ -110,6 +111,7 @@ func refuseProduct(reason Reason, product string, amount int64) *Refusal {
 // NotFoundError is a reference that names none of the account's orders.
 type NotFoundError struct{ Reference string }
 
+// Error implements error.
 func (e *NotFoundError) Error() string { return "order " + e.Reference + " not found" }
 
 var (

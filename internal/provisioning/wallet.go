@@ -332,7 +332,10 @@ type TopUpResult struct {
 // currency has, an amount above the largest top-up).
 type InvalidTopUpError struct{ Err error }
 
+// Error implements error.
 func (e *InvalidTopUpError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the error underneath, for errors.Is and errors.As.
 func (e *InvalidTopUpError) Unwrap() error { return e.Err }
 
 // errTopUpRaced aborts a credit that found the entry written meanwhile by someone else.

@@ -14,6 +14,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error implements error.
 func (e *PanicError) Error() string { return fmt.Sprintf("%s panicked: %v", e.What, e.Value) }
 
 // Do runs fn and returns the panic it raised as a *PanicError, logged at ERROR with its stack

@@ -26,6 +26,7 @@ const (
 // ChannelConfig is the NOTIFY channel raised by the schema's triggers on configuration changes.
 const ChannelConfig = "codeport_config"
 
+// Account is a row of accounts: one environment of a partner, with its access and wallet settings.
 type Account struct {
 	ID                  uuid.UUID
 	PartnerID           uuid.UUID
@@ -44,6 +45,7 @@ type Account struct {
 	UpdatedAt           time.Time
 }
 
+// Catalog is a row of catalogs.
 type Catalog struct {
 	ID                        uuid.UUID
 	Namespace                 string
@@ -61,6 +63,7 @@ type Catalog struct {
 	DeletedAt         *time.Time
 }
 
+// CatalogProduct is a row of catalog_products: a product as one catalog sells it.
 type CatalogProduct struct {
 	CatalogID           uuid.UUID
 	ProductCode         string
@@ -104,6 +107,7 @@ type CatalogProduct struct {
 	UpdatedAt          time.Time
 }
 
+// ProductLanguage is a product's text in one language, as catalog_products stores it in JSON.
 type ProductLanguage struct {
 	LanguageCode           string `json:"languageCode"`
 	Name                   string `json:"name"`
@@ -113,6 +117,7 @@ type ProductLanguage struct {
 	RedemptionInstructions string `json:"redemptionInstructions,omitempty"`
 }
 
+// ProductPromotion is a promotion of a product, as catalog_products stores it in JSON.
 type ProductPromotion struct {
 	Type      string `json:"type"`
 	Details   string `json:"details"`
@@ -120,11 +125,13 @@ type ProductPromotion struct {
 	EndDate   string `json:"endDate,omitempty"`
 }
 
+// ProductServiceFee is a service fee of a product, as catalog_products stores it in JSON.
 type ProductServiceFee struct {
 	Type  string `json:"type"`
 	Value string `json:"value"`
 }
 
+// WalletBalance is a row of wallet_balances: an account's balance in one currency, in minor units.
 type WalletBalance struct {
 	AccountID  uuid.UUID
 	Currency   string
@@ -133,6 +140,7 @@ type WalletBalance struct {
 	UpdatedAt  time.Time
 }
 
+// WalletEntry is a row of wallet_entries, the ledger: one balance change, in minor units.
 type WalletEntry struct {
 	ID           int64
 	AccountID    uuid.UUID
@@ -145,6 +153,7 @@ type WalletEntry struct {
 	CreatedAt    time.Time
 }
 
+// Order is a row of orders, with its lines when read with them.
 type Order struct {
 	ID                uuid.UUID
 	AccountID         uuid.UUID
@@ -166,6 +175,7 @@ type Order struct {
 	Lines    []OrderLine
 }
 
+// OrderLine is a row of order_lines.
 type OrderLine struct {
 	OrderID     uuid.UUID
 	LineNo      int
@@ -176,6 +186,7 @@ type OrderLine struct {
 	SKU         string
 }
 
+// CodeStock is a row of code_stock: an imported code, sealed, and the order it went to once delivered.
 type CodeStock struct {
 	ID          int64
 	ProductCode string
@@ -188,6 +199,7 @@ type CodeStock struct {
 	DeliveredAt *time.Time
 }
 
+// DeliveredCode is a row of delivered_codes: one unit of an order's line, sealed.
 type DeliveredCode struct {
 	OrderID     uuid.UUID
 	LineNo      int
@@ -205,6 +217,7 @@ func WebhookSecretOwner(partnerID uuid.UUID, environment string) string {
 	return "webhook/" + partnerID.String() + "/" + environment
 }
 
+// WebhookEvent is a row of webhook_events.
 type WebhookEvent struct {
 	ID          string
 	AccountID   uuid.UUID

@@ -20,6 +20,7 @@ type SchemaBehindError struct {
 	Have, Need int64
 }
 
+// Error implements error.
 func (e *SchemaBehindError) Error() string {
 	return fmt.Sprintf("database schema is at version %d, this binary needs %d: run `codeport migrate up`", e.Have, e.Need)
 }

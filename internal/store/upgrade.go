@@ -114,6 +114,7 @@ type Destruction struct {
 // operator sees.
 type DestroyedDataError struct{ Steps []Destruction }
 
+// Error implements error.
 func (e *DestroyedDataError) Error() string {
 	first := e.Steps[0]
 	msg := fmt.Sprintf("refusing to roll back migration %d (%s): it would destroy %d row(s)",
@@ -234,6 +235,7 @@ type IncompatibleError struct {
 	Instances []Instance
 }
 
+// Error implements error.
 func (e *IncompatibleError) Error() string {
 	names := make([]string, 0, len(e.Instances))
 	for _, in := range e.Instances {

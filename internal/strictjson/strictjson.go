@@ -41,6 +41,7 @@ type Error struct {
 	Err error
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	switch e.Problem {
 	case DuplicateKey:
@@ -53,6 +54,7 @@ func (e *Error) Error() string {
 	return "malformed JSON" + at(e.Location)
 }
 
+// Unwrap returns the error underneath, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
 func at(location string) string {

@@ -438,12 +438,14 @@ type Buffer struct {
 	buf bytes.Buffer
 }
 
+// Write appends p under the buffer's lock.
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what was written so far.
 func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
