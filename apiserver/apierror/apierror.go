@@ -153,23 +153,9 @@ func WrongOrderCurrency(productCode string) *Error {
 	return New(http.StatusBadRequest, fmt.Sprintf("Product %s cannot be ordered in the requested currency.", productCode))
 }
 
-// OpenDenominationRequiresPriceRejection is the 400 of an open-denomination product ordered without
-// a price, in the wording of a rejected order.
-func OpenDenominationRequiresPriceRejection(productCode string) *Error {
-	return New(http.StatusBadRequest, fmt.Sprintf("Product %s is open-denomination and requires a price.", productCode))
-}
-
 // OrderInvalid is the 400 of an order that could not be validated as a whole.
 func OrderInvalid() *Error {
 	return New(http.StatusBadRequest, "The order could not be validated. Check product codes, prices, and currency.")
-}
-
-// AlreadyPlaced is the 400 of an order that was placed before.
-func AlreadyPlaced() *Error { return New(http.StatusBadRequest, "This order has already been placed.") }
-
-// OrderRejected is the 400 of an order refused for a reason the contract does not name.
-func OrderRejected() *Error {
-	return New(http.StatusBadRequest, "The order could not be placed. Check your request and try again.")
 }
 
 // BadRequest is a 400 for malformed input outside the order rules (query parameters, JSON syntax).
@@ -216,11 +202,6 @@ func OrderLimitExceeded() *Error {
 // InsufficientFunds is the 422 of an order its wallet cannot pay.
 func InsufficientFunds() *Error {
 	return New(http.StatusUnprocessableEntity, "Insufficient funds. Please top up your wallet and try again.")
-}
-
-// NotPurchasable is the 422 of a product that cannot be bought now.
-func NotPurchasable(productCode string) *Error {
-	return New(http.StatusUnprocessableEntity, fmt.Sprintf("Product %s is not available for purchase.", productCode))
 }
 
 // RateLimited is the 429 of a key over its rate limit, with the seconds until it may retry.

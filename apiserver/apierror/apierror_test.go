@@ -59,14 +59,8 @@ func TestBodiesInTheContractsShape(t *testing.T) {
 			`"message":"Product 10000000000001 is not currently available."}`},
 		{apierror.WrongOrderCurrency(p), `{"statusCode":400,"error":"Bad Request",` +
 			`"message":"Product 10000000000001 cannot be ordered in the requested currency."}`},
-		{apierror.OpenDenominationRequiresPriceRejection(p), `{"statusCode":400,"error":"Bad Request",` +
-			`"message":"Product 10000000000001 is open-denomination and requires a price."}`},
 		{apierror.OrderInvalid(), `{"statusCode":400,"error":"Bad Request",` +
 			`"message":"The order could not be validated. Check product codes, prices, and currency."}`},
-		{apierror.AlreadyPlaced(), `{"statusCode":400,"error":"Bad Request",` +
-			`"message":"This order has already been placed."}`},
-		{apierror.OrderRejected(), `{"statusCode":400,"error":"Bad Request",` +
-			`"message":"The order could not be placed. Check your request and try again."}`},
 		{apierror.BadRequest("take must be an integer between 1 and 100"), `{"statusCode":400,"error":"Bad Request",` +
 			`"message":"take must be an integer between 1 and 100"}`},
 		{apierror.DuplicateExternalOrderCode(), `{"statusCode":409,"error":"Conflict",` +
@@ -83,8 +77,6 @@ func TestBodiesInTheContractsShape(t *testing.T) {
 			`"message":"Your account order limit has been exceeded. Contact support for assistance."}`},
 		{apierror.InsufficientFunds(), `{"statusCode":422,"error":"Unprocessable Entity",` +
 			`"message":"Insufficient funds. Please top up your wallet and try again."}`},
-		{apierror.NotPurchasable(p), `{"statusCode":422,"error":"Unprocessable Entity",` +
-			`"message":"Product 10000000000001 is not available for purchase."}`},
 		{apierror.RateLimited(17), `{"statusCode":429,"error":"Too Many Requests",` +
 			`"message":"Rate limit exceeded. Retry after 17s."}`},
 		{apierror.ProcessingUnavailable(), `{"statusCode":502,"error":"Bad Gateway",` +
