@@ -3,12 +3,9 @@ package openapi
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"strings"
 )
 
 // page is the reference page: it loads the embedded renderer and points it at both documents,
@@ -29,9 +26,6 @@ const RendererPath = "/docs/scalar.js"
 //go:embed ui/scalar.js.gz
 var renderer []byte
 
-//go:embed ui/scalar.lock
-var rendererLock string
-
 // RendererGzip returns the renderer's script, gzip-compressed.
 func RendererGzip() []byte { return append([]byte(nil), renderer...) }
 
@@ -47,32 +41,4 @@ func Renderer() ([]byte, error) {
 		return nil, fmt.Errorf("read embedded renderer: %w", err)
 	}
 	return raw, nil
-}
-
-// RendererRelease is the package and version of the embedded renderer, from its lock file.
-func RendererRelease() (pkg, version string) {
-	return lockField("package"), lockField("version")
-}
-
-// VerifyRenderer checks the embedded renderer against the digest its lock file records.
-func VerifyRenderer() error {
-	raw, err := Renderer()
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(raw)
-	got, want := hex.EncodeToString(sum[:]), lockField("sha256")
-	if got != want {
-		return fmt.Errorf("embedded renderer has sha256 %s, ui/scalar.lock records %q", got, want)
-	}
-	return nil
-}
-
-func lockField(name string) string {
-	for line := range strings.SplitSeq(rendererLock, "\n") {
-		if value, ok := strings.CutPrefix(line, name+" "); ok {
-			return value
-		}
-	}
-	return ""
 }

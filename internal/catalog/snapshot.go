@@ -3,7 +3,6 @@ package catalog
 import (
 	"cmp"
 	"maps"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,17 +30,6 @@ type Query struct {
 	Search     string
 	Skip       int
 	Take       int
-}
-
-// ParseQuery reads the list filters and paging of the spec from values.
-func ParseQuery(values url.Values) (Query, error) {
-	var p QueryParser
-	for key, vs := range values {
-		for _, v := range vs {
-			p.Add(key, v)
-		}
-	}
-	return p.Query()
 }
 
 // PagingError is a skip or take parameter that is not a number in its range (skip >= 0,
@@ -159,22 +147,6 @@ type entry struct {
 	languages, tags                []string
 }
 
-func anyOf(filter []string, value string) bool {
-	return len(filter) == 0 || slices.Contains(filter, value)
-}
-
-func intersects(filter, values []string) bool {
-	if len(filter) == 0 {
-		return true
-	}
-	for _, v := range values {
-		if slices.Contains(filter, v) {
-			return true
-		}
-	}
-	return false
-}
-
 // appendFilterKey appends what identifies q's filters, whatever its paging, to b.
 func (q *Query) appendFilterKey(b []byte) []byte {
 	for _, list := range q.lists() {
@@ -225,15 +197,6 @@ func (e *entry) values(d dimension, one *[1]string) []string {
 func (q *Query) unfiltered() bool {
 	return len(q.Countries) == 0 && len(q.Languages) == 0 && len(q.Brands) == 0 && len(q.Categories) == 0 &&
 		len(q.Tags) == 0 && q.Search == ""
-}
-
-func (e *entry) matches(q *Query) bool {
-	return anyOf(q.Countries, e.country) &&
-		anyOf(q.Brands, e.brand) &&
-		anyOf(q.Categories, e.category) &&
-		intersects(q.Languages, e.languages) &&
-		intersects(q.Tags, e.tags) &&
-		e.searched(q.Search)
 }
 
 // searched reports whether the product's name or code contains search ("" matches all).

@@ -122,9 +122,6 @@ type Workers struct {
 	logs        *logthrottle.Handler
 }
 
-// LogsSuppressed counts River's log records left out as repeats.
-func (w *Workers) LogsSuppressed() uint64 { return w.logs.Suppressed() }
-
 // StartWorkers starts working the configured queues on db's pgx pool.
 func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerConfig) (*Workers, error) {
 	concurrency, transactions := max(cfg.Concurrency, 1), max(cfg.Transactions, 1)

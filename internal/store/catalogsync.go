@@ -330,16 +330,11 @@ func productsByCode(
 	return out, nil
 }
 
-// ProductDigest is the SHA-256 of a product row's content: every column provisioning writes
-// but its key and position (list order is compared apart, so that a reorder is not a content
-// change). It is computed from the row provisioning means to write, and stored with it. Each
-// value is written length- or presence-prefixed, so that no two contents share an encoding.
-func ProductDigest(p *CatalogProduct) []byte {
-	var d digester
-	return d.sum(p)
-}
-
-// digester encodes products for ProductDigest into a buffer it reuses.
+// digester encodes products into a buffer it reuses: the SHA-256 of a product row's content,
+// every column provisioning writes but its key and position (list order is compared apart, so
+// that a reorder is not a content change). It is computed from the row provisioning means to
+// write, and stored with it. Each value is written length- or presence-prefixed, so that no two
+// contents share an encoding.
 type digester struct{ buf []byte }
 
 func (d *digester) sum(p *CatalogProduct) []byte {

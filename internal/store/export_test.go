@@ -1,5 +1,25 @@
 package store
 
+import (
+	"context"
+	"fmt"
+)
+
+// ProductDigest is the digest provisioning stores with a product row (digester).
+func ProductDigest(p *CatalogProduct) []byte {
+	var d digester
+	return d.sum(p)
+}
+
+// UpTo applies every pending migration up to version and returns the versions applied.
+func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
+	results, err := m.provider.UpTo(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("migrate up to %d: %w", version, err)
+	}
+	return appliedVersions(results), nil
+}
+
 // ClaimStockSQL is claimStockSQL, for the tests that read its plan.
 const ClaimStockSQL = claimStockSQL
 

@@ -109,15 +109,6 @@ func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	return appliedVersions(results), nil
 }
 
-// UpTo applies every pending migration up to version and returns the versions applied.
-func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
-	results, err := m.provider.UpTo(ctx, version)
-	if err != nil {
-		return nil, fmt.Errorf("migrate up to %d: %w", version, err)
-	}
-	return appliedVersions(results), nil
-}
-
 // Down rolls back the most recent migration. It returns goose.ErrNoNextVersion-wrapped
 // ErrNothingToRollBack when the database is already empty.
 func (m *Migrator) Down(ctx context.Context) (int64, error) {
