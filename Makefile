@@ -7,6 +7,7 @@ CONTROLLER_GEN := $(BIN_DIR)/controller-gen
 GOLANGCI_LINT  := $(BIN_DIR)/golangci-lint
 GOVULNCHECK    := $(BIN_DIR)/govulncheck
 HELM_DOCS      := $(BIN_DIR)/helm-docs
+DEADCODE       := $(BIN_DIR)/deadcode
 VULNDB_INDEXDB := $(BIN_DIR)/vulndb-indexdb
 PROMTOOL       := $(BIN_DIR)/promtool
 PROMRULES      := $(BIN_DIR)/promrules
@@ -15,6 +16,8 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 GOLANGCI_LINT_VERSION    ?= v2.15.0
 HELM_VERSION             ?= v3.22.0
 GOVULNCHECK_VERSION      ?= v1.9.0
+# golang.org/x/tools' deadcode: the functions no main package of the module reaches.
+DEADCODE_VERSION         ?= v0.52.0
 HELM_DOCS_VERSION        ?= v1.14.2
 # promtool checks and unit-tests the chart's alerts; hack/promrules/go.mod requires the same
 # Prometheus release for its parser.
@@ -169,8 +172,17 @@ vet:
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) commits ## golangci-lint (pinned, installed into ./bin), with every build tag; commit messages.
+lint: $(GOLANGCI_LINT) commits deadcode ## golangci-lint (pinned, installed into ./bin), with every build tag; commit messages; dead code.
 	$(GOLANGCI_LINT) run --build-tags "$(LINT_TAG_LIST)" ./...
+
+# A function that no main package reaches, with every build tag, is deleted, or moves into its
+# package's export_test.go when only its own tests use it; hack/deadcode-exceptions.txt lists the
+# rest (test-support packages, the client library, helpers several packages' tests share).
+.PHONY: deadcode
+deadcode: $(DEADCODE) ## Fail when a function of the module is unreachable from every main package.
+	@out="$$($(DEADCODE) -tags "$(LINT_TAG_LIST)" ./... | { grep -vEf <(grep -vE '^(#|$$)' hack/deadcode-exceptions.txt) || true; })"; \
+	if [ -n "$$out" ]; then echo "$$out"; \
+	  echo "unreachable from every main package: delete it, move it into a _test.go file, or list it in hack/deadcode-exceptions.txt with why"; exit 1; fi
 
 # The messages of the commits not yet on the remote's default branch (only HEAD's without a
 # remote; COMMITS_BASE=rev to compare with another base): hack/commits.sh says the rules.
@@ -326,6 +338,9 @@ $(CONTROLLER_GEN):
 
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN_DIR) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(DEADCODE):
+	GOBIN=$(BIN_DIR) go install golang.org/x/tools/cmd/deadcode@$(DEADCODE_VERSION)
 
 $(HELM_DOCS):
 	GOBIN=$(BIN_DIR) go install github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
