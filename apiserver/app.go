@@ -212,7 +212,10 @@ func (s *Server) routes(h *v2.Handlers, legacy *v1.Handlers, webhooks *v2.Webhoo
 	// Additions to the contract: order history and statements, cursor-paged.
 	api.Get("/orders", h.ListOrders)
 	api.Get("/wallet/transactions", h.Statement)
-	api.Get("/sandbox/scenarios", h.SandboxScenarios)
+	if tenancy.Environment(s.cfg.Environment) == tenancy.Sandbox {
+		// The production API has no such resource: its document lists no such path.
+		api.Get("/sandbox/scenarios", h.SandboxScenarios)
+	}
 	api.Get("/webhooks/events", webhooks.Events)
 	api.Post("/webhooks/replay", webhooks.Replay)
 	// Paths no route takes still answer in the contract's error shape, with rate-limit headers.

@@ -17,8 +17,8 @@ import (
 	"github.com/codeport/codeport/apiserver/openapi"
 )
 
-// contract holds the routers of the published documents; every call of the HTTP suites is
-// checked against them.
+// contract holds the routers of the published documents, by environment and prefix; every call
+// of the HTTP suites is checked against its environment's.
 type contract struct {
 	once    sync.Once
 	err     error
@@ -31,33 +31,43 @@ func (c *contract) load() error {
 	c.once.Do(func() {
 		c.routers = map[string]routers.Router{}
 		for prefix, raw := range map[string][]byte{"/v2": openapi.V2(), "/v1": openapi.V1()} {
-			loader := openapi3.NewLoader()
-			doc, err := loader.LoadFromData(raw)
-			if err != nil {
-				c.err = err
-				return
+			for _, env := range []string{"sandbox", "production"} {
+				if c.err = c.add(env, prefix, raw); c.err != nil {
+					return
+				}
 			}
-			if err := doc.Validate(context.Background()); err != nil {
-				c.err = err
-				return
-			}
-			doc.Servers = openapi3.Servers{{URL: prefix}}
-			r, err := gorillamux.NewRouter(doc)
-			if err != nil {
-				c.err = err
-				return
-			}
-			c.routers[prefix] = r
 		}
 	})
 	return c.err
 }
 
+// add loads env's variant of the kept document of prefix.
+func (c *contract) add(env, prefix string, kept []byte) error {
+	raw, err := openapi.ForEnvironment(kept, env)
+	if err != nil {
+		return err
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(raw)
+	if err != nil {
+		return err
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return err
+	}
+	doc.Servers = openapi3.Servers{{URL: prefix}}
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		return err
+	}
+	c.routers[env+prefix] = r
+	return nil
+}
+
 // checkContract validates a response (and, when the server accepted it, the request) against
-// the published document. Paths the documents do not describe (health probes, unknown routes)
+// the document env publishes. Paths the documents do not describe (health probes, unknown routes)
 // are not checked against it. Every answer, whatever its path, must forbid caches to keep it
 // (answers carry codes, balances and prices) and forbid type sniffing.
-func checkContract(t *testing.T, req *http.Request, body []byte, resp *http.Response, raw []byte) {
+func checkContract(t *testing.T, env string, req *http.Request, body []byte, resp *http.Response, raw []byte) {
 	t.Helper()
 	cc, sniff := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options")
 	if cc != "no-store" || sniff != "nosniff" {
@@ -76,7 +86,7 @@ func checkContract(t *testing.T, req *http.Request, body []byte, resp *http.Resp
 	check := req.Clone(context.Background())
 	check.URL.Host, check.URL.Scheme, check.Host = "", "", ""
 	check.Body = io.NopCloser(bytes.NewReader(body))
-	route, params, err := published.routers[prefix].FindRoute(check)
+	route, params, err := published.routers[env+prefix].FindRoute(check)
 	if err != nil {
 		return
 	}

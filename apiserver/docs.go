@@ -13,14 +13,19 @@ import (
 )
 
 // docsRoutes serves the OpenAPI documents and the reference page that renders them, with no key.
+// Each environment serves its own variant of the documents: what its server does, no more.
 func (s *Server) docsRoutes() {
 	app := s.app
 	for _, d := range []struct {
 		prefix string
-		doc    []byte
+		kept   []byte
 	}{{"/v2", openapi.V2()}, {"/v1", openapi.V1()}} {
+		doc, docErr := openapi.ForEnvironment(d.kept, s.cfg.Environment)
 		app.Get(d.prefix+"/openapi.json", refuseEncodedBody, func(c *fiber.Ctx) error {
-			served, err := openapi.WithServers(d.doc, []openapi.Server{{
+			if docErr != nil {
+				return fmt.Errorf("OpenAPI document of %s: %w", d.prefix, docErr)
+			}
+			served, err := openapi.WithServers(doc, []openapi.Server{{
 				URL:         s.publicBaseURL(c) + d.prefix,
 				Description: "This server: the " + s.cfg.Environment + " environment",
 			}})

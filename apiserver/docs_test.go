@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,8 +90,9 @@ func TestDocsServedWithoutKey(t *testing.T) {
 	s := newStack(t, stackOptions{noWorker: true})
 	base := s.baseURL["production"]
 	ops := append(operations(t, base, "/v2"), operations(t, base, "/v1")...)
-	// The contract's ten operations, history and statement, webhook events and replay.
-	if len(ops) != 14 {
+	// The contract's ten operations, history and statement, webhook events and replay, but the
+	// sandbox's scenarios.
+	if len(ops) != 13 {
 		t.Fatalf("operations: %v", ops)
 	}
 	for _, prefix := range []string{"/v2", "/v1"} {
@@ -181,3 +184,73 @@ func TestDocumentsNameTheirPublicServer(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEachEnvironmentDocumentsItsOwnRoutes: the documents an environment serves list exactly the
+// routes of its route table (the sandbox's scenarios in the sandbox alone) and the
+// X-Sandbox-Scenario values its server takes (none in production, which has no such header).
+func TestEachEnvironmentDocumentsItsOwnRoutes(t *testing.T) {
+	for _, env := range []string{"sandbox", "production"} {
+		server := apiserver.New(apiserver.DefaultConfig(env), apiserver.Deps{Limiter: ratelimit.NewMemory()})
+		var routes []string
+		for _, r := range server.App().GetRoutes(true) {
+			api := strings.HasPrefix(r.Path, "/v2/") || strings.HasPrefix(r.Path, "/v1/")
+			if api && r.Method != http.MethodHead && !strings.HasSuffix(r.Path, "/openapi.json") {
+				routes = append(routes, r.Method+" "+fiberParam.ReplaceAllString(r.Path, "{$1}"))
+			}
+		}
+		documented, scenarios := documentedRoutes(t, server)
+		slices.Sort(routes)
+		slices.Sort(documented)
+		if !slices.Equal(routes, documented) {
+			t.Errorf("%s: the route table has\n%s\nthe documents\n%s", env,
+				strings.Join(routes, "\n"), strings.Join(documented, "\n"))
+		}
+		if env == "sandbox" && !slices.Equal(scenarios, apiserver.Scenarios) ||
+			env == "production" && scenarios != nil {
+			t.Errorf("%s: the documents' %s takes %q, the server %q", env, apiserver.ScenarioHeader, scenarios,
+				apiserver.Scenarios)
+		}
+	}
+}
+
+// documentedRoutes lists "METHOD /vN/path" of the documents a server serves, and the values
+// they give X-Sandbox-Scenario (nil without the header).
+func documentedRoutes(t *testing.T, server *apiserver.Server) (routes, scenarios []string) {
+	t.Helper()
+	for _, prefix := range []string{"/v2", "/v1"} {
+		resp, err := server.App().Test(httptest.NewRequest(http.MethodGet, prefix+"/openapi.json", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Paths      map[string]map[string]json.RawMessage
+			Components struct {
+				Parameters map[string]struct {
+					Name   string
+					Schema struct{ Enum []string }
+				}
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for path, methods := range doc.Paths {
+			for m := range methods {
+				if m != "parameters" && !strings.HasPrefix(m, "x-") {
+					routes = append(routes, strings.ToUpper(m)+" "+prefix+path)
+				}
+			}
+		}
+		for _, p := range doc.Components.Parameters {
+			if p.Name == apiserver.ScenarioHeader {
+				scenarios = p.Schema.Enum
+			}
+		}
+	}
+	return routes, scenarios
+}
+
+// fiberParam is a parameter of a route's path, as the router spells it.
+var fiberParam = regexp.MustCompile(`:([A-Za-z]+)`)

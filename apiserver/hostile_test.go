@@ -244,7 +244,7 @@ func TestContentTypeAfterTheKey(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			raw, _ := io.ReadAll(resp.Body)
-			checkContract(t, req, []byte(tc.body), resp, raw)
+			checkContract(t, "production", req, []byte(tc.body), resp, raw)
 			if resp.StatusCode != tc.status || !strings.Contains(string(raw), `"message":"`+tc.message+`"`) ||
 				resp.Header.Get("X-RateLimit-Limit") == "" {
 				t.Fatalf("%d %s (rate limit %q), want %d %q", resp.StatusCode, raw, resp.Header.Get("X-RateLimit-Limit"),

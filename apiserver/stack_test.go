@@ -309,7 +309,7 @@ func (s *stack) callWith(t *testing.T, env, method, path, key string, body any, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkContract(t, req, sent, resp, raw)
+	checkContract(t, env, req, sent, resp, raw)
 	out := response{status: resp.StatusCode, header: resp.Header, raw: raw}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := json.Unmarshal(raw, &out.body); err != nil {

@@ -126,15 +126,19 @@ var contractOrder = []string{
 func TestResponsesInContractOrder(t *testing.T) {
 	for name, raw := range map[string][]byte{"v2": openapi.V2(), "v1": openapi.V1()} {
 		var doc struct {
-			Paths map[string]map[string]struct {
-				Responses json.RawMessage `json:"responses"`
-			} `json:"paths"`
+			Paths map[string]map[string]json.RawMessage `json:"paths"`
 		}
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			t.Fatal(err)
 		}
 		for path, item := range doc.Paths {
-			for method, op := range item {
+			for method, rawOp := range item {
+				var op struct {
+					Responses json.RawMessage `json:"responses"`
+				}
+				if strings.HasPrefix(method, "x-") || json.Unmarshal(rawOp, &op) != nil {
+					continue // an extension of the path, such as the environments that serve it
+				}
 				codes := keysInOrder(t, op.Responses)
 				last := -1
 				for _, code := range codes {

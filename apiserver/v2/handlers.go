@@ -22,7 +22,6 @@ import (
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/pgtext"
 	"github.com/codeport/codeport/internal/recovery"
-	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/wallet"
 )
 
@@ -177,11 +176,8 @@ func (h *Handlers) Wallet(c *fiber.Ctx) error {
 	return c.JSON(view)
 }
 
-// SandboxScenarios serves GET /sandbox/scenarios; the production API has no such resource.
+// SandboxScenarios serves GET /sandbox/scenarios, a route of the sandbox alone.
 func (h *Handlers) SandboxScenarios(c *fiber.Ctx) error {
-	if tenancy.Environment(h.environment) != tenancy.Sandbox {
-		return apierror.RouteNotFound(c.Method(), c.Path())
-	}
 	return c.JSON(fiber.Map{"scenarios": catalog.Scenarios(h.slowSeconds)})
 }
 

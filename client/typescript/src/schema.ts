@@ -1536,8 +1536,8 @@ export interface components {
     };
     responses: never;
     parameters: {
-        /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
-        SandboxScenario: string;
+        /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+        SandboxScenario: "timeout" | "rate-limited" | "server-error" | "insufficient-funds";
     };
     requestBodies: never;
     headers: {
@@ -1565,7 +1565,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -1771,7 +1771,7 @@ export interface operations {
             header?: {
                 /** @description ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches. */
                 "If-None-Match"?: string;
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -2018,7 +2018,7 @@ export interface operations {
             header?: {
                 /** @description ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches. */
                 "If-None-Match"?: string;
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path: {
@@ -2417,7 +2417,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -2771,7 +2771,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path: {
@@ -2965,7 +2965,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3163,7 +3163,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3600,7 +3600,7 @@ export interface operations {
                 type?: "order.completed" | "order.failed" | "order.partially_completed" | "balance.low" | "product.updated" | "product.removed" | "catalog.updated" | "stock.low";
             };
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3811,7 +3811,7 @@ export interface operations {
                 type?: "order.completed" | "order.failed" | "order.partially_completed" | "balance.low" | "product.updated" | "product.removed" | "catalog.updated" | "stock.low";
             };
             header?: {
-                /** @description Sandbox only (production ignores it): force a failure to test your error handling with one of `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it empty for a normal answer; any other value answers 400 in the sandbox. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
