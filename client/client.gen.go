@@ -819,6 +819,11 @@ func (e ReplayWebhookEventsParamsXSandboxScenario) Valid() bool {
 	}
 }
 
+// CurrencyCode An active ISO 4217 currency code, in any letter case (EUR, eur): not a placeholder such as XXX or XTS, a fund or a withdrawn code such as DEM.
+//
+// Examples: EUR
+type CurrencyCode = string
+
 // Error defines model for Error.
 type Error struct {
 	// Error Short label of the status, e.g. Bad Request; omitted on some 500 answers.
@@ -947,7 +952,24 @@ type OrderLine struct {
 	// Sku Optional locale SKU from the catalog, {CC}-{LL}-{productCode}.
 	//
 	// Examples: DE-DE-10000000000001
-	Sku *string `json:"sku,omitempty"`
+	Sku   *string `json:"sku,omitempty"`
+	union json.RawMessage
+}
+
+// OrderLine0 defines model for OrderLine.0.
+type OrderLine0 struct {
+	// ProductCode Present and not blank in this form of a line.
+	//
+	// Examples: 10000000000001
+	ProductCode interface{} `json:"productCode"`
+}
+
+// OrderLine1 defines model for OrderLine.1.
+type OrderLine1 struct {
+	// ProductId Present and not blank in this form of a line.
+	//
+	// Examples: 10000000000001
+	ProductId interface{} `json:"productId"`
 }
 
 // OrderSummary An order as the history lists it; its codes are on GET /orders/{reference}.
@@ -1051,7 +1073,7 @@ type PlaceOrder struct {
 	// Currency Order currency (ISO 4217); each product must be priced in it.
 	//
 	// Examples: EUR
-	Currency string `json:"currency"`
+	Currency CurrencyCode `json:"currency"`
 
 	// ExternalOrderCode Your unique reference; the idempotency key.
 	//
@@ -2147,7 +2169,7 @@ type GetWalletParamsXSandboxScenario string
 // ListWalletTransactionsParams defines parameters for ListWalletTransactions.
 type ListWalletTransactionsParams struct {
 	// Currency Only entries of this ISO 4217 currency.
-	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
+	Currency *CurrencyCode `form:"currency,omitempty" json:"currency,omitempty"`
 
 	// From Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC).
 	From *string `form:"from,omitempty" json:"from,omitempty"`
@@ -2326,6 +2348,170 @@ type WebhookProductUpdatedJSONRequestBody = WebhookEventProductUpdated
 
 // WebhookStockLowJSONRequestBody defines body for WebhookStockLow for application/json ContentType.
 type WebhookStockLowJSONRequestBody = WebhookEventStockLow
+
+// AsOrderLine0 returns the union data inside the OrderLine as a OrderLine0
+func (t OrderLine) AsOrderLine0() (OrderLine0, error) {
+	var body OrderLine0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderLine0 overwrites any union data inside the OrderLine as the provided OrderLine0
+func (t *OrderLine) FromOrderLine0(v OrderLine0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOrderLine0 performs a merge with any union data inside the OrderLine, using the provided OrderLine0
+func (t *OrderLine) MergeOrderLine0(v OrderLine0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOrderLine1 returns the union data inside the OrderLine as a OrderLine1
+func (t OrderLine) AsOrderLine1() (OrderLine1, error) {
+	var body OrderLine1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOrderLine1 overwrites any union data inside the OrderLine as the provided OrderLine1
+func (t *OrderLine) FromOrderLine1(v OrderLine1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeOrderLine1 performs a merge with any union data inside the OrderLine, using the provided OrderLine1
+func (t *OrderLine) MergeOrderLine1(v OrderLine1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t OrderLine) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if t.Currency != nil {
+		object["currency"], err = json.Marshal(t.Currency)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'currency': %w", err)
+		}
+	}
+
+	if t.Price != nil {
+		object["price"], err = json.Marshal(t.Price)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'price': %w", err)
+		}
+	}
+
+	if t.ProductCode != nil {
+		object["productCode"], err = json.Marshal(t.ProductCode)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'productCode': %w", err)
+		}
+	}
+
+	if t.ProductId != nil {
+		object["productId"], err = json.Marshal(t.ProductId)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'productId': %w", err)
+		}
+	}
+
+	object["quantity"], err = json.Marshal(t.Quantity)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'quantity': %w", err)
+	}
+
+	if t.Sku != nil {
+		object["sku"], err = json.Marshal(t.Sku)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'sku': %w", err)
+		}
+	}
+	b, err = json.Marshal(object)
+	return b, err
+}
+
+func (t *OrderLine) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["currency"]; found {
+		err = json.Unmarshal(raw, &t.Currency)
+		if err != nil {
+			return fmt.Errorf("error reading 'currency': %w", err)
+		}
+	}
+
+	if raw, found := object["price"]; found {
+		err = json.Unmarshal(raw, &t.Price)
+		if err != nil {
+			return fmt.Errorf("error reading 'price': %w", err)
+		}
+	}
+
+	if raw, found := object["productCode"]; found {
+		err = json.Unmarshal(raw, &t.ProductCode)
+		if err != nil {
+			return fmt.Errorf("error reading 'productCode': %w", err)
+		}
+	}
+
+	if raw, found := object["productId"]; found {
+		err = json.Unmarshal(raw, &t.ProductId)
+		if err != nil {
+			return fmt.Errorf("error reading 'productId': %w", err)
+		}
+	}
+
+	if raw, found := object["quantity"]; found {
+		err = json.Unmarshal(raw, &t.Quantity)
+		if err != nil {
+			return fmt.Errorf("error reading 'quantity': %w", err)
+		}
+	}
+
+	if raw, found := object["sku"]; found {
+		err = json.Unmarshal(raw, &t.Sku)
+		if err != nil {
+			return fmt.Errorf("error reading 'sku': %w", err)
+		}
+	}
+
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -2976,7 +3162,7 @@ func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Reques
 
 		if params.From != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2988,7 +3174,7 @@ func NewListOrdersRequest(server string, params *ListOrdersParams) (*http.Reques
 
 		if params.To != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3308,7 +3494,7 @@ func NewListWalletTransactionsRequest(server string, params *ListWalletTransacti
 
 		if params.From != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "from", *params.From, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -3320,7 +3506,7 @@ func NewListWalletTransactionsRequest(server string, params *ListWalletTransacti
 
 		if params.To != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "to", *params.To, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

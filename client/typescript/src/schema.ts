@@ -855,7 +855,7 @@ export interface components {
              * @description Order currency (ISO 4217); each product must be priced in it.
              * @example EUR
              */
-            currency: string;
+            currency: components["schemas"]["CurrencyCode"];
             /**
              * @description Expected order total in minor units; must equal the sum of unit price x quantity.
              * @example 4000
@@ -905,6 +905,18 @@ export interface components {
              * @example DE-DE-10000000000001
              */
             sku?: string;
+        } | {
+            /**
+             * @description Present and not blank in this form of a line.
+             * @example 10000000000001
+             */
+            productCode: unknown;
+        } | {
+            /**
+             * @description Present and not blank in this form of a line.
+             * @example 10000000000001
+             */
+            productId: unknown;
         };
         Order: {
             /**
@@ -1533,6 +1545,11 @@ export interface components {
             createdAt: string;
             data: components["schemas"]["WebhookStockData"];
         };
+        /**
+         * @description An active ISO 4217 currency code, in any letter case (EUR, eur): not a placeholder such as XXX or XTS, a fund or a withdrawn code such as DEM.
+         * @example EUR
+         */
+        CurrencyCode: string;
     };
     responses: never;
     parameters: {
@@ -3403,7 +3420,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only entries of this ISO 4217 currency. */
-                currency?: string;
+                currency?: components["schemas"]["CurrencyCode"];
                 /** @description Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC). */
                 from?: string;
                 /** @description Creation time excluded from here on (exclusive), same forms as from; must be later than from. */
