@@ -257,6 +257,9 @@ static-checks:
 # mid-execution, though nothing failed.
 FUZZTIME ?= 30s
 # FuzzHTTP sends raw requests of every route to a real server over TCP (apiserver's database).
+# CONTRACT_CASES is how many requests the schema-driven contract generator draws per document in
+# make fuzz (docs/testing.md); make test-go draws its default few hundred, so fuzz-short none.
+CONTRACT_CASES ?= 5000
 FUZZ_TARGETS := ./internal/orders:FuzzPlaceOrder ./internal/catalog:FuzzCatalogQuery ./internal/auth:FuzzParseKey \
 	./internal/strictjson:FuzzCheck ./apiserver:FuzzHTTP
 
@@ -306,11 +309,13 @@ fuzz: deps ## Run every fuzz target for FUZZTIME each (default 30s).
 	for t in $(FUZZ_TARGETS); do \
 		pkg="$${t%%:*}"; fn="$${t##*:}"; echo "fuzz $$fn ($$pkg, $(FUZZTIME))"; \
 		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) "$$pkg" || exit 1; \
-	done
+	done; \
+	if [ "$(CONTRACT_CASES)" != 0 ]; then echo "contract generator ($(CONTRACT_CASES) requests a document)"; \
+		CONTRACT_CASES=$(CONTRACT_CASES) go test -count=1 -run '^TestContractGenerator$$' ./apiserver || exit 1; fi
 
 .PHONY: fuzz-short
 fuzz-short: ## A short fuzz pass of every target, as CI runs it.
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=10000x
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10000x CONTRACT_CASES=0
 
 # The chart's alerts alone (make test-go runs them too, with the test that their metrics are
 # exported): promtool check rules and promtool's unit tests on the rules as the chart renders
