@@ -268,6 +268,12 @@ bench: deps ## Benchmarks against same-run baselines (not part of make test); BE
 	@eval "$$(hack/testenv.sh)"; \
 	go run ./hack/bench -duration $(or $(BENCHTIME),10s)
 
+.PHONY: bench-history
+bench-history: deps ## The API on 0, 1 M and 10 M orders of history, against the empty database (hours; HISTORY_POINTS).
+	@eval "$$(hack/testenv.sh)"; \
+	go run ./hack/bench -figures history -duration $(or $(BENCHTIME),10s) \
+		-history-points $(or $(HISTORY_POINTS),0,1000000,10000000)
+
 .PHONY: test-faults
 test-faults: deps ## Fault tests that kill processes (build tag faults): kill -9 of serve under load.
 	@eval "$$(hack/testenv.sh)"; \

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,12 +31,17 @@ type config struct {
 	operatorPartners, noiseSecrets, noiseBytes int
 	// catalogProducts sizes the catalog-scale figures' catalog.
 	catalogProducts int
+	// historyPoints are the sizes of order history the history figures measure at, the first
+	// the baseline; historyDump times pg_dump and pg_restore at each size but the empty one, and
+	// historyKeep leaves the database behind for EXPLAIN.
+	historyPoints            []int64
+	historyDump, historyKeep bool
 }
 
 // figureGroups are the parts of a run that -figures selects, in the order they run;
 // defaultFigures are those a run without -figures measures.
 const (
-	figureGroups   = "reads,redis,orders,completed,completion,scale,operator,catalog-scale"
+	figureGroups   = "reads,redis,orders,completed,completion,scale,operator,catalog-scale,history"
 	defaultFigures = "reads,redis,orders,completed,completion,scale"
 )
 
@@ -70,7 +76,7 @@ func main() {
 			"scale (B6); B5 covers the processes that ran. Ratios against the list baseline need reads. "+
 			"operator (O1-O3: the operator's cold start, memory and failover against envtest) and "+
 			"catalog-scale (C1-C4: a catalog of CatalogShards through envtest, the operator and two serve replicas) "+
-			"run only when named")
+			"run only when named, as does history (the API on years of orders: see -history-points)")
 	flag.IntVar(&cfg.catalogProducts, "catalog-products", 100_000,
 		"catalog-scale figures: realistic products of the catalog, in shards of MaxShardProducts (500)")
 	flag.IntVar(&cfg.operatorPartners, "operator-partners", 1000,
@@ -79,6 +85,12 @@ func main() {
 		"operator figures: Secrets in the cluster that have nothing to do with codeport")
 	flag.IntVar(&cfg.noiseBytes, "operator-unrelated-secret-bytes", 4096,
 		"operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
+	points := flag.String("history-points", "0,1000000,10000000",
+		"history figures: orders of history to measure at, in increasing order, the first the baseline")
+	flag.BoolVar(&cfg.historyDump, "history-dump", true,
+		"history figures: time pg_dump and pg_restore at each size of history but the empty one")
+	flag.BoolVar(&cfg.historyKeep, "history-keep", false,
+		"history figures: keep the database (its URL is printed), to EXPLAIN queries on it")
 	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "",
 		"write CPU profiles of serve during the throughput runs to PREFIX-b1.prof, -b1-filtered.prof, -b2.prof, "+
 			"-b1-redis.prof, -b3.prof and -b7.prof, and its heap after B1 and B2 to PREFIX-b1-heap.prof")
@@ -110,6 +122,14 @@ func main() {
 	if cfg.rounds < 1 || cfg.readRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -rounds and -read-rounds must be at least 1")
 		os.Exit(2)
+	}
+	for _, p := range strings.Split(*points, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+		if err != nil || n < 0 || (len(cfg.historyPoints) > 0 && n < cfg.historyPoints[len(cfg.historyPoints)-1]) {
+			fmt.Fprintf(os.Stderr, "bench: -history-points must be order counts in increasing order, not %q\n", *points)
+			os.Exit(2)
+		}
+		cfg.historyPoints = append(cfg.historyPoints, n)
 	}
 	cfg.figures["scale"] = cfg.figures["scale"] && *scale
 	if cfg.figures["scale"] && !cfg.figures["reads"] {
@@ -224,7 +244,12 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
+	historyPoints, err := historyFigures(ctx, cfg, binary, dir)
+	if err != nil {
+		return err
+	}
 	printTables(cfg, append(rows, clusterRows...), curve)
+	printHistoryTables(cfg, historyPoints)
 	return nil
 }
 
@@ -492,6 +517,9 @@ type row struct {
 }
 
 func printTables(cfg config, rows []row, curve []scalePoint) {
+	if len(rows) == 0 && len(curve) == 0 {
+		return
+	}
 	host, _ := os.Hostname()
 	fmt.Printf("Machine: %s, %d CPUs. Tenant set: %d partners, %d products. "+
 		"%s per measurement; B1 and B2 are medians of %d rounds, B3 and B7 of %d.\n\n",
