@@ -141,7 +141,7 @@ func (t *tenants) addKey(ctx context.Context, partner, environment string) (stri
 }
 
 // benchTopUp credits a wallet with more than any run spends.
-func benchTopUp() v1alpha1.TopUp { return testfixture.TopUp("bench", "EUR", "100000000.00") }
+func benchTopUp() v1alpha1.TopUp { return testfixture.TopUp("bench", "EUR", "1000000.00") }
 
 // fund is the onboarding of a funded wallet of environment.
 func fund(environment string) testfixture.OnboardOption {
