@@ -31,12 +31,16 @@ func LockDailySpend(ctx context.Context, q Querier, accountID uuid.UUID, currenc
 	return nil
 }
 
+// spentSinceSQL reads the account's orders since $3 through orders_history_idx and skips the
+// other currencies' (migration 00026).
+const spentSinceSQL = `SELECT COALESCE(sum(total_price - refunded_amount), 0)::bigint FROM orders
+	WHERE account_id = $1 AND currency = $2 AND created_at >= $3`
+
 // SpentSince sums the value of an account's orders in currency placed since start, less what
 // was refunded for undelivered units.
 func SpentSince(ctx context.Context, q Querier, accountID uuid.UUID, currency string, start time.Time) (int64, error) {
 	var spent int64
-	err := q.QueryRow(ctx, `SELECT COALESCE(sum(total_price - refunded_amount), 0)::bigint FROM orders
-		WHERE account_id = $1 AND currency = $2 AND created_at >= $3`, pgUUID(accountID), currency, start).Scan(&spent)
+	err := q.QueryRow(ctx, spentSinceSQL, pgUUID(accountID), currency, start).Scan(&spent)
 	if err != nil {
 		return 0, fmt.Errorf("sum daily spend: %w", err)
 	}
