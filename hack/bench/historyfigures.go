@@ -381,8 +381,13 @@ func printHistoryTables(cfg config, points []historyPoint) {
 		pass := true
 		for i, p := range points {
 			s += fmt.Sprintf(" %.1f |", value(p))
-			if i > 0 {
-				ratio := value(p) / max(value(base), 1e-9)
+			switch {
+			case i == 0:
+			case value(base) == 0:
+				// Measured only where there is history (pg_dump and pg_restore per GB).
+				s += " |"
+			default:
+				ratio := value(p) / value(base)
 				s += fmt.Sprintf(" %.2fx |", ratio)
 				pass = pass && (ok == nil || ok(ratio))
 			}
