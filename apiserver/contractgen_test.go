@@ -148,7 +148,10 @@ func reportFindings(t *testing.T, seed uint64, findings []string) {
 // contractFixture is one partner with keys and bearer tokens of both environments, the test
 // catalog and funded wallets, on a stack of both environments.
 type contractFixture struct {
-	s     *stack
+	s *stack
+	// client is s's client: every answer is held to the served documents as well as to the
+	// document a run draws from, which a planted test may have changed.
+	client *http.Client
 	keys  map[string]string
 	hints map[string]map[string][]any
 }
@@ -180,7 +183,7 @@ func newContractFixture(t *testing.T, s *stack) *contractFixture {
 		"price":    {int64(2000), int64(899), int64(1000), int64(2500)},
 		"quantity": {int64(1), int64(2)},
 	}
-	fx := &contractFixture{s: s, keys: tn.Keys, hints: map[string]map[string][]any{}}
+	fx := &contractFixture{s: s, client: s.client(t), keys: tn.Keys, hints: map[string]map[string][]any{}}
 	for _, env := range []string{"sandbox", "production"} {
 		h := map[string][]any{}
 		for k, v := range common {
@@ -208,7 +211,7 @@ func (fx *contractFixture) targets(t *testing.T) []contractTarget {
 	var out []contractTarget
 	for _, env := range []string{"sandbox", "production"} {
 		for _, prefix := range []string{"/v2", "/v1"} {
-			resp, err := client.Get(fx.s.baseURL[env] + prefix + "/openapi.json")
+			resp, err := fx.client.Get(fx.s.baseURL[env] + prefix + "/openapi.json")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -690,7 +693,7 @@ func businessRefusal(message string) bool {
 func (r *contractRun) check(t *testing.T, i int, q request) {
 	t.Helper()
 	req, sent := r.httpRequest(t, q)
-	resp, err := client.Do(req)
+	resp, err := r.fx.client.Do(req)
 	if err != nil {
 		t.Fatalf("case %d: %v", i, err)
 	}
@@ -872,7 +875,7 @@ func (r *contractRun) follow(
 			}
 		}
 		freq, _ := r.httpRequest(t, followed)
-		fresp, err := client.Do(freq)
+		fresp, err := r.fx.client.Do(freq)
 		if err != nil {
 			t.Fatalf("case %d, link %s: %v", i, name, err)
 		}

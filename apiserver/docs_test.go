@@ -36,7 +36,7 @@ func fetch(t *testing.T, url string, header map[string]string) answer {
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := client.Do(req)
+	resp, err := client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 		for _, line := range xff {
 			req.Header.Add("X-Forwarded-For", line)
 		}
-		resp, err := client.Do(req)
+		resp, err := s.client(t).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ import (
 // scrape returns every sample of the /metrics endpoint as "name{labels}" -> value.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // test scrape
+	resp, err := client(t).Get(url) //nolint:noctx // test scrape
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func rawRequest(t *testing.T, method, url, key, requestID string) (int, http.Hea
 	if requestID != "" {
 		req.Header.Set("X-Request-Id", requestID)
 	}
-	resp, err := client.Do(req)
+	resp, err := client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestTracing(t *testing.T) {
 	req.Header.Set("x-api-key", key)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
-	resp, err := client.Do(req)
+	resp, err := s.client(t).Do(req)
 	if err != nil || resp.StatusCode != 202 {
 		t.Fatalf("%v %v", resp, err)
 	}

@@ -44,7 +44,7 @@ func TestOrderReferenceIsPathEscaped(t *testing.T) {
 	}
 	req.URL.Opaque = "/v2/orders/100%"
 	req.Header.Set("x-api-key", key)
-	resp, err := client.Do(req)
+	resp, err := s.client(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestKillServeDuringLoad(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
-	httpClient := &http.Client{Timeout: 5 * time.Second}
+	httpClient := servedDocuments.Contracts().Wrap(t, &http.Client{Timeout: 5 * time.Second})
 	for range 8 {
 		wg.Add(1)
 		go func() {
