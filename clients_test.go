@@ -36,7 +36,7 @@ func TestClientTours(t *testing.T) {
 	sandbox := creds.Partners["partners/acme"]["sandbox"]
 	t.Run("go", func(t *testing.T) { goClientTour(t, sandbox.BaseURL, sandbox.APIKey, "go-tour-1") })
 	t.Run("typescript", func(t *testing.T) {
-		typescriptClientTour(t, sandbox.BaseURL, sandbox.APIKey, "ts-tour-1")
+		typescriptClientTour(t, contractProxy(t, sandbox.BaseURL), sandbox.APIKey, "ts-tour-1")
 	})
 }
 
@@ -47,7 +47,7 @@ func TestClientTours(t *testing.T) {
 func goClientTour(t *testing.T, baseURL, key, orderCode string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	api, err := client.NewClientWithResponses(baseURL, client.WithAPIKey(key))
+	api, err := client.NewClientWithResponses(baseURL, client.WithAPIKey(key), client.WithHTTPClient(apiClient(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

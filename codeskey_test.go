@@ -204,7 +204,7 @@ func call(t *testing.T, method, url, apiKey, body string) (int, []byte) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

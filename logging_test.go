@@ -106,7 +106,7 @@ func TestServeWritesOnlyJSON(t *testing.T) {
 	call := func() {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v2/orders", strings.NewReader("{"))
 		req.Header.Set("Authorization", "Bearer cp_test_nonsense")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := apiClient(t).Do(req); err == nil {
 			_ = resp.Body.Close()
 		}
 	}

@@ -64,7 +64,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	for name, ep := range acme {
 		req, _ := http.NewRequest(http.MethodGet, ep.V1BaseURL+"/catalog/products?take=1", nil)
 		req.Header.Set("Authorization", "Bearer "+ep.V1Token)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := apiClient(t).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +78,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, sandbox.BaseURL+"/orders", strings.NewReader(body))
 	req.Header.Set("x-api-key", sandbox.APIKey)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil || resp.StatusCode != 202 {
 		t.Fatalf("place order: %v %v", resp, err)
 	}
@@ -170,7 +170,7 @@ func getJSON(t *testing.T, url, key string) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("x-api-key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestServeLogsAndTracesRequests(t *testing.T) {
 	// Request lines stay buffered until shutdown, which must write them out.
 	addr, logs, done := startServe(ctx, t, db.URL, "--redis-url", "", "--otlp-endpoint", collector.URL,
 		"--log-flush-interval", "1h")
-	resp, err := http.Get("http://" + addr + "/v2/ping")
+	resp, err := apiClient(t).Get("http://" + addr + "/v2/ping")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestServeWritesWarningsAtOnce(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	resp, err := http.Get("http://" + addr + "/v2/catalog/products")
+	resp, err := apiClient(t).Get("http://" + addr + "/v2/catalog/products")
 	if err != nil {
 		t.Fatal(err)
 	}

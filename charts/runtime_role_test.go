@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testprocess"
@@ -217,7 +218,7 @@ func call(t *testing.T, method, target, key, body string) (int, string) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contracttest.Wrap(t, nil).Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}

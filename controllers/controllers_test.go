@@ -159,7 +159,7 @@ func postOrder(t *testing.T, environment, key string) int {
 	req, _ := newRequest("POST", env.apiURL[environment]+"/orders",
 		`{"externalOrderCode":"x","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`)
 	req.Header.Set("x-api-key", key)
-	resp, err := httpClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -658,7 +658,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 	req, _ := newRequest("POST", env.apiURL["sandbox"]+"/orders",
 		`{"externalOrderCode":"spend","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":35}]}`)
 	req.Header.Set("x-api-key", sandboxKey)
-	resp, err := httpClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil || resp.StatusCode != 202 {
 		t.Fatalf("order: %v %v", resp, err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -279,7 +280,7 @@ func ping(t *testing.T, environment, key string) int {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+"/ping", nil)
 	req.Header.Set("x-api-key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func getJSON(t *testing.T, environment, path, key string) map[string]any {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+path, nil)
 	req.Header.Set("x-api-key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient(t).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +304,14 @@ func getJSON(t *testing.T, environment, path, key string) map[string]any {
 
 func ptr[T any](v T) *T { return &v }
 
-var httpClient = &http.Client{Timeout: 10 * time.Second}
+// apiContracts hold the package's exchanges with the partner APIs TestMain serves to the
+// documents those serve; the servers live as long as the package's tests.
+var apiContracts = contracttest.New()
+
+// apiClient is a client of the partner APIs whose contract violations fail t.
+func apiClient(t testing.TB) *http.Client {
+	return apiContracts.Wrap(t, &http.Client{Timeout: 10 * time.Second})
+}
 
 func newRequest(method, url, body string) (*http.Request, error) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))

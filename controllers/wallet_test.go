@@ -70,7 +70,7 @@ func TestLedgerRefreshesAreCoalesced(t *testing.T) {
 					`{"externalOrderCode":"burst-%d-%d","currency":"EUR",`+
 						`"orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, c, i))
 				req.Header.Set("x-api-key", sandboxKey)
-				resp, err := httpClient.Do(req)
+				resp, err := apiClient(t).Do(req)
 				if err != nil {
 					t.Error(err)
 					return

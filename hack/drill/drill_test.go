@@ -20,6 +20,7 @@ import (
 
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
@@ -309,7 +310,7 @@ func startLoad(t *testing.T, api *atomic.Pointer[string], key string) *load {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &load{refs: map[string]bool{}, sent: map[string]bool{}, cancel: cancel, errs: make(chan error, clients)}
 	l.plentifulLeft.Store(plentifulLoad)
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := contracttest.Wrap(t, &http.Client{Timeout: 30 * time.Second})
 	for c := range clients {
 		l.done.Add(1)
 		go func() {
@@ -541,7 +542,7 @@ func get(t *testing.T, addr, key, path, forwardedFor string) (int, []byte) {
 	if forwardedFor != "" {
 		req.Header.Set("X-Forwarded-For", forwardedFor)
 	}
-	status, body, err := do(http.DefaultClient, req)
+	status, body, err := do(contracttest.Wrap(t, nil), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +551,7 @@ func get(t *testing.T, addr, key, path, forwardedFor string) (int, []byte) {
 
 func place(t *testing.T, addr, key, ref, product string) (int, []byte) {
 	t.Helper()
-	status, body, err := post(t.Context(), http.DefaultClient, addr, key, ref, product)
+	status, body, err := post(t.Context(), contracttest.Wrap(t, nil), addr, key, ref, product)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,15 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"github.com/codeport/codeport/internal/contracttest"
 )
+
+// servedDocuments are the OpenAPI documents the releases' APIs served, parsed once for all of
+// them; every partnerAPI fetches its server's own (contracttest).
+var servedDocuments = contracttest.NewDocuments()
 
 // partnerAPI calls one environment's API at base (a Service's or a Pod's address) with the
 // partner's current key.
@@ -23,11 +30,12 @@ type partnerAPI struct {
 	http *http.Client
 }
 
-func newPartnerAPI(base string, key *atomic.Pointer[string]) *partnerAPI {
+func newPartnerAPI(t testing.TB, base string, key *atomic.Pointer[string]) *partnerAPI {
 	// No keep-alive: every request is a new connection through the Service, so that the load
 	// spreads over the replicas and a replaced Pod is noticed at once.
 	tr := &http.Transport{DisableKeepAlives: true}
-	return &partnerAPI{base: base, key: key, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return &partnerAPI{base: base, key: key,
+		http: servedDocuments.Contracts().Wrap(t, &http.Client{Transport: tr, Timeout: 30 * time.Second})}
 }
 
 type answer struct {

@@ -366,8 +366,8 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube, db appSecret) *m
 		dst.Store(&key)
 	}
 	m.productionBase = k.serviceBase(ctx, t, release+"-production")
-	prod := newPartnerAPI(m.productionBase, &m.productionKey)
-	sand := newPartnerAPI(k.serviceBase(ctx, t, release+"-sandbox"), &m.sandboxKey)
+	prod := newPartnerAPI(t, m.productionBase, &m.productionKey)
+	sand := newPartnerAPI(t, k.serviceBase(ctx, t, release+"-sandbox"), &m.sandboxKey)
 	// The first call through a new Service may find kube-proxy still programming it; the
 	// partner's allowlist and the wallets reach the APIs through the database a moment later.
 	var errs []error
@@ -500,7 +500,7 @@ func rotateKey(ctx context.Context, t *testing.T, k *kube, m *mission) {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
-		api := newPartnerAPI(fmt.Sprintf("http://%s:8080", p.Status.PodIP), &m.productionKey)
+		api := newPartnerAPI(t, fmt.Sprintf("http://%s:8080", p.Status.PodIP), &m.productionKey)
 		var tookNew, tookOld time.Duration
 		err := eventually(ctx, time.Minute, p.Name+": new key accepted, old key refused", func() (bool, string) {
 			okNew, errNew := api.do(ctx, fresh, http.MethodGet, "/v2/ping", nil)

@@ -441,14 +441,14 @@ func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *log
 	r.primary, r.healthy = newPrimary, time.Since(at)
 	r.promoted = promotedAfter(ctx, k, at)
 	r.revoked = measure(ctx, t, at, "key "+doomed.name+" refused on every API replica", func() (bool, string) {
-		return everyReplica(ctx, k, func(api *partnerAPI) (bool, string) {
+		return everyReplica(ctx, t, k, func(api *partnerAPI) (bool, string) {
 			ans, err := api.do(ctx, doomed.key, http.MethodGet, "/v2/ping", nil)
 			return err == nil && ans.status == http.StatusUnauthorized, fmt.Sprintf("%d %v", ans.status, err)
 		})
 	})
 	want := balance + 1
 	r.credited = measure(ctx, t, at, "the top-up shown by every API replica", func() (bool, string) {
-		return everyReplica(ctx, k, func(api *partnerAPI) (bool, string) {
+		return everyReplica(ctx, t, k, func(api *partnerAPI) (bool, string) {
 			got, err := walletBalance(ctx, api, *m.productionKey.Load(), probeCurrency)
 			return err == nil && got == want, fmt.Sprintf("%s %v, want %v (%v)", probeCurrency, got, want, err)
 		})
@@ -552,7 +552,7 @@ func prepareRevocableKey(ctx context.Context, t *testing.T, k *kube, n int) revo
 		t.Fatal(err)
 	}
 	err = eventually(ctx, 2*time.Minute, "key "+name+" accepted on every API replica", func() (bool, string) {
-		return everyReplica(ctx, k, func(api *partnerAPI) (bool, string) {
+		return everyReplica(ctx, t, k, func(api *partnerAPI) (bool, string) {
 			ans, err := api.do(ctx, key, http.MethodGet, "/v2/ping", nil)
 			return err == nil && ans.status == http.StatusOK, fmt.Sprintf("%d %v", ans.status, err)
 		})
@@ -564,7 +564,7 @@ func prepareRevocableKey(ctx context.Context, t *testing.T, k *kube, n int) revo
 }
 
 // everyReplica asks each ready production API Pod directly.
-func everyReplica(ctx context.Context, k *kube, ask func(*partnerAPI) (bool, string)) (bool, string) {
+func everyReplica(ctx context.Context, t testing.TB, k *kube, ask func(*partnerAPI) (bool, string)) (bool, string) {
 	pods, err := k.pods(ctx, "api-production")
 	if err != nil {
 		return false, err.Error()
@@ -574,7 +574,7 @@ func everyReplica(ctx context.Context, k *kube, ask func(*partnerAPI) (bool, str
 		if !podReady(&pods[i]) {
 			continue
 		}
-		api := newPartnerAPI(fmt.Sprintf("http://%s:8080", pods[i].Status.PodIP), nil)
+		api := newPartnerAPI(t, fmt.Sprintf("http://%s:8080", pods[i].Status.PodIP), nil)
 		if ok, why := ask(api); !ok {
 			waiting = append(waiting, pods[i].Name+": "+why)
 		}

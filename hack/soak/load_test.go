@@ -13,9 +13,11 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/tenancy"
 )
 
@@ -82,11 +84,11 @@ type worker struct {
 	acked []string
 }
 
-func newLoad(partners []*partner, production []*replica, sandbox *replica, workers int) *load {
+func newLoad(t *testing.T, partners []*partner, production []*replica, sandbox *replica, workers int) *load {
 	tr := &http.Transport{MaxIdleConns: 4 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: 30 * time.Second,
 		DisableCompression: true}
 	l := &load{partners: partners, production: production, sandbox: sandbox,
-		client: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
+		client: contracttest.Wrap(t, &http.Client{Transport: tr, Timeout: 5 * time.Second})}
 	for i := range workers {
 		rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))) //nolint:gosec // load mix, not secrets
 		l.workers = append(l.workers, &worker{l: l, rng: rng, orders: map[string]*order{}})

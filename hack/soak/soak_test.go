@@ -74,7 +74,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("topology up and %d partners onboarded through the Kubernetes API in %s",
 		len(partners), time.Since(began).Round(time.Millisecond))
 
-	l := newLoad(partners, []*replica{prodA, prodB}, sandbox, workers)
+	l := newLoad(t, partners, []*replica{prodA, prodB}, sandbox, workers)
 	durations := map[int]time.Duration{}
 	cpu := map[int]map[string]time.Duration{}
 	starts := map[int]time.Time{}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -65,7 +66,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	t.Logf("previous release up on schema %d with %d partners after %s", oldSchema, len(partners),
 		time.Since(began).Round(time.Second))
 
-	l := newLoad(replicas, partners)
+	l := newLoad(t, replicas, partners)
 	loadDone := l.start(ctx, 4)
 	steps := []string{}
 	step := func(format string, args ...any) {
@@ -356,6 +357,7 @@ func (u *upgrade) roll(ctx context.Context, t *testing.T, l *load, r *replica) t
 	if err := r.proc.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	l.contracts.Forget(r.base)
 	r.draining.Store(false)
 	return drained
 }
@@ -501,10 +503,12 @@ type load struct {
 	replicas []*replica
 	partners atomic.Pointer[[]*partner]
 	client   *http.Client
-	serial   atomic.Int64
-	acked    atomic.Int64
-	began    time.Time
-	cancel   context.CancelFunc
+	// contracts hold the orders to the documents the replicas serve (a rolled one, to its new).
+	contracts *contracttest.Contracts
+	serial    atomic.Int64
+	acked     atomic.Int64
+	began     time.Time
+	cancel    context.CancelFunc
 
 	mu   sync.Mutex
 	sent []*sent
@@ -522,9 +526,10 @@ type sent struct {
 	orderID string
 }
 
-func newLoad(replicas []*replica, partners []*partner) *load {
-	l := &load{replicas: replicas, began: time.Now(),
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
+func newLoad(t *testing.T, replicas []*replica, partners []*partner) *load {
+	l := &load{replicas: replicas, began: time.Now(), contracts: contracttest.New()}
+	l.client = l.contracts.Wrap(t,
+		&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}})
 	l.partners.Store(&partners)
 	return l
 }
