@@ -167,6 +167,12 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		}
 		db.Close()
 	})
+	for _, env := range provisioning.Environments() {
+		// Fetched now, the documents cost nothing to the first request a test times.
+		if err := s.contracts.Load(s.baseURL[env]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return s
 }
 

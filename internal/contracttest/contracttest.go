@@ -113,6 +113,20 @@ func (c *Contracts) Forget(base string) {
 	}
 }
 
+// Load fetches the documents of the server at base (a URL whose scheme and host name it) now,
+// rather than on its first exchange: a test that times the server's answers would count it.
+func (c *Contracts) Load(base string) error {
+	u, err := url.Parse(base)
+	if err != nil {
+		return fmt.Errorf("the server %q: %w", base, err)
+	}
+	origin := u.Scheme + "://" + u.Host
+	if _, err := c.router(origin, http.DefaultTransport, documented[0]); err != nil {
+		return fmt.Errorf("the documents of %s: %w", origin, err)
+	}
+	return nil
+}
+
 // Checked is the number of exchanges validated so far: a test can tell that its requests were
 // held to a document rather than skipped as undescribed.
 func (c *Contracts) Checked() int64 { return c.checked.Load() }
@@ -152,11 +166,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(answer), errReader{err}))
 		return resp, nil
 	}
-	router, ok, err := t.contracts.router(req, t.base, prefix)
+	router, err := t.contracts.router(req.URL.Scheme+"://"+req.URL.Host, t.base, prefix)
+	var unreachable *unreachableError
+	if errors.As(err, &unreachable) {
+		// The server went away after answering, as fault tests make it: asked again next time.
+		return resp, nil
+	}
 	if err != nil {
 		t.report.Errorf("%s %s: %d: %v", req.Method, req.URL.Path, resp.StatusCode, err)
-	}
-	if !ok {
 		return resp, nil
 	}
 	routed, msg := check(router, req, sent, resp, answer)
@@ -216,14 +233,10 @@ func check(
 	return true, ""
 }
 
-// router is the router of prefix's document as the server req went to serves it, fetched
-// through base the first time. A server that cannot be reached for its documents (it went
-// away after answering, as fault tests make it) is asked again on its next exchange; ok is
-// false then, and the exchange goes unchecked.
-func (c *Contracts) router(
-	req *http.Request, base http.RoundTripper, prefix string,
-) (_ routers.Router, ok bool, _ error) {
-	origin := req.URL.Scheme + "://" + req.URL.Host
+// router is the router of prefix's document as the server at origin serves it, fetched through
+// base the first time. A server that gives no answer for its documents is asked again on its
+// next exchange (the error is an *unreachableError then).
+func (c *Contracts) router(origin string, base http.RoundTripper, prefix string) (routers.Router, error) {
 	s := entry(&c.mu, c.servers, origin)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -231,14 +244,14 @@ func (c *Contracts) router(
 		routers, err := c.load(origin, base)
 		var unreachable *unreachableError
 		if errors.As(err, &unreachable) {
-			return nil, false, nil
+			return nil, err
 		}
 		s.routers, s.err = routers, err
 	}
 	if s.err != nil {
-		return nil, false, s.err
+		return nil, s.err
 	}
-	return s.routers[prefix], true, nil
+	return s.routers[prefix], nil
 }
 
 // entry is m's value for key, a new one if m had none; mu guards m.
