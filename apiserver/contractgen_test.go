@@ -152,8 +152,8 @@ type contractFixture struct {
 	// client is s's client: every answer is held to the served documents as well as to the
 	// document a run draws from, which a planted test may have changed.
 	client *http.Client
-	keys  map[string]string
-	hints map[string]map[string][]any
+	keys   map[string]string
+	hints  map[string]map[string][]any
 }
 
 func newContractFixture(t *testing.T, s *stack) *contractFixture {
