@@ -2610,7 +2610,7 @@ type ClientInterface interface {
 
 	// PlaceOrderWithBody Place an order
 	//
-	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2619,7 +2619,7 @@ type ClientInterface interface {
 
 	// PlaceOrder Place an order
 	//
-	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2729,7 +2729,7 @@ func (c *Client) ListOrders(ctx context.Context, params *ListOrdersParams, reqEd
 
 // PlaceOrderWithBody Place an order
 //
-// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2748,7 +2748,7 @@ func (c *Client) PlaceOrderWithBody(ctx context.Context, params *PlaceOrderParam
 
 // PlaceOrder Place an order
 //
-// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3809,7 +3809,7 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithBodyWithResponse Place an order
 	//
-	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3818,7 +3818,7 @@ type ClientWithResponsesInterface interface {
 
 	// PlaceOrderWithResponse Place an order
 	//
-	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+	// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6262,7 +6262,7 @@ func (c *ClientWithResponses) ListOrdersWithResponse(ctx context.Context, params
 
 // PlaceOrderWithBodyWithResponse Place an order
 //
-// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6277,7 +6277,7 @@ func (c *ClientWithResponses) PlaceOrderWithBodyWithResponse(ctx context.Context
 
 // PlaceOrderWithResponse Place an order
 //
-// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+// Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

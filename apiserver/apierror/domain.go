@@ -119,6 +119,7 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 	orders.LimitExceeded:                func(*orders.Refusal) *Error { return OrderLimitExceeded() },
 	orders.InsufficientFunds:            func(*orders.Refusal) *Error { return InsufficientFunds() },
 	orders.ExternalOrderCodeReusedOther: func(*orders.Refusal) *Error { return DuplicateExternalOrderCode() },
+	orders.AlreadyPlacedArchived:        func(*orders.Refusal) *Error { return AlreadyPlaced() },
 }
 
 // within names where in the body a key is, for messages: " in orderProducts[1]".

@@ -61,6 +61,7 @@ func TestRefusalsInTheContractsWords(t *testing.T) {
 			"Insufficient funds. Please top up your wallet and try again."},
 		orders.ExternalOrderCodeReusedOther: {orders.Refusal{}, 409,
 			"An order with this external order code already exists."},
+		orders.AlreadyPlacedArchived: {orders.Refusal{}, 400, "This order has already been placed."},
 		orders.MetadataNotObject: {orders.Refusal{}, 400,
 			"metadata must be an object of string keys and string values"},
 		orders.MetadataTooManyKeys: {orders.Refusal{}, 400, "metadata must not have more than 20 keys"},

@@ -56,6 +56,7 @@ const (
 	OrderingDisabled             Reason = "ordering disabled for the account"
 	InsufficientFunds            Reason = "wallet balance too low"
 	ExternalOrderCodeReusedOther Reason = "externalOrderCode used by another order"
+	AlreadyPlacedArchived        Reason = "the order was placed already and is past retention"
 )
 
 // Reasons are every reason a request can be refused for.
@@ -66,7 +67,7 @@ func Reasons() []Reason {
 		DuplicateKey, TextNotStorable, FieldNameCase, NullField,
 		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
 		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
-		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther}
+		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther, AlreadyPlacedArchived}
 }
 
 // Refusal is an order request the rules refuse. Reason is the rule; the other fields are what

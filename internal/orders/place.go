@@ -257,6 +257,11 @@ func (s *Service) replay(
 	if string(o.PayloadHash) != string(hash) {
 		return View{}, false, refuse(ExternalOrderCodeReusedOther)
 	}
+	if o.ArchivedAt != nil {
+		// The order is past retention: it was placed, and is not placed again, but its details
+		// (codes among them) are no longer served.
+		return View{}, false, refuse(AlreadyPlacedArchived)
+	}
 	v, err := s.view(ctx, acct, &o)
 	if err != nil {
 		s.log.ErrorContext(ctx, "render replayed order", slog.Any("err", err))

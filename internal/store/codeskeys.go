@@ -65,7 +65,8 @@ type SealedSample struct {
 }
 
 // sealedSamplesSQL picks one ciphertext of each kind, each by an index or the first row read:
-// the first stock code imported, a delivered code, the sealed webhook secret written last.
+// the first stock code imported, a delivered code, an archived one, the sealed webhook secret
+// written last.
 const sealedSamplesSQL = `
 (SELECT 'stock code ' || id, key_ref, ciphertext, digest, NULL::uuid, NULL::text
     FROM code_stock ORDER BY id LIMIT 1)
@@ -73,12 +74,15 @@ UNION ALL
 (SELECT format('delivered code %s/%s/%s', order_id, line_no, unit_no), key_ref, ciphertext, digest, NULL, NULL
     FROM delivered_codes LIMIT 1)
 UNION ALL
+(SELECT format('archived code %s/%s/%s', order_id, line_no, unit_no), key_ref, ciphertext, digest, NULL, NULL
+    FROM delivered_codes_archive LIMIT 1)
+UNION ALL
 (SELECT format('webhook secret of partner %s (%s)', partner_id, environment), secret_key_ref, sealed_secret, NULL,
         partner_id, environment
     FROM webhook_endpoints WHERE sealed_secret IS NOT NULL ORDER BY updated_at DESC LIMIT 1)`
 
 // SealedSamples returns a few of the database's ciphertexts, at most one stock code, one
-// delivered code and one webhook secret: those a key must open before it is recorded as the key
+// delivered code, one archived code and one webhook secret: those a key must open before it is recorded as the key
 // of a database that holds ciphertexts already.
 func SealedSamples(ctx context.Context, q Querier) ([]SealedSample, error) {
 	rows, err := q.Query(ctx, sealedSamplesSQL)

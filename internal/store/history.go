@@ -136,6 +136,7 @@ type OrderFilter struct {
 func HistoryOrders(ctx context.Context, q Querier, f OrderFilter) ([]Order, error) {
 	var w whereBuilder
 	w.add("account_id = $%d", pgUUID(f.AccountID))
+	w.conds = append(w.conds, "archived_at IS NULL")
 	if f.Status != "" {
 		w.add("status = $%d", f.Status)
 	}

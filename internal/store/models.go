@@ -172,7 +172,10 @@ type Order struct {
 	FinishedAt        *time.Time
 	// Metadata is the partner's key/value pairs (jsonb, {} when none).
 	Metadata map[string]string
-	Lines    []OrderLine
+	// ArchivedAt is when the order's details went to the archive (archive.go): it has no lines
+	// then, and only its row remains online.
+	ArchivedAt *time.Time
+	Lines      []OrderLine
 }
 
 // OrderLine is a row of order_lines.

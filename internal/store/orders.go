@@ -50,21 +50,23 @@ func SpentSince(ctx context.Context, q Querier, accountID uuid.UUID, currency st
 // orderColumns are the columns of orders that Order holds.
 const orderColumns = `id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
 	debited_amount, refunded_amount, status, delivered, reason, estimated_ready_at, created_at, finished_at,
-	metadata`
+	metadata, archived_at`
 
 // FindOrder returns an account's order with its lines, by order id or external order code.
-// Another account's order is not found, whatever the reference.
+// Another account's order is not found, whatever the reference, and neither is an archived one.
 func FindOrder(ctx context.Context, q Querier, accountID uuid.UUID, reference string) (Order, error) {
 	if id, err := uuid.Parse(reference); err == nil {
-		o, err := findOrder(ctx, q, "account_id = $1 AND id = $2", pgUUID(accountID), pgUUID(id))
+		o, err := findOrder(ctx, q, "account_id = $1 AND id = $2 AND archived_at IS NULL", pgUUID(accountID), pgUUID(id))
 		if !errors.Is(err, ErrNotFound) {
 			return o, err
 		}
 	}
-	return FindOrderByExternalCode(ctx, q, accountID, reference)
+	return findOrder(ctx, q, "account_id = $1 AND external_order_code = $2 AND archived_at IS NULL",
+		pgUUID(accountID), reference)
 }
 
-// FindOrderByExternalCode returns an account's order with its lines by external order code.
+// FindOrderByExternalCode returns an account's order with its lines by external order code,
+// archived or not: the code stays taken after its order is archived (ArchivedAt set, no lines).
 func FindOrderByExternalCode(ctx context.Context, q Querier, accountID uuid.UUID, code string) (Order, error) {
 	return findOrder(ctx, q, "account_id = $1 AND external_order_code = $2", pgUUID(accountID), code)
 }

@@ -21,7 +21,8 @@ type SealedTable struct {
 	countSQL string
 }
 
-// SealedTables are the tables holding ciphertexts: stock and delivered codes, webhook secrets.
+// SealedTables are the tables holding ciphertexts: stock, delivered and archived codes, webhook
+// secrets.
 // Available codes are locked with SKIP LOCKED and newest import first, the other end of the
 // queue fulfilment claims from (oldest first, skipping locked codes itself), so re-encrypting
 // them seldom hides a code an order wants.
@@ -34,14 +35,8 @@ var SealedTables = []SealedTable{
 			FROM unnest($2::bytea[], $3::text[]) AS a (ciphertext, loc) WHERE s.ctid = a.loc::tid`,
 		countSQL: `SELECT key_ref, count(*) FROM code_stock WHERE key_ref = ANY($1) GROUP BY key_ref`,
 	},
-	{
-		Name: "delivered_codes",
-		lockSQL: `SELECT ctid::text, ciphertext, digest, NULL::uuid, NULL::text FROM delivered_codes
-			WHERE key_ref = $1 LIMIT $2 FOR UPDATE SKIP LOCKED`,
-		resealSQL: `UPDATE delivered_codes d SET key_ref = $1, ciphertext = a.ciphertext
-			FROM unnest($2::bytea[], $3::text[]) AS a (ciphertext, loc) WHERE d.ctid = a.loc::tid`,
-		countSQL: `SELECT key_ref, count(*) FROM delivered_codes WHERE key_ref = ANY($1) GROUP BY key_ref`,
-	},
+	sealedCodes("delivered_codes"),
+	sealedCodes("delivered_codes_archive"),
 	{
 		Name: "webhook_endpoints",
 		lockSQL: `SELECT ctid::text, sealed_secret, NULL::bytea, partner_id, environment FROM webhook_endpoints
@@ -51,6 +46,19 @@ var SealedTables = []SealedTable{
 		countSQL: `SELECT secret_key_ref, count(*) FROM webhook_endpoints
 			WHERE secret_key_ref = ANY($1) AND sealed_secret IS NOT NULL GROUP BY secret_key_ref`,
 	},
+}
+
+// sealedCodes is a table of delivered codes, online or archived. Rekey skips rows that archival
+// is moving; archival waits for rows rekey holds at most its lock_timeout.
+func sealedCodes(table string) SealedTable {
+	return SealedTable{
+		Name: table,
+		lockSQL: `SELECT ctid::text, ciphertext, digest, NULL::uuid, NULL::text FROM ` + table +
+			` WHERE key_ref = $1 LIMIT $2 FOR UPDATE SKIP LOCKED`,
+		resealSQL: `UPDATE ` + table + ` d SET key_ref = $1, ciphertext = a.ciphertext
+			FROM unnest($2::bytea[], $3::text[]) AS a (ciphertext, loc) WHERE d.ctid = a.loc::tid`,
+		countSQL: `SELECT key_ref, count(*) FROM ` + table + ` WHERE key_ref = ANY($1) GROUP BY key_ref`,
+	}
 }
 
 // SealedRow is a locked row of a SealedTable.

@@ -79,7 +79,7 @@ export interface paths {
         put?: never;
         /**
          * Place an order
-         * @description Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409.
+         * @description Asynchronous: answers 202 with status processing. Re-posting the same externalOrderCode with the same payload returns the existing order with 200 and Idempotent-Replayed: true; with a different payload, 409. The code stays taken once its order is past the retention period: the same payload is then a 400, another a 409.
          */
         post: operations["placeOrder"];
         delete?: never;
@@ -2541,7 +2541,7 @@ export interface operations {
                     "application/json": components["schemas"]["Order"];
                 };
             };
-            /** @description Validation failed; in the sandbox, an unknown X-Sandbox-Scenario. */
+            /** @description Validation failed, or the order was placed already and is past the retention period; in the sandbox, an unknown X-Sandbox-Scenario. */
             400: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];
@@ -2875,7 +2875,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such order for your account. */
+            /** @description No such order for your account, or its order is past the retention period. */
             404: {
                 headers: {
                     "X-RateLimit-Limit": components["headers"]["XRateLimitLimit"];

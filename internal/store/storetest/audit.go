@@ -45,14 +45,24 @@ type TxBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
+// allEntries and allCodes are the ledger and the delivered codes, online and archived: an
+// archived order is audited as any other, from the archive.
+const (
+	allEntries = `(SELECT account_id, currency, kind, reference, amount FROM wallet_entries
+		WHERE NOT (kind = 'adjustment' AND reference = 'archived:' || id)
+		UNION ALL SELECT account_id, currency, kind, reference, amount FROM wallet_entries_archive)`
+	allCodes = `(SELECT order_id, line_no, unit_no, stock_id, digest FROM delivered_codes
+		UNION ALL SELECT order_id, line_no, unit_no, stock_id, digest FROM delivered_codes_archive)`
+)
+
 // auditOrdersSQL reads every order with its ledger entries and delivered codes in one statement,
 // so that the figures of each order agree with each other.
 const auditOrdersSQL = `
-WITH e AS (SELECT reference, kind, count(*) AS n, sum(amount)::bigint AS amount FROM wallet_entries
+WITH e AS (SELECT reference, kind, count(*) AS n, sum(amount)::bigint AS amount FROM ` + allEntries + ` x
            WHERE kind IN ('order_debit', 'refund') GROUP BY reference, kind),
      d AS (SELECT order_id, count(*) AS n, count(DISTINCT digest) AS distinct_codes,
                   string_agg(encode(digest, 'hex'), ',' ORDER BY line_no, unit_no) AS digests
-           FROM delivered_codes GROUP BY order_id)
+           FROM ` + allCodes + ` c GROUP BY order_id)
 SELECT o.id::text, o.account_id::text, o.external_order_code, o.status, o.total_quantity,
        o.debited_amount, o.refunded_amount, o.total_price,
        COALESCE(db.n, 0), COALESCE(-db.amount, 0), COALESCE(rf.n, 0), COALESCE(rf.amount, 0),
@@ -63,27 +73,53 @@ LEFT JOIN e rf ON rf.reference = o.id::text AND rf.kind = 'refund'
 LEFT JOIN d ON d.order_id = o.id
 ORDER BY o.created_at, o.id`
 
-// auditChecksSQL names what is wrong across orders: each row is one finding.
+// auditChecksSQL names what is wrong across orders: each row is one finding. The balance is
+// checked twice: against the online ledger, whose carried entries stand for the archived ones,
+// and against the whole ledger, online and archived, without the carried entries; and the
+// online ledger must chain, each entry's balance_after its predecessor's plus its amount.
 var auditChecksSQL = []struct{ kind, sql string }{
 	{"balance differs from its ledger", `SELECT b.account_id::text || ' ' || b.currency || ': balance ' ||
 		b.balance || ', ledger ' || COALESCE((SELECT sum(amount) FROM wallet_entries e
 		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)
 		FROM wallet_balances b WHERE b.balance <> COALESCE((SELECT sum(amount) FROM wallet_entries e
 		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)`},
+	{"balance differs from its ledger with the archive", `SELECT b.account_id::text || ' ' || b.currency ||
+		': balance ' || b.balance || ', ledger with the archive ' || COALESCE((SELECT sum(amount) FROM ` +
+		allEntries + ` e WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)
+		FROM wallet_balances b WHERE b.balance <> COALESCE((SELECT sum(amount) FROM ` + allEntries + ` e
+		WHERE e.account_id = b.account_id AND e.currency = b.currency), 0)`},
+	{"ledger does not chain", `SELECT account_id::text || ' ' || currency || ' entry ' || id || ': ' ||
+		before || ' + ' || amount || ' is not ' || balance_after
+		FROM (SELECT id, account_id, currency, amount, balance_after,
+		             lag(balance_after, 1, 0::bigint) OVER (PARTITION BY account_id, currency ORDER BY id) AS before
+		      FROM wallet_entries) e
+		WHERE before + amount <> balance_after`},
 	{"debit or refund without its order", `SELECT e.kind || ' ' || e.reference || ' of ' || e.amount
-		FROM wallet_entries e WHERE e.kind IN ('order_debit', 'refund')
+		FROM ` + allEntries + ` e WHERE e.kind IN ('order_debit', 'refund')
 		AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id::text = e.reference AND o.account_id = e.account_id)`},
+	{"archived order with online rows", `SELECT o.id::text FROM orders o WHERE o.archived_at IS NOT NULL AND (
+		EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id)
+		OR EXISTS (SELECT 1 FROM delivered_codes d WHERE d.order_id = o.id)
+		OR EXISTS (SELECT 1 FROM wallet_entries e WHERE e.account_id = o.account_id
+		           AND e.kind IN ('order_debit', 'refund') AND e.reference = o.id::text))`},
+	// An order put back online (docs/operations.md) gets its lines and codes back; its ledger
+	// entries may stay archived, carried.
+	{"archived lines or codes of an order online", `SELECT o.id::text FROM orders o JOIN (
+		SELECT order_id FROM order_lines_archive UNION SELECT order_id FROM delivered_codes_archive
+		) a ON a.order_id = o.id WHERE o.archived_at IS NULL`},
 	{"stock code delivered twice", `SELECT 'stock row ' || stock_id || ' in ' || count(*) || ' deliveries'
-		FROM delivered_codes WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1`},
+		FROM ` + allCodes + ` c WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1`},
 	{"code delivered twice", `SELECT encode(digest, 'hex') || ' in ' || count(*) || ' deliveries'
-		FROM delivered_codes GROUP BY digest HAVING count(*) > 1`},
+		FROM ` + allCodes + ` c GROUP BY digest HAVING count(*) > 1`},
 }
 
 // AuditMoney reads the database in one repeatable-read snapshot and checks that each order was
 // debited exactly what it records (once, or not at all when wallet ordering was off), refunded
 // exactly the value it did not deliver (in at most one entry), carries the status its codes
 // give it, and delivered no code twice; that no debit or refund lacks its order; that no stock
-// code went out twice; and that every balance equals the sum of its ledger. An order still
+// code went out twice; that every balance equals the sum of its ledger, online (carried entries
+// standing for archived ones) and with the archive, and that the online ledger chains; and that
+// an archived order's rows are all in the archive. An order still
 // processing is reported as it stands: wait until none is before auditing.
 func AuditMoney(ctx context.Context, db TxBeginner) (*Audit, error) {
 	q, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
