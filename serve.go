@@ -22,6 +22,7 @@ import (
 	"github.com/codeport/codeport/internal/logbuffer"
 	"github.com/codeport/codeport/internal/logthrottle"
 	"github.com/codeport/codeport/internal/notify"
+	"github.com/codeport/codeport/internal/retention"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
 )
@@ -35,7 +36,7 @@ func newServeCommand() *cobra.Command {
 		environment, addr, metricsAddr, otlpEndpoint, databaseURL string
 		redisURL, trustedProxies, smtpURL, smtpFrom               string
 		workers, profiling, webhooksToPrivate                     bool
-		concurrency, transactions                                 int
+		concurrency, transactions, retentionDays                  int
 		maxConns, minIdleConns                                    int32
 		rescueAfter, databaseWait                                 time.Duration
 		sandboxTimeout, logFlushInterval                          time.Duration
@@ -54,6 +55,9 @@ requests and running fulfilment jobs finish, then exits.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkServeFlags(environment, databaseURL, sandboxTimeout, logFlushInterval); err != nil {
 				return err
+			}
+			if err := retention.CheckDays(retentionDays); err != nil {
+				return fmt.Errorf("--order-retention-days %w", err)
 			}
 			logs, processLog := processLogs(cmd.ErrOrStderr(), logFlushInterval)
 			defer logs.Close()
@@ -135,6 +139,8 @@ requests and running fulfilment jobs finish, then exits.`,
 					wcfg.JobTimeout = min(wcfg.JobTimeout, rescueAfter)
 				}
 				plane.Workers = &wcfg
+				plane.Retention = &retention.Policy{Environment: environment,
+					After: time.Duration(retentionDays) * retention.Day}
 			}
 			return plane.Run(ctx, func(addrs map[string]string) {
 				log.Info("serving partner API", slog.String("addr", addrs[environment]), slog.Bool("workers", workers))
@@ -189,6 +195,9 @@ requests and running fulfilment jobs finish, then exits.`,
 		"fulfilment transactions at once, each finishing the orders waiting when it starts")
 	f.DurationVar(&rescueAfter, "fulfilment-rescue-after", time.Minute,
 		"how long a fulfilment job held by a crashed process waits before another process runs it again")
+	f.IntVar(&retentionDays, "order-retention-days", 0,
+		fmt.Sprintf("days after it finished that an order's details (lines, codes, ledger entries) stay online "+
+			"before the workers archive them; 0 keeps them forever, else at least %d", int(retention.Minimum/retention.Day)))
 	return cmd
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/recovery"
+	"github.com/codeport/codeport/internal/retention"
 )
 
 // Listener is one environment's API on one address.
@@ -45,6 +46,8 @@ type DataPlane struct {
 	Profiling bool
 	// ShutdownTimeout bounds the wait for in-flight requests and running jobs on shutdown.
 	ShutdownTimeout time.Duration
+	// Retention, when set with a period and Workers, archives the details of orders past it.
+	Retention *retention.Policy
 }
 
 // running is what Run started, for its shutdown.
@@ -213,6 +216,15 @@ func (d *DataPlane) startWorkers(ctx context.Context, log *slog.Logger, r *runni
 		return err
 	}
 	r.workers = workers
+	if d.Retention != nil && d.Retention.After > 0 {
+		archiver := retention.NewArchiver(d.Deps.DB, *d.Retention, log.With(slog.String("environment",
+			d.Retention.Environment)))
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			archiver.Run(ctx)
+		}()
+	}
 	return nil
 }
 
