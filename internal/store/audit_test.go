@@ -31,6 +31,23 @@ func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
 			SELECT account_id, 'EUR', 'order_debit', 'ghost', -5, balance - 5 FROM wallet_balances WHERE currency = 'EUR')
 			UPDATE wallet_balances SET balance = balance - 5 WHERE currency = 'EUR'`,
 			"debit or refund without its order: order_debit ghost of -5"},
+		{"entry that does not chain", `WITH e AS (INSERT INTO wallet_entries
+			(account_id, currency, kind, reference, amount, balance_after)
+			SELECT account_id, 'EUR', 'adjustment', 'skew', 5, balance + 7 FROM wallet_balances WHERE currency = 'EUR')
+			UPDATE wallet_balances SET balance = balance + 5 WHERE currency = 'EUR'`,
+			"ledger does not chain"},
+		{"carried entry with nothing archived", `WITH e AS (INSERT INTO wallet_entries
+			(id, account_id, currency, kind, reference, amount, balance_after)
+			SELECT n, account_id, 'EUR', 'adjustment', 'archived:' || n, 5, balance + 5
+			FROM (SELECT nextval('wallet_entries_id_seq') AS n) s, wallet_balances WHERE currency = 'EUR')
+			UPDATE wallet_balances SET balance = balance + 5 WHERE currency = 'EUR'`,
+			"balance differs from its ledger with the archive"},
+		{"archived with its rows online", `UPDATE orders SET archived_at = now() WHERE external_order_code = 'a'`,
+			"archived order with online rows"},
+		{"lines archived, order online", `INSERT INTO order_lines_archive
+			(order_id, line_no, product_code, unit_price, quantity, currency, sku)
+			SELECT order_id, line_no, product_code, unit_price, quantity, currency, sku FROM order_lines`,
+			"archived lines or codes of an order online"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
