@@ -41,8 +41,8 @@ type config struct {
 // figureGroups are the parts of a run that -figures selects, in the order they run;
 // defaultFigures are those a run without -figures measures.
 const (
-	figureGroups   = "reads,redis,orders,completed,completion,scale,operator,catalog-scale,history"
-	defaultFigures = "reads,redis,orders,completed,completion,scale"
+	figureGroups   = "reads,redis,orders,completed,completion,archival,scale,operator,catalog-scale,history"
+	defaultFigures = "reads,redis,orders,completed,completion,archival,scale"
 )
 
 // wants reports whether the run measures the figure group.
@@ -178,7 +178,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 
 	var t *tenants
-	if cfg.wantsAny("reads", "redis", "orders", "completed", "completion") {
+	if cfg.wantsAny("reads", "redis", "orders", "completed", "completion", "archival") {
 		progress("provisioning %d partners and %d products", cfg.partners, cfg.products)
 		started := time.Now()
 		if t, err = newTenants(ctx, cfg.partners, cfg.products, cfg.funded); err != nil {
@@ -230,6 +230,13 @@ func run(ctx context.Context, cfg config) error {
 		}
 		rows = append(rows, latency...)
 		peaks = append(peaks, peak{"sandbox serve (B4)", rss})
+	}
+	if cfg.wants("archival") {
+		archival, err := archivalFigures(ctx, cfg, t, binary)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, archival...)
 	}
 	for _, p := range peaks {
 		rows = append(rows, row{"B5 peak RSS, " + p.process + " (MB)", p.mb, 0, "<= 150 MB", p.mb <= 150})
