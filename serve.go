@@ -53,11 +53,8 @@ must be up to date ('codeport migrate up'). SIGTERM stops accepting connections,
 requests and running fulfilment jobs finish, then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkServeFlags(environment, databaseURL, sandboxTimeout, logFlushInterval); err != nil {
+			if err := checkServeFlags(environment, databaseURL, sandboxTimeout, logFlushInterval, retentionDays); err != nil {
 				return err
-			}
-			if err := retention.CheckDays(retentionDays); err != nil {
-				return fmt.Errorf("--order-retention-days %w", err)
 			}
 			logs, processLog := processLogs(cmd.ErrOrStderr(), logFlushInterval)
 			defer logs.Close()
@@ -202,7 +199,12 @@ requests and running fulfilment jobs finish, then exits.`,
 }
 
 // checkServeFlags refuses serve's flag values that cannot work, before anything starts.
-func checkServeFlags(environment, databaseURL string, sandboxTimeout, logFlushInterval time.Duration) error {
+func checkServeFlags(
+	environment, databaseURL string, sandboxTimeout, logFlushInterval time.Duration, retentionDays int,
+) error {
+	if err := retention.CheckDays(retentionDays); err != nil {
+		return fmt.Errorf("--order-retention-days %w", err)
+	}
 	switch {
 	case tenancy.Environment(environment) != tenancy.Production && tenancy.Environment(environment) != tenancy.Sandbox:
 		return fmt.Errorf("--environment must be production or sandbox, not %q", environment)

@@ -81,7 +81,8 @@ func newFixture(t *testing.T, stock int) *fixture {
 func (f *fixture) onboard(t *testing.T, name string, dailySpend int64) *auth.Account {
 	t.Helper()
 	production := string(tenancy.Production)
-	ordering := &v1alpha1.OrderingSpec{Limits: &v1alpha1.OrderLimits{DailySpend: v1alpha1.MinorUnitsByCurrency{"EUR": dailySpend}}}
+	limits := &v1alpha1.OrderLimits{DailySpend: v1alpha1.MinorUnitsByCurrency{"EUR": dailySpend}}
+	ordering := &v1alpha1.OrderingSpec{Limits: limits}
 	tn, err := testfixture.Onboard(context.Background(), f.prov, testfixture.Partner(name,
 		testfixture.InNamespace(namespace), testfixture.WithCatalogRef("main"), testfixture.WithAllowlist("127.0.0.1"),
 		testfixture.WithOrdering(ordering)), testfixture.WithKeys(testfixture.APIKeyIn(production)),
@@ -160,7 +161,8 @@ func answer(t *testing.T, err error) (int, string) {
 func (f *fixture) statement(t *testing.T, acct *auth.Account) []store.StatementEntry {
 	t.Helper()
 	var out []store.StatementEntry
-	err := store.StatementEntries(context.Background(), f.db.Pool, store.StatementFilter{AccountID: acct.ID, Currency: "EUR"},
+	filter := store.StatementFilter{AccountID: acct.ID, Currency: "EUR"}
+	err := store.StatementEntries(context.Background(), f.db.Pool, filter,
 		func(e *store.StatementEntry) error {
 			out = append(out, *e)
 			return nil
@@ -289,6 +291,15 @@ func TestContractAfterArchival(t *testing.T) {
 		})
 	}
 
+	f.checkOnlineAfterArchival(t, acct, recent, balanceBefore, spentBefore)
+}
+
+// checkOnlineAfterArchival checks what TestContractAfterArchival left online: the history, the
+// statement, the daily spend, and a second archival that folds into the carried entries.
+func (f *fixture) checkOnlineAfterArchival(t *testing.T, acct *auth.Account, recent uuid.UUID,
+	balanceBefore []store.StatementEntry, spentBefore int64,
+) {
+	ctx := context.Background()
 	t.Run("history lists only the orders online", func(t *testing.T) {
 		list, err := store.HistoryOrders(ctx, f.db.Pool, store.OrderFilter{AccountID: acct.ID})
 		if err != nil {
@@ -453,48 +464,15 @@ func TestArchivalUnderOrderLoad(t *testing.T) {
 		f.backdate(t, ids...)
 	}
 
-	var wg sync.WaitGroup
 	errs := make(chan error, placers*perPlacer+1)
 	stop := make(chan struct{})
-	archived := make(chan store.Archived, 1)
-	go func() {
-		var total store.Archived
-		archiver := f.archiver(5)
-		for {
-			done, err := archiver.RunOnce(ctx, time.Now())
-			total.Add(done)
-			// A batch that met a placement's lock past its lock_timeout gave up whole, and the
-			// next run takes it again; anything else is a failure.
-			var pgErr *pgconn.PgError
-			if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "55P03") {
-				errs <- fmt.Errorf("archival: %w", err)
-			}
-			select {
-			case <-stop:
-				archived <- total
-				return
-			default:
-			}
-		}
-	}()
+	archived := f.archiveUntil(ctx, stop, errs)
+	var wg sync.WaitGroup
 	for w := range placers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			acct := accts[w%partners]
-			for i := range perPlacer {
-				code := fmt.Sprintf("load-%d-%d", w, i)
-				// Half of them ask for more than the stock left, so that fulfilment refunds.
-				quantity := 1 + i%2
-				v, replayed, err := f.service.Place(ctx, acct, []byte(body(code, quantity)))
-				if err != nil || replayed {
-					errs <- fmt.Errorf("place %s: replayed %v, %w", code, replayed, err)
-					continue
-				}
-				if err := f.fulfiller.Fulfil(ctx, v.OrderID, string(tenancy.Production)); err != nil {
-					errs <- fmt.Errorf("fulfil %s: %w", code, err)
-				}
-			}
+			f.placeLoad(ctx, accts[w%partners], fmt.Sprintf("load-%d-", w), perPlacer, errs)
 		}()
 	}
 	wg.Wait()
@@ -529,6 +507,51 @@ func TestArchivalUnderOrderLoad(t *testing.T) {
 			if _, ok := stored[fmt.Sprintf("load-%d-%d", w, i)]; !ok {
 				t.Errorf("order load-%d-%d acknowledged, not stored", w, i)
 			}
+		}
+	}
+}
+
+// archiveUntil runs the archiver over and over until stop closes, then sends what it archived.
+// A batch that met a placement's lock past its lock_timeout gave up whole, and the next run
+// takes it again; any other failure goes to errs.
+func (f *fixture) archiveUntil(ctx context.Context, stop <-chan struct{}, errs chan<- error) <-chan store.Archived {
+	archived := make(chan store.Archived, 1)
+	go func() {
+		var total store.Archived
+		archiver := f.archiver(5)
+		for {
+			done, err := archiver.RunOnce(ctx, time.Now())
+			total.Add(done)
+			var pgErr *pgconn.PgError
+			if err != nil && (!errors.As(err, &pgErr) || pgErr.Code != "55P03") {
+				select {
+				case errs <- fmt.Errorf("archival: %w", err):
+				default: // the first failures are enough to report
+				}
+			}
+			select {
+			case <-stop:
+				archived <- total
+				return
+			default:
+			}
+		}
+	}()
+	return archived
+}
+
+// placeLoad places and fulfils n orders of the account, codes prefix and a counter; half of
+// them ask for two units, more than the stock left at the end, so that fulfilment refunds.
+func (f *fixture) placeLoad(ctx context.Context, acct *auth.Account, prefix string, n int, errs chan<- error) {
+	for i := range n {
+		code := prefix + fmt.Sprint(i)
+		v, replayed, err := f.service.Place(ctx, acct, []byte(body(code, 1+i%2)))
+		if err != nil || replayed {
+			errs <- fmt.Errorf("place %s: replayed %v, %w", code, replayed, err)
+			continue
+		}
+		if err := f.fulfiller.Fulfil(ctx, v.OrderID, string(tenancy.Production)); err != nil {
+			errs <- fmt.Errorf("fulfil %s: %w", code, err)
 		}
 	}
 }

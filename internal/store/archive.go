@@ -230,7 +230,9 @@ ORDER BY e.id`
 // carried already, and returns the carried entries to write in their place: one per run of such
 // entries between two that stay, holding the run's sum, unless it is zero (the entries around
 // it then chain without one). It checks that the ledger chains across each run.
-func carryRuns(ctx context.Context, tx pgx.Tx, accountID uuid.UUID, currency string, ids []int64) ([]carriedEntry, error) {
+func carryRuns(
+	ctx context.Context, tx pgx.Tx, accountID uuid.UUID, currency string, ids []int64,
+) ([]carriedEntry, error) {
 	rows, err := tx.Query(ctx, ledgerAroundSQL, pgUUID(accountID), currency, ids[0], ids[len(ids)-1], ids)
 	if err != nil {
 		return nil, fmt.Errorf("read ledger around archived entries: %w", err)
