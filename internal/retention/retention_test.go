@@ -380,7 +380,9 @@ func TestArchivalResumesAfterACrash(t *testing.T) {
 	if err != nil || done.Orders != 3 {
 		t.Fatalf("second batch: %+v, %v", done, err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, conn.PgConn().PID()); err != nil {
+	// Waits until the backend is gone and its locks with it; the orders it held are skipped
+	// (SKIP LOCKED) until then.
+	if _, err := f.db.Pool.Exec(ctx, `SELECT pg_terminate_backend($1, 30000)`, conn.PgConn().PID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(ctx); err == nil {
