@@ -28,6 +28,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
+	"github.com/codeport/codeport/internal/money"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
@@ -149,7 +150,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	f.BoolVar(&specTopUps, "wallet-spec-top-ups", true,
 		"apply top-ups listed in Wallet.spec.topUps; false leaves money to WalletTopUp resources alone, "+
 			"so that RBAC on Wallets grants their settings only")
-	f.Int64Var(&maxTopUp, "max-top-up", provisioning.DefaultMaxTopUp,
+	f.Int64Var(&maxTopUp, "max-top-up", money.DefaultMaxTopUp,
 		"largest top-up credited (WalletTopUp, Wallet.spec.topUps), in major units of its currency; "+
 			"a larger one is refused (InvalidTopUp) and never retried")
 	f.IntVar(&stockLowThreshold, "stock-low-threshold", provisioning.DefaultStockLowThreshold,

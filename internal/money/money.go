@@ -186,3 +186,39 @@ func TrimDecimal(s string) string {
 	}
 	return s
 }
+
+// DefaultMaxTopUp is the largest top-up credited unless the operator is given another
+// (--max-top-up), in major units of the top-up's currency: a million euros, dollars or yen. A
+// larger amount is far likelier a slip (a test's 99999..., a pasted reference) than a transfer,
+// and a balance near the ledger's bound could never be credited again.
+const DefaultMaxTopUp = 1_000_000
+
+// TopUpAmount is the rule every top-up passes before it is credited, whichever resource asks
+// for it (a WalletTopUp, an entry of Wallet.spec.topUps): the currency an active ISO 4217 code,
+// the amount a positive decimal of major units with no more decimals than the currency has, and
+// at most maxMajor major units. It returns the amount in minor units.
+func TopUpAmount(amount, currency string, maxMajor int64) (int64, error) {
+	if err := CheckCurrency(currency); err != nil {
+		return 0, err
+	}
+	minor, err := Parse(amount, currency)
+	if err != nil {
+		return 0, fmt.Errorf("amount %s %s: %w", amount, currency, err)
+	}
+	if minor <= 0 {
+		return 0, fmt.Errorf("amount %s %s must be positive", amount, currency)
+	}
+	scale, err := Scale(currency)
+	if err != nil {
+		return 0, err
+	}
+	ceiling, err := Mul(maxMajor, scale)
+	if err != nil {
+		ceiling = math.MaxInt64 // a ceiling past the ledger's bound leaves only that bound
+	}
+	if minor > ceiling {
+		return 0, fmt.Errorf("amount %s %s is above the largest top-up, %d %s (the operator's --max-top-up): "+
+			"split a larger transfer into several top-ups, or raise the limit", amount, currency, maxMajor, currency)
+	}
+	return minor, nil
+}

@@ -64,7 +64,7 @@ func New(db *store.DB, secrets *codes.Cipher, events *notify.Notifier) (*Provisi
 		return nil, err
 	}
 	return &Provisioner{db: db, config: config, secrets: secrets, events: events,
-		stockLowThreshold: DefaultStockLowThreshold, maxTopUp: DefaultMaxTopUp, now: time.Now}, nil
+		stockLowThreshold: DefaultStockLowThreshold, maxTopUp: money.DefaultMaxTopUp, now: time.Now}, nil
 }
 
 // CatalogResult is what applying a catalog did.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,7 +112,7 @@ func (p *Provisioner) applySpecTopUps(
 			continue
 		}
 		currency := string(t.Currency)
-		amount, err := TopUpAmount(t.Amount, currency, p.maxTopUp)
+		amount, err := money.TopUpAmount(t.Amount, currency, p.maxTopUp)
 		if err != nil {
 			res.Invalid[t.ID] = err.Error()
 			continue
@@ -144,12 +143,6 @@ func (p *Provisioner) applySpecTopUps(
 	return res, nil
 }
 
-// DefaultMaxTopUp is the largest top-up credited unless the operator is given another
-// (--max-top-up), in major units of the top-up's currency: a million euros, dollars or yen. A
-// larger amount is far likelier a slip (a test's 99999..., a pasted reference) than a transfer,
-// and a balance near the ledger's bound could never be credited again.
-const DefaultMaxTopUp = 1_000_000
-
 // WithMaxTopUp sets the largest top-up credited, in major units of its currency (at least 1).
 func (p *Provisioner) WithMaxTopUp(major int64) *Provisioner {
 	p.maxTopUp = major
@@ -159,36 +152,6 @@ func (p *Provisioner) WithMaxTopUp(major int64) *Provisioner {
 // ErrBalanceOverflow: a credit would take its balance past the most the ledger can hold. It is a
 // rule of money, not a failure of the database: retrying the same credit fails the same way.
 var ErrBalanceOverflow = store.ErrBalanceOverflow
-
-// TopUpAmount is the rule every top-up passes before it is credited, whichever resource asks
-// for it (a WalletTopUp, an entry of Wallet.spec.topUps): the currency an active ISO 4217 code,
-// the amount a positive decimal of major units with no more decimals than the currency has, and
-// at most maxMajor major units. It returns the amount in minor units.
-func TopUpAmount(amount, currency string, maxMajor int64) (int64, error) {
-	if err := money.CheckCurrency(currency); err != nil {
-		return 0, err
-	}
-	minor, err := money.Parse(amount, currency)
-	if err != nil {
-		return 0, fmt.Errorf("amount %s %s: %w", amount, currency, err)
-	}
-	if minor <= 0 {
-		return 0, fmt.Errorf("amount %s %s must be positive", amount, currency)
-	}
-	scale, err := money.Scale(currency)
-	if err != nil {
-		return 0, err
-	}
-	ceiling, err := money.Mul(maxMajor, scale)
-	if err != nil {
-		ceiling = math.MaxInt64 // a ceiling past the ledger's bound leaves only that bound
-	}
-	if minor > ceiling {
-		return 0, fmt.Errorf("amount %s %s is above the largest top-up, %d %s (the operator's --max-top-up): "+
-			"split a larger transfer into several top-ups, or raise the limit", amount, currency, maxMajor, currency)
-	}
-	return minor, nil
-}
 
 // thresholdDigits is the scale of accounts.low_balance_threshold.
 const thresholdDigits = 6
@@ -327,7 +290,7 @@ type TopUpResult struct {
 	Conflict string
 }
 
-// InvalidTopUpError says that a top-up can never be applied as written: it breaks TopUpAmount's
+// InvalidTopUpError says that a top-up can never be applied as written: it breaks money.TopUpAmount's
 // rule (a currency that is not an active ISO 4217 code, an amount with more decimals than its
 // currency has, an amount above the largest top-up).
 type InvalidTopUpError struct{ Err error }
@@ -344,7 +307,7 @@ var errTopUpRaced = errors.New("top-up applied concurrently")
 // ApplyTopUp credits a WalletTopUp exactly once, by id, as the wallet's ledger entry plus the
 // record of its source, in one transaction. It reads first: a top-up already applied (every
 // reconcile after the first) takes no lock and writes nothing, and stays applied whatever the
-// rules for new credits have become since. A credit that breaks TopUpAmount's rule is an
+// rules for new credits have become since. A credit that breaks money.TopUpAmount's rule is an
 // *InvalidTopUpError; one that would overflow its balance is ErrBalanceOverflow.
 func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, error) {
 	acct, err := p.account(ctx, t.Namespace, t.Partner, t.Environment)
@@ -358,7 +321,7 @@ func (p *Provisioner) ApplyTopUp(ctx context.Context, t TopUp) (TopUpResult, err
 	if found {
 		return judgeTopUp(t, e), nil
 	}
-	amount, err := TopUpAmount(t.Amount, t.Currency, p.maxTopUp)
+	amount, err := money.TopUpAmount(t.Amount, t.Currency, p.maxTopUp)
 	if err != nil {
 		return TopUpResult{}, &InvalidTopUpError{Err: err}
 	}
