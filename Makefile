@@ -90,6 +90,12 @@ build: ## Build bin/codeport.
 	@[ -x $(BIN_DIR)/codeport ] || echo "$(FIRST_BUILD_NOTICE)" >&2
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN_DIR)/codeport .
 
+# kubectl finds a plugin by its name on PATH: kubectl-codeport becomes `kubectl codeport`.
+.PHONY: plugin
+plugin: ## Build bin/kubectl-codeport, the kubectl plugin (docs/kubectl-plugin.md).
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o $(BIN_DIR)/kubectl-codeport ./cmd/kubectl-codeport
+	@echo 'put it on PATH: export PATH="$(BIN_DIR):$$PATH"; then run: kubectl codeport status'
+
 # The binary is built, then run, rather than `go run`: go run exits 1 once interrupted, whatever
 # its program does, so Ctrl-C would end every run in make's error line. DEV_FLAGS adds flags of
 # codeport dev (e.g. --production-addr 127.0.0.1:0).
