@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Archival of orders past their retention (migration 00030, docs/operations.md "Order
+// Archival of orders past their retention (migration 00027, docs/operations.md "Order
 // retention"). An archived order keeps its row in orders, with archived_at set: the row is what
 // makes a re-post of its externalOrderCode a replay rather than a second order, and what daily
 // spend limits sum. Its lines, delivered codes (still sealed) and ledger entries move to the
@@ -30,7 +30,7 @@ import (
 // ArchiveSchemaVersion is the migration that introduced archived orders: binaries built for an
 // older schema read an archived order as an order without lines, so archival does not run while
 // one of them is registered (OlderInstancesRunning).
-const ArchiveSchemaVersion = 30
+const ArchiveSchemaVersion = 27
 
 // carriedPrefix starts the reference of a carried ledger entry, followed by its own id; the
 // ledger's append-only trigger lets archival replace exactly such entries.
