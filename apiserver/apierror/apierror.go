@@ -158,6 +158,10 @@ func OrderInvalid() *Error {
 	return New(http.StatusBadRequest, "The order could not be validated. Check product codes, prices, and currency.")
 }
 
+// AlreadyPlaced is the 400 of a re-post of an order whose details were archived: the order was
+// placed, but its representation is no longer online to replay.
+func AlreadyPlaced() *Error { return New(http.StatusBadRequest, "This order has already been placed.") }
+
 // BadRequest is a 400 for malformed input outside the order rules (query parameters, JSON syntax).
 func BadRequest(message string) *Error { return New(http.StatusBadRequest, message) }
 

@@ -159,6 +159,7 @@ func sent() map[string][]*Error {
 		"ProductNotCurrentlyAvailable":  {ProductNotCurrentlyAvailable(p)},
 		"WrongOrderCurrency":            {WrongOrderCurrency(p)},
 		"OrderInvalid":                  {OrderInvalid()},
+		"AlreadyPlaced":                 {AlreadyPlaced()},
 		"DuplicateExternalOrderCode":    {DuplicateExternalOrderCode()},
 		"NoWebhookEndpoint":             {NoWebhookEndpoint()},
 		"BodyTooLarge":                  {BodyTooLarge(1 << 20)},
@@ -229,7 +230,6 @@ func reserved() []*Error {
 	const p = "10000000000001"
 	return []*Error{
 		New(http.StatusBadRequest, fmt.Sprintf("Product %s is open-denomination and requires a price.", p)),
-		New(http.StatusBadRequest, "This order has already been placed."),
 		New(http.StatusBadRequest, "The order could not be placed. Check your request and try again."),
 		New(http.StatusUnprocessableEntity, fmt.Sprintf("Product %s is not available for purchase.", p)),
 	}
