@@ -164,7 +164,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		// The caller reads what arrived and meets the error there; a torn answer is no violation.
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(answer), errReader{err}))
-		return resp, nil
+		return resp, nil //nolint:nilerr // the read error reaches the caller through the body
 	}
 	router, err := t.contracts.router(req.URL.Scheme+"://"+req.URL.Host, t.base, prefix)
 	var unreachable *unreachableError

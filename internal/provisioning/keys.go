@@ -36,7 +36,7 @@ type Key struct {
 // KeyStatus is what the database records of a key.
 type KeyStatus = configdb.KeyStatus
 
-// ErrKeyOfAnotherSource: the key is registered to another source. A key is never moved
+// ErrKeyOfAnotherSource means the key is registered to another source. A key is never moved
 // between sources: whoever holds another resource's key is not that resource.
 var ErrKeyOfAnotherSource = errors.New("key is registered to another source")
 

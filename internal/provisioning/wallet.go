@@ -149,7 +149,7 @@ func (p *Provisioner) WithMaxTopUp(major int64) *Provisioner {
 	return p
 }
 
-// ErrBalanceOverflow: a credit would take its balance past the most the ledger can hold. It is a
+// ErrBalanceOverflow means a credit would take its balance past the most the ledger can hold. It is a
 // rule of money, not a failure of the database: retrying the same credit fails the same way.
 var ErrBalanceOverflow = store.ErrBalanceOverflow
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/recovery"
@@ -146,7 +145,7 @@ func (a *Archiver) RunOnce(ctx context.Context, now time.Time) (store.Archived, 
 // ledger is rewritten by one archiver at a time.
 func (a *Archiver) batch(ctx context.Context, account uuid.UUID, cutoff time.Time) (store.Archived, error) {
 	var done store.Archived
-	err := a.db.InTx(ctx, func(tx pgx.Tx) error {
+	err := a.db.InTx(ctx, func(tx store.Tx) error {
 		mine, err := store.LockAccountArchival(ctx, tx, account)
 		if err != nil || !mine {
 			return err

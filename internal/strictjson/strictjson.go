@@ -12,14 +12,14 @@ import (
 type Problem int
 
 const (
-	// Syntax: the document is not one well-formed JSON value (or nests deeper than MaxDepth).
+	// Syntax means the document is not one well-formed JSON value (or nests deeper than MaxDepth).
 	Syntax Problem = iota + 1
-	// DuplicateKey: an object has Key twice.
+	// DuplicateKey means an object has Key twice.
 	DuplicateKey
-	// InvalidText: a string at Location is not valid UTF-8, holds NUL, or escapes a lone
+	// InvalidText means a string at Location is not valid UTF-8, holds NUL, or escapes a lone
 	// surrogate.
 	InvalidText
-	// Refused: the visitor refused Key; Err says why.
+	// Refused means the visitor refused Key; Err says why.
 	Refused
 )
 
