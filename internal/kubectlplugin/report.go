@@ -108,28 +108,6 @@ func WriteReport(ctx context.Context, c *cluster, opts ReportOptions, w io.Write
 	return nil
 }
 
-// ReadBundle reads a bundle WriteReport wrote: each file's content by its name in the archive.
-func ReadBundle(r io.Reader) (map[string][]byte, error) {
-	gz, err := gzip.NewReader(r)
-	if err != nil {
-		return nil, fmt.Errorf("bundle: %w", err)
-	}
-	tr := tar.NewReader(gz)
-	files := map[string][]byte{}
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("bundle: %w", err)
-		}
-		if files[hdr.Name], err = io.ReadAll(tr); err != nil {
-			return nil, fmt.Errorf("bundle %s: %w", hdr.Name, err)
-		}
-	}
-}
-
 // collectResources writes each kind's list, without managedFields (noise), and the names of
 // the Secrets the resources refer to: the bundle never reads a Secret.
 func collectResources(ctx context.Context, c *cluster, opts ReportOptions, b *bundle) {

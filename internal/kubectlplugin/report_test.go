@@ -129,7 +129,7 @@ func TestReportRedactsEverySecret(t *testing.T) {
 
 func untar(t *testing.T, b []byte) map[string]string {
 	t.Helper()
-	raw, err := ReadBundle(bytes.NewReader(b))
+	raw, err := readBundle(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
