@@ -57,7 +57,7 @@ func goClientTour(t *testing.T, baseURL, key, orderCode string) {
 		time.Since(ping.JSON200.Timestamp).Abs() > time.Minute {
 		t.Fatalf("ping: %s", answer(ping, err))
 	}
-	scenario := client.PingParamsXSandboxScenarioRateLimited
+	scenario := "rate-limited"
 	limited, err := api.PingWithResponse(ctx, &client.PingParams{XSandboxScenario: &scenario})
 	if err != nil || limited.StatusCode() != http.StatusTooManyRequests || limited.JSON429.StatusCode != 429 ||
 		!strings.HasPrefix(limited.JSON429.Message, "Rate limit exceeded.") {

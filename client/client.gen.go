@@ -468,78 +468,6 @@ func (e WebhookOrderDataStatus) Valid() bool {
 	}
 }
 
-// Defines values for SandboxScenario.
-const (
-	SandboxScenarioInsufficientFunds SandboxScenario = "insufficient-funds"
-	SandboxScenarioRateLimited       SandboxScenario = "rate-limited"
-	SandboxScenarioServerError       SandboxScenario = "server-error"
-	SandboxScenarioTimeout           SandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the SandboxScenario enum.
-func (e SandboxScenario) Valid() bool {
-	switch e {
-	case SandboxScenarioInsufficientFunds:
-		return true
-	case SandboxScenarioRateLimited:
-		return true
-	case SandboxScenarioServerError:
-		return true
-	case SandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ListProductsParamsXSandboxScenario.
-const (
-	ListProductsParamsXSandboxScenarioInsufficientFunds ListProductsParamsXSandboxScenario = "insufficient-funds"
-	ListProductsParamsXSandboxScenarioRateLimited       ListProductsParamsXSandboxScenario = "rate-limited"
-	ListProductsParamsXSandboxScenarioServerError       ListProductsParamsXSandboxScenario = "server-error"
-	ListProductsParamsXSandboxScenarioTimeout           ListProductsParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the ListProductsParamsXSandboxScenario enum.
-func (e ListProductsParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case ListProductsParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case ListProductsParamsXSandboxScenarioRateLimited:
-		return true
-	case ListProductsParamsXSandboxScenarioServerError:
-		return true
-	case ListProductsParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for GetProductParamsXSandboxScenario.
-const (
-	GetProductParamsXSandboxScenarioInsufficientFunds GetProductParamsXSandboxScenario = "insufficient-funds"
-	GetProductParamsXSandboxScenarioRateLimited       GetProductParamsXSandboxScenario = "rate-limited"
-	GetProductParamsXSandboxScenarioServerError       GetProductParamsXSandboxScenario = "server-error"
-	GetProductParamsXSandboxScenarioTimeout           GetProductParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the GetProductParamsXSandboxScenario enum.
-func (e GetProductParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case GetProductParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case GetProductParamsXSandboxScenarioRateLimited:
-		return true
-	case GetProductParamsXSandboxScenarioServerError:
-		return true
-	case GetProductParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ListOrdersParamsStatus.
 const (
 	ListOrdersParamsStatusCompleted          ListOrdersParamsStatus = "completed"
@@ -564,78 +492,6 @@ func (e ListOrdersParamsStatus) Valid() bool {
 	}
 }
 
-// Defines values for PlaceOrderParamsXSandboxScenario.
-const (
-	PlaceOrderParamsXSandboxScenarioInsufficientFunds PlaceOrderParamsXSandboxScenario = "insufficient-funds"
-	PlaceOrderParamsXSandboxScenarioRateLimited       PlaceOrderParamsXSandboxScenario = "rate-limited"
-	PlaceOrderParamsXSandboxScenarioServerError       PlaceOrderParamsXSandboxScenario = "server-error"
-	PlaceOrderParamsXSandboxScenarioTimeout           PlaceOrderParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the PlaceOrderParamsXSandboxScenario enum.
-func (e PlaceOrderParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case PlaceOrderParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case PlaceOrderParamsXSandboxScenarioRateLimited:
-		return true
-	case PlaceOrderParamsXSandboxScenarioServerError:
-		return true
-	case PlaceOrderParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for GetOrderParamsXSandboxScenario.
-const (
-	GetOrderParamsXSandboxScenarioInsufficientFunds GetOrderParamsXSandboxScenario = "insufficient-funds"
-	GetOrderParamsXSandboxScenarioRateLimited       GetOrderParamsXSandboxScenario = "rate-limited"
-	GetOrderParamsXSandboxScenarioServerError       GetOrderParamsXSandboxScenario = "server-error"
-	GetOrderParamsXSandboxScenarioTimeout           GetOrderParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the GetOrderParamsXSandboxScenario enum.
-func (e GetOrderParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case GetOrderParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case GetOrderParamsXSandboxScenarioRateLimited:
-		return true
-	case GetOrderParamsXSandboxScenarioServerError:
-		return true
-	case GetOrderParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for PingParamsXSandboxScenario.
-const (
-	PingParamsXSandboxScenarioInsufficientFunds PingParamsXSandboxScenario = "insufficient-funds"
-	PingParamsXSandboxScenarioRateLimited       PingParamsXSandboxScenario = "rate-limited"
-	PingParamsXSandboxScenarioServerError       PingParamsXSandboxScenario = "server-error"
-	PingParamsXSandboxScenarioTimeout           PingParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the PingParamsXSandboxScenario enum.
-func (e PingParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case PingParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case PingParamsXSandboxScenarioRateLimited:
-		return true
-	case PingParamsXSandboxScenarioServerError:
-		return true
-	case PingParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for Ping200JSONResponseBodyStatus.
 const (
 	Ok Ping200JSONResponseBodyStatus = "ok"
@@ -645,54 +501,6 @@ const (
 func (e Ping200JSONResponseBodyStatus) Valid() bool {
 	switch e {
 	case Ok:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ListSandboxScenariosParamsXSandboxScenario.
-const (
-	ListSandboxScenariosParamsXSandboxScenarioInsufficientFunds ListSandboxScenariosParamsXSandboxScenario = "insufficient-funds"
-	ListSandboxScenariosParamsXSandboxScenarioRateLimited       ListSandboxScenariosParamsXSandboxScenario = "rate-limited"
-	ListSandboxScenariosParamsXSandboxScenarioServerError       ListSandboxScenariosParamsXSandboxScenario = "server-error"
-	ListSandboxScenariosParamsXSandboxScenarioTimeout           ListSandboxScenariosParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the ListSandboxScenariosParamsXSandboxScenario enum.
-func (e ListSandboxScenariosParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case ListSandboxScenariosParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case ListSandboxScenariosParamsXSandboxScenarioRateLimited:
-		return true
-	case ListSandboxScenariosParamsXSandboxScenarioServerError:
-		return true
-	case ListSandboxScenariosParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for GetWalletParamsXSandboxScenario.
-const (
-	GetWalletParamsXSandboxScenarioInsufficientFunds GetWalletParamsXSandboxScenario = "insufficient-funds"
-	GetWalletParamsXSandboxScenarioRateLimited       GetWalletParamsXSandboxScenario = "rate-limited"
-	GetWalletParamsXSandboxScenarioServerError       GetWalletParamsXSandboxScenario = "server-error"
-	GetWalletParamsXSandboxScenarioTimeout           GetWalletParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the GetWalletParamsXSandboxScenario enum.
-func (e GetWalletParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case GetWalletParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case GetWalletParamsXSandboxScenarioRateLimited:
-		return true
-	case GetWalletParamsXSandboxScenarioServerError:
-		return true
-	case GetWalletParamsXSandboxScenarioTimeout:
 		return true
 	default:
 		return false
@@ -735,30 +543,6 @@ func (e ListWebhookEventsParamsType) Valid() bool {
 	}
 }
 
-// Defines values for ListWebhookEventsParamsXSandboxScenario.
-const (
-	ListWebhookEventsParamsXSandboxScenarioInsufficientFunds ListWebhookEventsParamsXSandboxScenario = "insufficient-funds"
-	ListWebhookEventsParamsXSandboxScenarioRateLimited       ListWebhookEventsParamsXSandboxScenario = "rate-limited"
-	ListWebhookEventsParamsXSandboxScenarioServerError       ListWebhookEventsParamsXSandboxScenario = "server-error"
-	ListWebhookEventsParamsXSandboxScenarioTimeout           ListWebhookEventsParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the ListWebhookEventsParamsXSandboxScenario enum.
-func (e ListWebhookEventsParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case ListWebhookEventsParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case ListWebhookEventsParamsXSandboxScenarioRateLimited:
-		return true
-	case ListWebhookEventsParamsXSandboxScenarioServerError:
-		return true
-	case ListWebhookEventsParamsXSandboxScenarioTimeout:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for ReplayWebhookEventsParamsType.
 const (
 	ReplayWebhookEventsParamsTypeBalanceLow              ReplayWebhookEventsParamsType = "balance.low"
@@ -789,30 +573,6 @@ func (e ReplayWebhookEventsParamsType) Valid() bool {
 	case ReplayWebhookEventsParamsTypeProductUpdated:
 		return true
 	case ReplayWebhookEventsParamsTypeStockLow:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ReplayWebhookEventsParamsXSandboxScenario.
-const (
-	ReplayWebhookEventsParamsXSandboxScenarioInsufficientFunds ReplayWebhookEventsParamsXSandboxScenario = "insufficient-funds"
-	ReplayWebhookEventsParamsXSandboxScenarioRateLimited       ReplayWebhookEventsParamsXSandboxScenario = "rate-limited"
-	ReplayWebhookEventsParamsXSandboxScenarioServerError       ReplayWebhookEventsParamsXSandboxScenario = "server-error"
-	ReplayWebhookEventsParamsXSandboxScenarioTimeout           ReplayWebhookEventsParamsXSandboxScenario = "timeout"
-)
-
-// Valid indicates whether the value is a known member of the ReplayWebhookEventsParamsXSandboxScenario enum.
-func (e ReplayWebhookEventsParamsXSandboxScenario) Valid() bool {
-	switch e {
-	case ReplayWebhookEventsParamsXSandboxScenarioInsufficientFunds:
-		return true
-	case ReplayWebhookEventsParamsXSandboxScenarioRateLimited:
-		return true
-	case ReplayWebhookEventsParamsXSandboxScenarioServerError:
-		return true
-	case ReplayWebhookEventsParamsXSandboxScenarioTimeout:
 		return true
 	default:
 		return false
@@ -2044,7 +1804,7 @@ type WebhookStockData struct {
 }
 
 // SandboxScenario defines model for SandboxScenario.
-type SandboxScenario string
+type SandboxScenario = string
 
 // ListProductsParams defines parameters for ListProducts.
 type ListProductsParams struct {
@@ -2076,11 +1836,8 @@ type ListProductsParams struct {
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *ListProductsParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// ListProductsParamsXSandboxScenario defines parameters for ListProducts.
-type ListProductsParamsXSandboxScenario string
 
 // GetProductParams defines parameters for GetProduct.
 type GetProductParams struct {
@@ -2088,11 +1845,8 @@ type GetProductParams struct {
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *GetProductParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// GetProductParamsXSandboxScenario defines parameters for GetProduct.
-type GetProductParamsXSandboxScenario string
 
 // ListOrdersParams defines parameters for ListOrders.
 type ListOrdersParams struct {
@@ -2121,29 +1875,20 @@ type ListOrdersParamsStatus string
 // PlaceOrderParams defines parameters for PlaceOrder.
 type PlaceOrderParams struct {
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *PlaceOrderParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// PlaceOrderParamsXSandboxScenario defines parameters for PlaceOrder.
-type PlaceOrderParamsXSandboxScenario string
 
 // GetOrderParams defines parameters for GetOrder.
 type GetOrderParams struct {
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *GetOrderParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// GetOrderParamsXSandboxScenario defines parameters for GetOrder.
-type GetOrderParamsXSandboxScenario string
 
 // PingParams defines parameters for Ping.
 type PingParams struct {
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *PingParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// PingParamsXSandboxScenario defines parameters for Ping.
-type PingParamsXSandboxScenario string
 
 // Ping200JSONResponseBodyStatus defines parameters for Ping.
 type Ping200JSONResponseBodyStatus string
@@ -2151,20 +1896,14 @@ type Ping200JSONResponseBodyStatus string
 // ListSandboxScenariosParams defines parameters for ListSandboxScenarios.
 type ListSandboxScenariosParams struct {
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *ListSandboxScenariosParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// ListSandboxScenariosParamsXSandboxScenario defines parameters for ListSandboxScenarios.
-type ListSandboxScenariosParamsXSandboxScenario string
 
 // GetWalletParams defines parameters for GetWallet.
 type GetWalletParams struct {
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *GetWalletParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
-
-// GetWalletParamsXSandboxScenario defines parameters for GetWallet.
-type GetWalletParamsXSandboxScenario string
 
 // ListWalletTransactionsParams defines parameters for ListWalletTransactions.
 type ListWalletTransactionsParams struct {
@@ -2196,14 +1935,11 @@ type ListWebhookEventsParams struct {
 	Type *ListWebhookEventsParamsType `form:"type,omitempty" json:"type,omitempty"`
 
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *ListWebhookEventsParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // ListWebhookEventsParamsType defines parameters for ListWebhookEvents.
 type ListWebhookEventsParamsType string
-
-// ListWebhookEventsParamsXSandboxScenario defines parameters for ListWebhookEvents.
-type ListWebhookEventsParamsXSandboxScenario string
 
 // ReplayWebhookEventsParams defines parameters for ReplayWebhookEvents.
 type ReplayWebhookEventsParams struct {
@@ -2217,14 +1953,11 @@ type ReplayWebhookEventsParams struct {
 	Type *ReplayWebhookEventsParamsType `form:"type,omitempty" json:"type,omitempty"`
 
 	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
-	XSandboxScenario *ReplayWebhookEventsParamsXSandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
+	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // ReplayWebhookEventsParamsType defines parameters for ReplayWebhookEvents.
 type ReplayWebhookEventsParamsType string
-
-// ReplayWebhookEventsParamsXSandboxScenario defines parameters for ReplayWebhookEvents.
-type ReplayWebhookEventsParamsXSandboxScenario string
 
 // WebhookBalanceLowParams defines parameters for WebhookBalanceLow.
 type WebhookBalanceLowParams struct {

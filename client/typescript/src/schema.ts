@@ -1554,7 +1554,7 @@ export interface components {
     responses: never;
     parameters: {
         /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
-        SandboxScenario: "timeout" | "rate-limited" | "server-error" | "insufficient-funds";
+        SandboxScenario: string;
     };
     requestBodies: never;
     headers: {
