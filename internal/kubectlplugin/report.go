@@ -236,6 +236,11 @@ func collectPods(ctx context.Context, c *cluster, opts ReportOptions, b *bundle)
 func collectLogs(ctx context.Context, c *cluster, opts ReportOptions, b *bundle, pods []corev1.Pod) {
 	for _, p := range pods {
 		for _, ctr := range p.Spec.Containers {
+			if p.Spec.NodeName == "" {
+				// The API server answers an unscheduled Pod's logs with an empty body, not an error.
+				b.note("logs of %s/%s: not available: the Pod is not scheduled to a node", p.Name, ctr.Name)
+				continue
+			}
 			logs, err := c.core.CoreV1().Pods(p.Namespace).GetLogs(p.Name,
 				&corev1.PodLogOptions{Container: ctr.Name, TailLines: &opts.TailLines, Timestamps: true}).DoRaw(ctx)
 			if err != nil {
