@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/testfixture"
 )
@@ -284,6 +285,9 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// servedDocuments are the sandbox API's OpenAPI documents, parsed once for the package's tests.
+var servedDocuments = contracttest.NewDocuments()
+
 // order places a sandbox order with key and returns its codes once it completed.
 func order(t *testing.T, key, reference string) []string {
 	t.Helper()
@@ -292,7 +296,8 @@ func order(t *testing.T, key, reference string) []string {
 	req, _ := http.NewRequest(http.MethodPost, suite.sandboxURL+"/orders", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-api-key", key)
-	resp, err := http.DefaultClient.Do(req)
+	api := servedDocuments.Contracts().Wrap(t, &http.Client{Timeout: 30 * time.Second})
+	resp, err := api.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +309,7 @@ func order(t *testing.T, key, reference string) []string {
 	poll.Until(t, timeout, "order completed", func() (bool, string) {
 		req, _ := http.NewRequest(http.MethodGet, suite.sandboxURL+"/orders/"+reference, nil)
 		req.Header.Set("x-api-key", key)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := api.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func TestReportRedactsEverySecret(t *testing.T) {
 		"resources/wallettopups.yaml": {"amount: \"100.00\""},
 		"secrets.txt": {"acme-sandbox-key\tkey of ApiKey acme-sandbox",
 			"acme-webhook\twebhook secret of Partner acme"},
-		"events/" + tn.ns + ".txt": {"Leaked", "partner/acme", "Bearer [REDACTED]",
+		"events/" + tn.ns + ".txt": {"Leaked", "partner/acme", "Authorization: [REDACTED]",
 			"postgres://codeport:[REDACTED]@db.internal"},
 		"pods.yaml": {"codeport-api-production-0", "CODEPORT_DATABASE_URL"},
 		"NOTES.txt": {"logs of codeport-api-production-0/api: not available",
@@ -111,7 +111,9 @@ func TestReportRedactsEverySecret(t *testing.T) {
 		}
 	}
 	for name := range files {
-		if strings.Contains(name, "secret") && name != "codeport-report/secrets.txt" {
+		// The namespaces are named after the test, which says "secret": only the rest counts.
+		base := strings.NewReplacer(tn.ns, "", system, "").Replace(name)
+		if strings.Contains(base, "secret") && name != "codeport-report/secrets.txt" {
 			t.Errorf("the bundle has %s", name)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -167,6 +168,13 @@ func runWith(ctx context.Context, m *testing.M, te *envtest.Environment, databas
 	go func() { _ = srv.Serve(ln) }()
 	go func() { _ = srv.Run(mgrCtx) }()
 	defer func() { _ = srv.Shutdown(context.Background()) }()
+	// Fulfilment, so that the report's order completes and its codes can be sought in the bundle.
+	workers, err := fulfilment.StartWorkers(mgrCtx, db, fulfilment.NewFulfiller(db, cipher, time.Second, nil),
+		fulfilment.DefaultWorkerConfig("sandbox"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = workers.Stop(context.Background()) }()
 	suite.sandboxURL = "http://" + ln.Addr().String() + "/v2"
 	return m.Run(), nil
 }
