@@ -82,6 +82,7 @@ func TestMission(t *testing.T) {
 		}
 	})
 	t.Run("key rotation on every replica", func(t *testing.T) { rotateKey(ctx, t, k, m) })
+	t.Run("kubectl codeport status and report", func(t *testing.T) { checkPlugin(ctx, t, e, m) })
 	t.Run("leader and an API Pod deleted under load", func(t *testing.T) { churn(ctx, t, k, m) })
 	t.Run("helm upgrade under load", func(t *testing.T) { upgrade(ctx, t, e, k, m) })
 	logs.startUninstall()
