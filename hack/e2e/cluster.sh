@@ -2,6 +2,9 @@
 # A single-node Kubernetes cluster on this machine, with no registry and no internet: containerd
 # and runc from Debian, the control plane and kubelet built from source (hack/e2e/kube.sh), etcd
 # from hack/envtest.sh, images built locally (hack/e2e/images.sh) and imported into containerd.
+# NetworkPolicies are enforced: the bridge CNI plugin enforces none, so kube-router's network
+# policy controller (hack/e2e/kube-router.sh) runs on the node beside it, and bridged Pod traffic
+# passes through iptables (net.bridge.bridge-nf-call-iptables=1), where its rules are.
 #
 #   hack/e2e/cluster.sh up     start it (stopping what an earlier run left first); prints the
 #                              exports the e2e test reads (KUBECONFIG, KUBECTL, E2E_DATABASE_URL,
@@ -14,8 +17,9 @@
 # hack/e2e/deps.sh. Binaries and images are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/codeport;
 # the running cluster lives in E2E_RUN_DIR (default /run/codeport-e2e). Before it starts, up
 # records which pieces of host state already existed (/run/netns, /var/lib/cni, the cni0 bridge,
-# KUBE-*/CNI-* iptables chains, kubepods cgroups, net.ipv4.ip_forward); down removes only what
-# was not there, and kills only the processes whose PIDs up recorded.
+# KUBE-*/CNI-* iptables chains, ipsets, kubepods cgroups, net.ipv4.ip_forward,
+# net.bridge.bridge-nf-call-iptables); down removes only what was not there, and kills only the
+# processes whose PIDs up recorded.
 #
 # PostgreSQL and Redis are the host's own servers (Debian's, as hack/testenv.sh uses), a pair
 # for this cluster only, listening on the node's address with passwords, so that Pods reach them
@@ -80,6 +84,8 @@ record_host_state() {
   for t in filter nat mangle; do chains "${t}" >"${before}/chains-${t}"; done
   find /sys/fs/cgroup -maxdepth 2 -name kubepods -type d >"${before}/cgroups" 2>/dev/null || true
   sysctl -n net.ipv4.ip_forward >"${before}/ip_forward"
+  sysctl -n net.bridge.bridge-nf-call-iptables >"${before}/bridge_nf_call_iptables"
+  ipset list -n 2>/dev/null | sort >"${before}/ipsets" || true
   ls /run/netns >"${before}/netns" 2>/dev/null || true
 }
 
@@ -105,15 +111,16 @@ write_certs() {
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
   # Static tokens, one per client: user,uid,"groups".
-  local admin kubelet proxy cm sched
+  local admin kubelet proxy cm sched router
   admin="$(openssl rand -hex 16)" kubelet="$(openssl rand -hex 16)" proxy="$(openssl rand -hex 16)"
-  cm="$(openssl rand -hex 16)" sched="$(openssl rand -hex 16)"
+  cm="$(openssl rand -hex 16)" sched="$(openssl rand -hex 16)" router="$(openssl rand -hex 16)"
   {
     echo "${admin},admin,admin,\"system:masters\""
     echo "${kubelet},system:node:${NODE},kubelet,\"system:nodes\""
     echo "${proxy},system:kube-proxy,kube-proxy"
     echo "${cm},system:kube-controller-manager,kube-controller-manager"
     echo "${sched},system:kube-scheduler,kube-scheduler"
+    echo "${router},system:kube-router,kube-router"
   } >"${pki}/tokens.csv"
   chmod 600 "${pki}"/*.key "${pki}/tokens.csv"
   kubeconfig admin "${admin}" "${ip}"
@@ -121,6 +128,7 @@ write_certs() {
   kubeconfig kube-proxy "${proxy}" "${ip}"
   kubeconfig controller-manager "${cm}" "${ip}"
   kubeconfig scheduler "${sched}" "${ip}"
+  kubeconfig kube-router "${router}" "${ip}"
 }
 
 kubeconfig() {
@@ -307,6 +315,53 @@ spec:
 EOF
 }
 
+# bridge_netfilter: bridged Pod-to-Pod frames pass through iptables only with br_netfilter, built
+# in or loaded here (it stays loaded); without it no NetworkPolicy between Pods could be enforced.
+bridge_netfilter() {
+  [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || modprobe br_netfilter 2>/dev/null || true
+  [[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] ||
+    { log "the kernel has no br_netfilter (net.bridge.bridge-nf-call-iptables); NetworkPolicies cannot be enforced"; exit 1; }
+}
+
+# The NetworkPolicy engine reads what its policies select and changes nothing in the cluster.
+apply_policy_engine_rbac() {
+  "${KUBECTL}" apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "codeport-e2e:kube-router"}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes, services, endpoints]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "codeport-e2e:kube-router"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "codeport-e2e:kube-router"}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:kube-router"}]
+EOF
+}
+
+# start_policy_engine runs kube-router's network policy controller alone: no BGP router, no
+# service proxy (kube-proxy has the Services), no load balancer allocator, no health or metrics
+# listener. It programs this node's Pods only (the Node named --hostname-override), in the filter
+# table's KUBE-ROUTER-* and KUBE-POD-FW-*/KUBE-NWPLCY-* chains and KUBE-SRC-*/KUBE-DST-* ipsets,
+# which down removes as it removes kube-proxy's chains.
+start_policy_engine() {
+  start kube-router "${KUBE_ROUTER}" --kubeconfig "${RUN}/kube-router.kubeconfig" \
+    --hostname-override "${NODE}" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --run-loadbalancer=false --service-cluster-ip-range "${SERVICE_CIDR}" --health-port 0 \
+    --metrics-port 0
+  # Its chain for Pods no policy selects exists once it has started enforcing.
+  wait_for "kube-router's network policy controller" 120 iptables -t filter -S KUBE-NWPLCY-DEFAULT
+}
+
 # install_packages: the Debian packages of the node (hack/e2e/deps.sh) and of its data servers
 # (hack/deps.sh). On a fresh machine they are not there before this step, so nothing the script
 # decides from the machine's state may be decided before it: resolve_host_paths comes after.
@@ -347,6 +402,7 @@ up() {
   id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
   local kube etcd_dir ip images
   kube="$("${HACK}/e2e/kube.sh")"
+  KUBE_ROUTER="$("${HACK}/e2e/kube-router.sh")"
   etcd_dir="$("${HACK}/envtest.sh")"
   KUBECTL="${kube}/kubectl"
   # The images' references are fixed by images.sh; it prints NAME=REF lines and the archives'
@@ -356,12 +412,14 @@ up() {
   ip="$(node_ip)"
   [[ -n "${ip}" ]] || { log "no IPv4 address on the default route's device"; exit 1; }
 
+  bridge_netfilter
   mkdir -p "${RUN}/logs" "${RUN}/pids" "${RUN}/pod-logs" "${STATE}"
   record_host_state
   echo "${ip}" >"${RUN}/node-ip"
   write_certs "${ip}"
   write_configs "${ip}"
   sysctl -qw net.ipv4.ip_forward=1
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1
 
   local t0=${SECONDS}
   start containerd containerd --config "${RUN}/containerd/config.toml"
@@ -389,6 +447,7 @@ up() {
   export KUBECONFIG="${RUN}/admin.kubeconfig"
   wait_for kube-apiserver 120 "${KUBECTL}" get --raw /readyz
   log "API server ready after $((SECONDS - t0))s"
+  apply_policy_engine_rbac
 
   start kube-controller-manager "${kube}/kube-controller-manager" \
     --kubeconfig "${RUN}/controller-manager.kubeconfig" \
@@ -407,6 +466,9 @@ up() {
   start kube-proxy "${kube}/kube-proxy" --config "${RUN}/kube-proxy.yaml"
   wait_for "node ${NODE}" 180 "${KUBECTL}" wait --for=condition=Ready "node/${NODE}" --timeout=5s
   log "node Ready after $((SECONDS - t0))s"
+  # Before the first Pod: every Pod is subject to the policies that select it from its start.
+  start_policy_engine
+  log "NetworkPolicy engine enforcing after $((SECONDS - t0))s"
   # Every namespace's default ServiceAccount exists before the first Pod is created in it.
   wait_for "the default ServiceAccount" 60 "${KUBECTL}" -n default get serviceaccount default
   apply_dns
@@ -457,7 +519,7 @@ start_data() {
 # kill_pids: every process up recorded, kubelet first so that it restarts nothing.
 kill_pids() {
   local name pid sig
-  for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd \
+  for name in kubelet kube-router kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd \
     postgres redis; do
     [[ -f "${RUN}/pids/${name}" ]] || continue
     pid="$(cat "${RUN}/pids/${name}")"
@@ -523,6 +585,16 @@ remove_chains() {
   done
 }
 
+# remove_ipsets: the sets that were not there before up (the policy engine's); once no rule
+# refers to them, after remove_chains.
+remove_ipsets() {
+  local set
+  command -v ipset >/dev/null 2>&1 && [[ -f "${RUN}/before/ipsets" ]] || return 0
+  comm -13 "${RUN}/before/ipsets" <(ipset list -n 2>/dev/null | sort) | while read -r set; do
+    ipset destroy "${set}" 2>/dev/null || log "ipset ${set} still in use; left in place"
+  done
+}
+
 remove_cgroups() {
   local d
   while read -r d; do
@@ -551,6 +623,7 @@ down() {
     ip link delete "${BRIDGE}"
   fi
   remove_chains
+  remove_ipsets
   remove_cgroups
   for p in /run/netns /var/lib/cni; do
     grep -qxF "${p}" "${RUN}/before/paths" 2>/dev/null || rm -rf "${p}"
@@ -558,12 +631,15 @@ down() {
   if [[ -s "${RUN}/before/ip_forward" ]]; then
     sysctl -qw "net.ipv4.ip_forward=$(cat "${RUN}/before/ip_forward")"
   fi
+  if [[ -s "${RUN}/before/bridge_nf_call_iptables" ]]; then
+    sysctl -qw "net.bridge.bridge-nf-call-iptables=$(cat "${RUN}/before/bridge_nf_call_iptables")"
+  fi
   rm -rf "${RUN}"
 }
 
 STATE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/e2e"
 # Resolved by resolve_host_paths and images.sh, once what they read is installed or built.
-CNI_BIN="" PG_BINDIR=""
+CNI_BIN="" PG_BINDIR="" KUBE_ROUTER=""
 PAUSE_IMAGE="" COREDNS_IMAGE="" IMAGES_DIR="" KUBECTL=""
 CNPG_VERSION="" CNPG_MANIFEST="" POSTGRES_IMAGE="" PGBOUNCER_IMAGE="" OBJECTSTORE_IMAGE=""
 

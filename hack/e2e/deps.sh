@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure the system packages the end-to-end node needs are installed: containerd (the CRI
 # runtime), runc, the standard CNI plugins (bridge, host-local, loopback, portmap), iptables and
-# conntrack (kube-proxy), and mmdebstrap (the PostgreSQL image's root filesystem,
-# hack/e2e/postgres-image.sh). As root on a machine with apt-get, missing packages are installed;
-# otherwise the script stops with one line naming what to install.
+# conntrack (kube-proxy), ipset (the NetworkPolicy engine, hack/e2e/kube-router.sh) and
+# mmdebstrap (the PostgreSQL image's root filesystem, hack/e2e/postgres-image.sh). As root on a
+# machine with apt-get, missing packages are installed; otherwise the script stops with one line
+# naming what to install.
 set -euo pipefail
 
 missing=()
@@ -12,6 +13,7 @@ command -v runc >/dev/null 2>&1 || missing+=(runc)
 [[ -x /usr/lib/cni/bridge || -x /opt/cni/bin/bridge ]] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
+command -v ipset >/dev/null 2>&1 || missing+=(ipset)
 command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 

@@ -37,14 +37,14 @@ const absent = `gone() {
 `
 
 var scenarios = []scenario{{
-	// hack/e2e/cluster.sh up: containerd, runc, the CNI plugins, iptables, conntrack and
+	// hack/e2e/cluster.sh up: containerd, runc, the CNI plugins, iptables, conntrack, ipset and
 	// mmdebstrap (hack/e2e/deps.sh), then the directory of the CNI plugins and of PostgreSQL's
 	// server.
 	name:  "e2e node",
-	purge: []string{"containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "mmdebstrap"},
-	want:  []string{"containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "mmdebstrap"},
+	purge: []string{"containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "ipset", "mmdebstrap"},
+	want:  []string{"containerd", "runc", "containernetworking-plugins", "iptables", "conntrack", "ipset", "mmdebstrap"},
 	script: func(*testing.T) string {
-		return absent + `gone containerd ctr runc iptables conntrack mmdebstrap
+		return absent + `gone containerd ctr runc iptables conntrack ipset mmdebstrap
 for d in /usr/lib/cni /opt/cni/bin; do
   if [[ -e "$d/bridge" ]]; then echo "still installed: $d/bridge"; exit 1; fi
 done
@@ -55,7 +55,7 @@ for p in bridge host-local loopback portmap; do
   [[ -x "${CNI_BIN}/${p}" ]] || { echo "CNI_BIN=${CNI_BIN} has no ${p} plugin"; exit 1; }
 done
 [[ -x "${PG_BINDIR}/initdb" ]] || { echo "PG_BINDIR=${PG_BINDIR} has no initdb"; exit 1; }
-for c in containerd ctr runc iptables conntrack mmdebstrap; do
+for c in containerd ctr runc iptables conntrack ipset mmdebstrap; do
   command -v "$c" >/dev/null || { echo "not installed: $c"; exit 1; }
 done
 `
