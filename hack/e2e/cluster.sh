@@ -8,7 +8,7 @@
 #
 #   hack/e2e/cluster.sh up     start it (stopping what an earlier run left first); prints the
 #                              exports the e2e test reads (KUBECONFIG, KUBECTL, E2E_DATABASE_URL,
-#                              E2E_REDIS_URL, E2E_AUDIT_LOG, E2E_IMAGE)
+#                              E2E_REDIS_URL, E2E_AUDIT_LOG, E2E_IMAGE, E2E_NETCHECK_IMAGE)
 #   hack/e2e/cluster.sh down   stop it and remove what it created on the host
 #   hack/e2e/cluster.sh paths  install the host packages and print the paths up resolves from
 #                              them (CNI_BIN, PG_BINDIR), starting nothing (hack/fresh checks it)
@@ -476,8 +476,8 @@ up() {
     --timeout=5s
   log "CoreDNS Ready after $((SECONDS - t0))s"
   start_data "${ip}"
-  printf 'export KUBECONFIG=%q KUBECTL=%q E2E_AUDIT_LOG=%q E2E_IMAGE=%q\n' "${KUBECONFIG}" "${KUBECTL}" \
-    "${RUN}/logs/audit.log" "${CODEPORT_IMAGE}"
+  printf 'export KUBECONFIG=%q KUBECTL=%q E2E_AUDIT_LOG=%q E2E_IMAGE=%q E2E_NETCHECK_IMAGE=%q\n' \
+    "${KUBECONFIG}" "${KUBECTL}" "${RUN}/logs/audit.log" "${CODEPORT_IMAGE}" "${NETCHECK_IMAGE}"
   printf 'export E2E_DATABASE_URL=%q E2E_REDIS_URL=%q\n' "$(cat "${RUN}/database-url")" \
     "$(cat "${RUN}/redis-url")"
   # What TestDatabaseFailover runs CloudNativePG with, and where its local volumes go.
@@ -640,7 +640,7 @@ down() {
 STATE="${XDG_CACHE_HOME:-$HOME/.cache}/codeport/e2e"
 # Resolved by resolve_host_paths and images.sh, once what they read is installed or built.
 CNI_BIN="" PG_BINDIR="" KUBE_ROUTER=""
-PAUSE_IMAGE="" COREDNS_IMAGE="" IMAGES_DIR="" KUBECTL=""
+PAUSE_IMAGE="" COREDNS_IMAGE="" NETCHECK_IMAGE="" IMAGES_DIR="" KUBECTL=""
 CNPG_VERSION="" CNPG_MANIFEST="" POSTGRES_IMAGE="" PGBOUNCER_IMAGE="" OBJECTSTORE_IMAGE=""
 
 case "${1:-}" in

@@ -46,6 +46,8 @@ type env struct {
 	samples    string
 	// image is the codeport image as repository:tag, present on (or pullable by) the nodes.
 	image string
+	// netcheckImage is hack/e2e/netcheck's image, on the nodes: the NetworkPolicy test's probe.
+	netcheckImage string
 	// databaseURL and redisURL are reachable from the Pods.
 	databaseURL string
 	redisURL    string
@@ -76,14 +78,15 @@ func loadEnv(t *testing.T) env {
 		t.Fatal(err)
 	}
 	e := env{
-		kubeconfig:  os.Getenv("KUBECONFIG"),
-		helm:        os.Getenv("HELM"),
-		kubectl:     envOr("KUBECTL", "kubectl"),
-		chart:       envOr("E2E_CHART", filepath.Join(root, "charts", "codeport")),
-		samples:     filepath.Join(root, "config", "samples"),
-		image:       envOr("E2E_IMAGE", "ghcr.io/codeport/codeport:e2e"),
-		databaseURL: os.Getenv("E2E_DATABASE_URL"),
-		redisURL:    os.Getenv("E2E_REDIS_URL"),
+		kubeconfig:    os.Getenv("KUBECONFIG"),
+		helm:          os.Getenv("HELM"),
+		kubectl:       envOr("KUBECTL", "kubectl"),
+		chart:         envOr("E2E_CHART", filepath.Join(root, "charts", "codeport")),
+		samples:       filepath.Join(root, "config", "samples"),
+		image:         envOr("E2E_IMAGE", "ghcr.io/codeport/codeport:e2e"),
+		netcheckImage: os.Getenv("E2E_NETCHECK_IMAGE"),
+		databaseURL:   os.Getenv("E2E_DATABASE_URL"),
+		redisURL:      os.Getenv("E2E_REDIS_URL"),
 		// The samples admit 10.0.0.0/8 (this cluster's Pods are in 10.88.0.0/16); a cluster
 		// whose Pods call from elsewhere names its ranges here.
 		callerCIDRs: strings.FieldsFunc(os.Getenv("E2E_CALLER_CIDRS"), func(r rune) bool { return r == ',' }),
@@ -98,7 +101,7 @@ func loadEnv(t *testing.T) env {
 		},
 	}
 	for name, v := range map[string]string{"KUBECONFIG": e.kubeconfig, "HELM": e.helm,
-		"E2E_DATABASE_URL": e.databaseURL, "E2E_REDIS_URL": e.redisURL} {
+		"E2E_DATABASE_URL": e.databaseURL, "E2E_REDIS_URL": e.redisURL, "E2E_NETCHECK_IMAGE": e.netcheckImage} {
 		if v == "" {
 			t.Fatalf("%s is not set: run make test-e2e, or see docs/operator.md (End-to-end cluster)", name)
 		}
