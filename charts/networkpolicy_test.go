@@ -161,6 +161,10 @@ func TestNetworkPolicies(t *testing.T) {
 			"codeport-production": {[]string{fromIngress, fromTests}, []string{"53/UDP,53/TCP to anywhere",
 				"6432/TCP to ip:10.20.0.0/24", toPublic}},
 		}},
+		{"DNS behind the Service's port", []string{"networkPolicy.dns.ports={1053}"}, map[string]rules{
+			"codeport-operator": {[]string{operatorProbesFromTests}, []string{toAPIServer,
+				"1053/UDP,1053/TCP to ns:kubernetes.io/metadata.name=kube-system pod:k8s-app=kube-dns", toAnyPostgreSQL}},
+		}},
 		{"Redis and SMTP", []string{"redis.url=redis://redis:6379/0", "smtp.existingSecret=codeport-smtp",
 			"networkPolicy.redis.to[0].podSelector.matchLabels.app=redis", "networkPolicy.smtp.port=465"},
 			map[string]rules{
@@ -224,6 +228,7 @@ func TestNetworkPolicies(t *testing.T) {
 		{"scraped by nobody", []string{monitoringAPI, "serviceMonitor.enabled=true"}, "networkPolicy.metrics.from"},
 		{"a peer of no kind", []string{"networkPolicy.database.to[0].podselector.matchLabels.app=db"}, "podselector"},
 		{"a port out of range", []string{"networkPolicy.redis.port=70000"}, "port"},
+		{"DNS on no port", []string{"networkPolicy.dns.ports=null"}, "dns"},
 		{"an API server address without prefix", []string{"networkPolicy.kubeAPIServer.cidrs={10.0.0.1}"}, "cidrs"},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {

@@ -7,10 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +39,8 @@ const (
 
 // networkPolicyValues writes the values that turn the chart's NetworkPolicies on for this
 // cluster, as docs/operator.md tells a platform team to fill them in, and returns the file's
-// path: the API server's endpoints (where the default/kubernetes Service leads), the host and
+// path: the API server's endpoints (where the default/kubernetes Service leads), the port the
+// DNS Pods listen on behind the kube-dns Service, the host and
 // port of PostgreSQL and Redis (here the node's own servers, outside the cluster), and the
 // namespace the APIs are called from.
 func networkPolicyValues(ctx context.Context, t *testing.T, e env, k *kube) string {
@@ -58,6 +61,23 @@ func networkPolicyValues(ctx context.Context, t *testing.T, e env, k *kube) stri
 	if len(apiServer) == 0 {
 		t.Fatal("the default/kubernetes Service has no endpoints")
 	}
+	// The port CoreDNS listens on behind the kube-dns Service's 53 (1053 here, unprivileged).
+	var dnsEPs discoveryv1.EndpointSliceList
+	if err := k.k8s.List(ctx, &dnsEPs, client.InNamespace("kube-system"),
+		client.MatchingLabels{discoveryv1.LabelServiceName: "kube-dns"}); err != nil {
+		t.Fatalf("kube-dns's endpoints: %v", err)
+	}
+	dnsPorts := map[int32]bool{}
+	for _, s := range dnsEPs.Items {
+		for _, p := range s.Ports {
+			if p.Port != nil {
+				dnsPorts[*p.Port] = true
+			}
+		}
+	}
+	if len(dnsPorts) == 0 {
+		t.Fatal("the kube-system/kube-dns Service has no endpoint ports")
+	}
 	dbHost, dbPort := urlHostPort(t, e.databaseURL)
 	redisHost, redisPort := urlHostPort(t, e.redisURL)
 	// The chart's schema takes ports as integers.
@@ -76,6 +96,7 @@ func networkPolicyValues(ctx context.Context, t *testing.T, e env, k *kube) stri
 		"api": map[string]any{"ingressFrom": []any{map[string]any{"namespaceSelector": map[string]any{
 			"matchLabels": map[string]any{corev1.LabelMetadataName: ingressNS}}}}},
 		"kubeAPIServer": map[string]any{"cidrs": apiServer},
+		"dns":           map[string]any{"ports": slices.Sorted(maps.Keys(dnsPorts))},
 		"database":      map[string]any{"to": only(dbHost), "port": port(dbPort)},
 		"redis":         map[string]any{"to": only(redisHost), "port": port(redisPort)},
 	}}
@@ -104,7 +125,7 @@ func urlHostPort(t *testing.T, raw string) (string, string) {
 // checkNetworkPolicies proves the release's NetworkPolicies on the node's enforcing engine with
 // real connections from real Pods, both ways: each API takes connections from the namespace
 // networkPolicy.api.ingressFrom names and refuses them from any other; the operator reaches the
-// API server and PostgreSQL and nothing else, neither a Pod of another namespace nor Redis
+// API server, DNS and PostgreSQL and nothing else, neither a Pod of another namespace nor Redis
 // (which the APIs reach). Each refusal is held against a control: the same address reached from
 // a Pod no policy restricts, or the same Pod reaching another address. Without an engine, or with
 // a policy missing, a refused connection goes through and the test fails.
@@ -185,6 +206,8 @@ func checkNetworkPolicies(ctx context.Context, t *testing.T, e env, k *kube) {
 		}
 		// What the operator's client dials: the kubernetes Service, which leads to the API server.
 		apiServer := net.JoinHostPort(k.serviceIP(ctx, t, "default", "kubernetes"), "443")
+		// Names are resolved through the kube-dns Service (TCP here; its UDP port is the same).
+		dns := net.JoinHostPort(k.serviceIP(ctx, t, "kube-system", "kube-dns"), "53")
 		dbHost, dbPort := urlHostPort(t, e.databaseURL)
 		redisHost, redisPort := urlHostPort(t, e.redisURL)
 		database, redis := net.JoinHostPort(dbHost, dbPort), net.JoinHostPort(redisHost, redisPort)
@@ -196,12 +219,12 @@ func checkNetworkPolicies(ctx context.Context, t *testing.T, e env, k *kube) {
 		if why := unreached(control, outsideAddr, redis); why != "" {
 			t.Fatalf("control: namespace %s reaches neither %s nor Redis: %s", ingressNS, elsewhereNS, why)
 		}
-		got, err := k.dialFromEphemeral(ctx, e, &pods[0], apiServer, database, outsideAddr, redis)
+		got, err := k.dialFromEphemeral(ctx, e, &pods[0], apiServer, dns, database, outsideAddr, redis)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if why := unreached(got, apiServer, database); why != "" {
-			t.Errorf("the operator (%s) does not reach the API server and PostgreSQL: %s", pods[0].Name, why)
+		if why := unreached(got, apiServer, dns, database); why != "" {
+			t.Errorf("the operator (%s) does not reach the API server, DNS and PostgreSQL: %s", pods[0].Name, why)
 		}
 		if why := reached(got, outsideAddr, redis); why != "" {
 			t.Errorf("the operator (%s) reached %s, which its policy does not allow", pods[0].Name, why)
