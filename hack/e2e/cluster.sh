@@ -476,8 +476,14 @@ up() {
     --timeout=5s
   log "CoreDNS Ready after $((SECONDS - t0))s"
   start_data "${ip}"
+  exports | tee "${RUN}/exports"
+}
+
+# exports prints what the e2e test reads; up also keeps it in ${RUN}/exports, for another shell
+# on a cluster left running (E2E_KEEP=1): eval "$(cat /run/codeport-e2e/exports)".
+exports() {
   printf 'export KUBECONFIG=%q KUBECTL=%q E2E_AUDIT_LOG=%q E2E_IMAGE=%q E2E_NETCHECK_IMAGE=%q\n' \
-    "${KUBECONFIG}" "${KUBECTL}" "${RUN}/logs/audit.log" "${CODEPORT_IMAGE}" "${NETCHECK_IMAGE}"
+    "${RUN}/admin.kubeconfig" "${KUBECTL}" "${RUN}/logs/audit.log" "${CODEPORT_IMAGE}" "${NETCHECK_IMAGE}"
   printf 'export E2E_DATABASE_URL=%q E2E_REDIS_URL=%q\n' "$(cat "${RUN}/database-url")" \
     "$(cat "${RUN}/redis-url")"
   # What TestDatabaseFailover runs CloudNativePG with, and where its local volumes go.
