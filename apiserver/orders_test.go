@@ -27,6 +27,65 @@ func order(code string, lines ...line) map[string]any {
 	return map[string]any{"externalOrderCode": code, "currency": "EUR", "orderProducts": lines}
 }
 
+// wrongTypeCases are the order's fields sent as another JSON type, or as an integer beyond the
+// documents' bound of every integer: each refusal names the field and the type or bound it
+// takes, except where the contract words the case already (metadata, a quantity below 1).
+var wrongTypeCases = []struct {
+	name    string
+	body    any
+	status  int
+	message string
+}{
+	{"quantity as string", `{"externalOrderCode":"w1","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":"2"}]}`, 400, "orderProducts[0].quantity must be an integer"},
+	{"order price as string", `{"externalOrderCode":"w2","currency":"EUR","price":"10","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "price must be an integer"},
+	{"metadata as number", `{"externalOrderCode":"w3","currency":"EUR","metadata":5,"orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400,
+		"metadata must be an object of string keys and string values"},
+	{"lines as object", `{"externalOrderCode":"w4","currency":"EUR","orderProducts":{}}`, 400,
+		"orderProducts must be an array"},
+	{"line as number", `{"externalOrderCode":"w5","currency":"EUR","orderProducts":[5]}`, 400,
+		"orderProducts[0] must be an object"},
+	{"externalOrderCode as number", `{"externalOrderCode":5,"currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "externalOrderCode must be a string"},
+	{"currency as boolean", `{"externalOrderCode":"w6","currency":true,"orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "currency must be a string"},
+	{"productCode as number", `{"externalOrderCode":"w7","currency":"EUR","orderProducts":[` +
+		`{"productCode":10000000000001,"quantity":1}]}`, 400, "orderProducts[0].productCode must be a string"},
+	{"productId as array", `{"externalOrderCode":"w8","currency":"EUR","orderProducts":[` +
+		`{"productId":["10000000000001"],"quantity":1}]}`, 400, "orderProducts[0].productId must be a string"},
+	{"line currency as object", `{"externalOrderCode":"w9","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1,"currency":{}}]}`, 400, "orderProducts[0].currency must be a string"},
+	{"sku as number", `{"externalOrderCode":"w10","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1,"sku":1}]}`, 400, "orderProducts[0].sku must be a string"},
+	{"quantity past the bound", `{"externalOrderCode":"w11","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":9007199254740992}]}`, 400,
+		"orderProducts[0].quantity must be at most 9007199254740991"},
+	{"quantity past every float", `{"externalOrderCode":"w12","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1e400}]}`, 400,
+		"orderProducts[0].quantity must be at most 9007199254740991"},
+	{"quantity far below 1", `{"externalOrderCode":"w13","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":-1e400}]}`, 400, invalidLineMessage},
+	{"price below the bound", `{"externalOrderCode":"w14","currency":"EUR","price":-9007199254740992,` +
+		`"orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, 400,
+		"price must be at least -9007199254740991"},
+	{"line price past the bound", `{"externalOrderCode":"w15","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1,"price":1e16}]}`, 400,
+		"orderProducts[0].price must be at most 9007199254740991"},
+	// Values are judged as sent: whitespace around a currency code, or an externalOrderCode
+	// longer than 100 characters with it, is refused.
+	{"currency with a space", `{"externalOrderCode":"w16","currency":" EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "currency must be an ISO 4217 currency code"},
+	{"currency with a tab", `{"externalOrderCode":"w17","currency":"EUR\t","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "currency must be an ISO 4217 currency code"},
+	{"externalOrderCode of 101 characters with a space", `{"externalOrderCode":" ` + strings.Repeat("a", 100) +
+		`","currency":"EUR","orderProducts":[{"productCode":"10000000000001","quantity":1}]}`, 400,
+		"externalOrderCode must be at most 100 characters"},
+	{"externalOrderCode of no-break spaces", `{"externalOrderCode":"\u00a0\u3000","currency":"EUR","orderProducts":[` +
+		`{"productCode":"10000000000001","quantity":1}]}`, 400, "externalOrderCode is required"},
+}
+
 func TestOrderValidationMessages(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	tn := s.onboard(t, "acme", nil)
@@ -46,7 +105,7 @@ func TestOrderValidationMessages(t *testing.T) {
 		{"zero quantity", order("v4", line{"productCode": "10000000000001", "quantity": 0}),
 			400, "Each line requires a productCode and a quantity of at least 1"},
 		{"fractional quantity", order("v5", line{"productCode": "10000000000001", "quantity": 1.5}),
-			400, "Each line requires a productCode and a quantity of at least 1"},
+			400, "orderProducts[0].quantity must be an integer"},
 		{"line currency differs", order("v6", line{"productCode": "10000000000001", "quantity": 1, "currency": "GBP"}),
 			400, "Product 10000000000001 is priced in EUR, not GBP"},
 		{"order currency differs", map[string]any{"externalOrderCode": "v7", "currency": "GBP",
@@ -74,10 +133,10 @@ func TestOrderValidationMessages(t *testing.T) {
 		{"unknown product", order("v16", line{"productCode": "10000000000099", "quantity": 1}),
 			404, "Product 10000000000099 was not found in your catalog"},
 		{"overflowing total",
-			order("v17", line{"productCode": "10000000000002", "quantity": 9223372036854775807, "price": 10000}),
+			order("v17", line{"productCode": "10000000000002", "quantity": 9007199254740991, "price": 10000}),
 			400, "The order could not be validated. Check product codes, prices, and currency."},
 		{"price as string", order("v18", line{"productCode": "10000000000001", "quantity": 1, "price": "2000"}),
-			400, "The order could not be validated. Check product codes, prices, and currency."},
+			400, "orderProducts[0].price must be an integer"},
 		{"missing external code",
 			map[string]any{"currency": "EUR", "orderProducts": []line{{"productCode": "10000000000001", "quantity": 1}}},
 			400, "externalOrderCode is required"},
@@ -92,6 +151,7 @@ func TestOrderValidationMessages(t *testing.T) {
 			"Request body must be a JSON object"},
 		{"JSON array", "[]", 400, "Request body must be a JSON object"},
 	}
+	cases = append(cases, wrongTypeCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			expectError(t, s.call(t, "production", "POST", "/v2/orders", key, tc.body), tc.status, tc.message)

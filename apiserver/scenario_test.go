@@ -11,8 +11,11 @@ func TestParseScenario(t *testing.T) {
 		{"rate-limited", ScenarioRateLimited, true},
 		{"server-error", ScenarioServerError, true},
 		{"insufficient-funds", ScenarioInsufficientFunds, true},
-		{" Rate-Limited ", ScenarioRateLimited, true},
-		{"SERVER-ERROR", ScenarioServerError, true},
+		// The documents' pattern is case-sensitive, and so is the sandbox.
+		{"Rate-Limited", "", false},
+		{"SERVER-ERROR", "", false},
+		{"Timeout", "", false},
+		{" timeout", "", false},
 		{"", "", false},
 		{"rate_limited", "", false},
 		{"timeout,server-error", "", false},

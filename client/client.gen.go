@@ -718,7 +718,7 @@ type OrderLine struct {
 
 // OrderLine0 defines model for OrderLine.0.
 type OrderLine0 struct {
-	// ProductCode Present and not blank in this form of a line.
+	// ProductCode Present and not all whitespace in this form of a line; whitespace around it is ignored.
 	//
 	// Examples: 10000000000001
 	ProductCode interface{} `json:"productCode"`
@@ -726,7 +726,7 @@ type OrderLine0 struct {
 
 // OrderLine1 defines model for OrderLine.1.
 type OrderLine1 struct {
-	// ProductId Present and not blank in this form of a line.
+	// ProductId Present and not all whitespace in this form of a line; whitespace around it is ignored.
 	//
 	// Examples: 10000000000001
 	ProductId interface{} `json:"productId"`
@@ -835,7 +835,7 @@ type PlaceOrder struct {
 	// Examples: EUR
 	Currency CurrencyCode `json:"currency"`
 
-	// ExternalOrderCode Your unique reference; the idempotency key.
+	// ExternalOrderCode Your unique reference; the idempotency key. 1 to 100 characters as sent, not all whitespace; whitespace around it is not part of the code (" po-1 " is the order po-1).
 	//
 	// Examples: po-1001
 	ExternalOrderCode string `json:"externalOrderCode"`
@@ -1826,7 +1826,7 @@ type ListProductsParams struct {
 	// Search Text in name or productCode
 	Search *string `form:"search,omitempty" json:"search,omitempty"`
 
-	// Skip Records to skip (>= 0).
+	// Skip Records to skip (>= 0, at most 2^53 - 1); past the last product the page is empty.
 	Skip *int `form:"skip,omitempty" json:"skip,omitempty"`
 
 	// Take Records to return (1..100).
@@ -1835,7 +1835,7 @@ type ListProductsParams struct {
 	// IfNoneMatch ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches.
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
@@ -1844,7 +1844,7 @@ type GetProductParams struct {
 	// IfNoneMatch ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches.
 	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
@@ -1853,7 +1853,7 @@ type ListOrdersParams struct {
 	// Status Only orders in this status.
 	Status *ListOrdersParamsStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// ExternalOrderCode Only the order with this externalOrderCode.
+	// ExternalOrderCode Only the order with this externalOrderCode: 1 to 100 characters as sent, not all whitespace; whitespace around it is not part of the code.
 	ExternalOrderCode *string `form:"externalOrderCode,omitempty" json:"externalOrderCode,omitempty"`
 
 	// From Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC).
@@ -1874,19 +1874,19 @@ type ListOrdersParamsStatus string
 
 // PlaceOrderParams defines parameters for PlaceOrder.
 type PlaceOrderParams struct {
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // GetOrderParams defines parameters for GetOrder.
 type GetOrderParams struct {
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // PingParams defines parameters for Ping.
 type PingParams struct {
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
@@ -1895,20 +1895,20 @@ type Ping200JSONResponseBodyStatus string
 
 // ListSandboxScenariosParams defines parameters for ListSandboxScenarios.
 type ListSandboxScenariosParams struct {
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // GetWalletParams defines parameters for GetWallet.
 type GetWalletParams struct {
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
 // ListWalletTransactionsParams defines parameters for ListWalletTransactions.
 type ListWalletTransactionsParams struct {
-	// Currency Only entries of this ISO 4217 currency.
-	Currency *CurrencyCode `form:"currency,omitempty" json:"currency,omitempty"`
+	// Currency Only entries of this currency: three letters, in any letter case. Any ISO 4217 code the ledger may hold is taken, withdrawn ones (DEM) included, since an entry credited in a code stays in the ledger after the code is withdrawn; a code the wallet never held gives an empty statement.
+	Currency *string `form:"currency,omitempty" json:"currency,omitempty"`
 
 	// From Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC).
 	From *string `form:"from,omitempty" json:"from,omitempty"`
@@ -1934,7 +1934,7 @@ type ListWebhookEventsParams struct {
 	// Type Only events of this type.
 	Type *ListWebhookEventsParamsType `form:"type,omitempty" json:"type,omitempty"`
 
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 
@@ -1952,7 +1952,7 @@ type ReplayWebhookEventsParams struct {
 	// Type Only events of this type.
 	Type *ReplayWebhookEventsParamsType `form:"type,omitempty" json:"type,omitempty"`
 
-	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
+	// XSandboxScenario Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header.
 	XSandboxScenario *SandboxScenario `json:"X-Sandbox-Scenario,omitempty"`
 }
 

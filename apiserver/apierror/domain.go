@@ -35,6 +35,8 @@ func FromDomain(err error) (e *Error, ok bool) {
 		return ProcessingUnavailable(), true
 	case errors.Is(err, orders.ErrNotPlaced):
 		return OrderCreationFailed(), true
+	case errors.As(err, &paging) && paging.TooLarge:
+		return BadRequest(fmt.Sprintf("%s must be at most %d", paging.Param, catalog.MaxSkip)), true
 	case errors.As(err, &paging) && paging.Param == "skip":
 		return BadRequest("skip must be an integer greater than or equal to 0"), true
 	case errors.As(err, &paging):
@@ -90,6 +92,13 @@ var refusals = map[orders.Reason]func(*orders.Refusal) *Error{
 	orders.FieldNameCase: func(r *orders.Refusal) *Error {
 		return BadRequest(fmt.Sprintf("Unknown field %q%s: field names are case-sensitive; did you mean %q?", r.Key,
 			within(r.Location), r.Field))
+	},
+	orders.WrongType: func(r *orders.Refusal) *Error { return BadRequest(r.Location + " must be " + r.Expected) },
+	orders.IntegerOutOfRange: func(r *orders.Refusal) *Error {
+		if r.Amount < 0 {
+			return BadRequest(fmt.Sprintf("%s must be at least %d", r.Location, r.Amount))
+		}
+		return BadRequest(fmt.Sprintf("%s must be at most %d", r.Location, r.Amount))
 	},
 	orders.NullField: func(r *orders.Refusal) *Error {
 		field := r.Key

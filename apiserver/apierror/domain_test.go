@@ -78,6 +78,10 @@ func TestRefusalsInTheContractsWords(t *testing.T) {
 			`Unknown field "ExternalOrderCode": field names are case-sensitive; did you mean "externalOrderCode"?`},
 		orders.NullField: {orders.Refusal{Key: "sku", Location: "orderProducts[1]"}, 400,
 			"orderProducts[1].sku must not be null; omit the field to leave it unset"},
+		orders.WrongType: {orders.Refusal{Location: "orderProducts[1].quantity", Expected: "an integer"}, 400,
+			"orderProducts[1].quantity must be an integer"},
+		orders.IntegerOutOfRange: {orders.Refusal{Location: "price", Amount: -9007199254740991}, 400,
+			"price must be at least -9007199254740991"},
 	}
 	for _, reason := range orders.Reasons() {
 		tc, ok := cases[reason]
@@ -112,6 +116,7 @@ func TestDomainFailuresInTheContractsWords(t *testing.T) {
 			"Order processing is temporarily unavailable. Please try again later."},
 		{&catalog.PagingError{Param: "skip"}, 400, "skip must be an integer greater than or equal to 0"},
 		{&catalog.PagingError{Param: "take"}, 400, "take must be an integer between 1 and 100"},
+		{&catalog.PagingError{Param: "skip", TooLarge: true}, 400, "skip must be at most 9007199254740991"},
 		{&listing.QueryError{Param: listing.ParamCurrency}, 400, "currency must be an ISO 4217 currency code"},
 		{&listing.QueryError{Param: listing.ParamStatus}, 400,
 			"status must be one of processing, completed, partially_completed, failed"},

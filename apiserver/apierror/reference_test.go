@@ -114,6 +114,8 @@ func sent() map[string][]*Error {
 			{Location: "metadata", InKey: true},
 			{Location: "metadata.note"},
 			{InKey: true},
+			{Location: "orderProducts[0].quantity", Expected: "an integer", Amount: 9007199254740991},
+			{Location: "price", Amount: -9007199254740991},
 		} {
 			r.Reason = reason
 			word(&r)
@@ -123,6 +125,7 @@ func sent() map[string][]*Error {
 	word(orders.ErrFulfilmentUnavailable)
 	word(orders.ErrNotPlaced)
 	word(&catalog.PagingError{Param: "skip"})
+	word(&catalog.PagingError{Param: "skip", TooLarge: true})
 	word(&catalog.PagingError{Param: "take"})
 	for param := range listQueryMessages {
 		word(&listing.QueryError{Param: param})

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/google/uuid"
@@ -194,6 +195,61 @@ func TestWebhooksAreTheEventsRaised(t *testing.T) {
 		schema := item.Post.RequestBody.Value.Content.Get("application/json").Schema.Value
 		if err := schema.VisitJSON(value, openapi3.EnableJSONSchema2020()); err != nil {
 			t.Errorf("a %s body the service sends does not match the document: %v\n%s", eventType, err, body)
+		}
+	}
+}
+
+// TestPatternsMeanTheSameEverywhere: a pattern is read by the partners' validators in
+// ECMAScript's dialect and by the contract tests in Go's, whose \s and \S differ (Go's \s is
+// ASCII alone, ECMAScript's Unicode's whitespace), so no pattern uses them; and "not all
+// whitespace" is stated with the servers' whitespace, that of strings.TrimSpace: a value of
+// no-break spaces is blank to both.
+func TestPatternsMeanTheSameEverywhere(t *testing.T) {
+	notBlank := map[string]*openapi3.Schema{}
+	for name, raw := range map[string][]byte{"v2": openapi.V2(), "v1": openapi.V1()} {
+		var doc any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		walkPatterns(doc, name, func(at, pattern string) {
+			if strings.Contains(pattern, `\s`) || strings.Contains(pattern, `\S`) {
+				t.Errorf("%s: pattern %q uses \\s or \\S, which validators read differently", at, pattern)
+			}
+			if strings.HasPrefix(pattern, "[^") && strings.HasSuffix(pattern, "]") {
+				notBlank[at] = &openapi3.Schema{Pattern: pattern}
+			}
+		})
+	}
+	if len(notBlank) < 4 {
+		t.Fatalf("found %d not-blank patterns (externalOrderCode twice, productCode, productId): %v",
+			len(notBlank), notBlank)
+	}
+	for at, s := range notBlank {
+		for r := rune(0); r <= 0xFFFF; r++ {
+			if r >= 0xD800 && r <= 0xDFFF {
+				continue
+			}
+			if admitted := s.VisitJSON(string(r)) == nil; admitted == unicode.IsSpace(r) {
+				t.Errorf("%s: %U admitted %v, but the servers read it as whitespace: %v", at, r, admitted,
+					unicode.IsSpace(r))
+			}
+		}
+	}
+}
+
+func walkPatterns(v any, at string, visit func(at, pattern string)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, child := range v {
+			if p, ok := child.(string); ok && k == "pattern" {
+				visit(at, p)
+			} else if k != "examples" && k != "example" {
+				walkPatterns(child, at+"/"+k, visit)
+			}
+		}
+	case []any:
+		for i, child := range v {
+			walkPatterns(child, at+"/"+strconv.Itoa(i), visit)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -13,10 +14,12 @@ import (
 	"github.com/codeport/codeport/internal/store"
 )
 
-// Paging bounds of GET /catalog/products.
+// Paging bounds of GET /catalog/products. MaxSkip is I-JSON's largest exact integer (RFC 7493),
+// the bound of every integer the API takes; a skip past the last product is an empty page.
 const (
 	DefaultTake = 20
 	MaxTake     = 100
+	MaxSkip     = 1<<53 - 1
 )
 
 // Query is a parsed GET /catalog/products request. Filter values are lower-cased; an empty
@@ -32,9 +35,13 @@ type Query struct {
 	Take       int
 }
 
-// PagingError is a skip or take parameter that is not a number in its range (skip >= 0,
-// 1 <= take <= MaxTake).
-type PagingError struct{ Param string }
+// PagingError is a skip or take parameter that is not a number in its range (0 <= skip <=
+// MaxSkip, 1 <= take <= MaxTake). TooLarge: skip is an integer above MaxSkip, whose refusal
+// names that bound rather than the lower one.
+type PagingError struct {
+	Param    string
+	TooLarge bool
+}
 
 // Error implements error.
 func (e *PagingError) Error() string { return "malformed paging parameter " + e.Param }
@@ -110,14 +117,18 @@ func (p *QueryParser) Add(key, value string) {
 func (p *QueryParser) Query() (Query, error) {
 	p.q.Take = DefaultTake
 	if p.skipGiven {
-		n, err := strconv.Atoi(strings.TrimSpace(p.skip))
-		if err != nil || n < 0 {
+		// Judged as sent, as the documents' integer type is: " 5" is not an integer.
+		n, err := strconv.ParseInt(p.skip, 10, 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(p.skip, "-"), err == nil && n > MaxSkip:
+			return Query{}, &PagingError{Param: "skip", TooLarge: true}
+		case err != nil || n < 0:
 			return Query{}, &PagingError{Param: "skip"}
 		}
-		p.q.Skip = n
+		p.q.Skip = int(n)
 	}
 	if p.takeGiven {
-		n, err := strconv.Atoi(strings.TrimSpace(p.take))
+		n, err := strconv.Atoi(p.take)
 		if err != nil || n < 1 || n > MaxTake {
 			return Query{}, &PagingError{Param: "take"}
 		}

@@ -30,7 +30,12 @@ func TestParseRefusals(t *testing.T) {
 	}{
 		{"currency=EU", listing.ParamCurrency},
 		{"currency=EURO", listing.ParamCurrency},
-		{"currency=QQQ", listing.ParamCurrency},
+		{"currency=E1R", listing.ParamCurrency},
+		// Values are judged as sent: whitespace around them counts.
+		{"currency=+EUR", listing.ParamCurrency},
+		{"currency=EUR%09", listing.ParamCurrency},
+		{"externalOrderCode=+" + strings.Repeat("a", 100), listing.ParamExternalOrderCode},
+		{"limit=+10", listing.ParamLimit},
 		{"status=COMPLETED", listing.ParamStatus},
 		{"status=done", listing.ParamStatus},
 		{"externalOrderCode=" + strings.Repeat("é", 101), listing.ParamExternalOrderCode},
@@ -91,6 +96,14 @@ func TestParseAccepts(t *testing.T) {
 	}
 	if q, err := parse("", listing.Orders); err != nil || q.Limit != listing.DefaultLimit || q.Before != nil {
 		t.Fatalf("defaults %+v %v", q, err)
+	}
+	// A statement may be read for any code the ledger can hold: one withdrawn since it was
+	// credited, or one the wallet never held, whose statement is empty.
+	for _, code := range []string{"DEM", "dem", "QQQ"} {
+		if q, err := parse("currency="+code, listing.Statement, listing.ParamCurrency); err != nil ||
+			q.Currency != strings.ToUpper(code) {
+			t.Fatalf("currency=%s: %+v %v", code, q, err)
+		}
 	}
 	// A filter the list does not have is not read.
 	if q, err := parse("status=nonsense", listing.Statement, listing.ParamCurrency); err != nil || q.Status != "" {

@@ -34,8 +34,13 @@ const (
 	// NullField: Key, a field of the object at Location that is not required, is null (see
 	// nullRefusal).
 	NullField Reason = "optional field sent as null"
-	// NotValidated is the contract's catch-all: a value of the wrong type, an impossible SKU,
-	// a total that overflows.
+	// WrongType: the field at Location is not of the JSON type the documents give it
+	// (Expected, such as "an integer").
+	WrongType Reason = "field of the wrong JSON type"
+	// IntegerOutOfRange: the integer at Location lies beyond Amount, MaxInteger or its
+	// negative.
+	IntegerOutOfRange Reason = "integer out of range"
+	// NotValidated is the contract's catch-all: an impossible SKU, a total that overflows.
 	NotValidated Reason = "order not validated"
 )
 
@@ -64,7 +69,7 @@ func Reasons() []Reason {
 	return []Reason{BodyNotAnObject, BodyNotSingleObject, ExternalOrderCodeMissing, ExternalOrderCodeTooLong,
 		CurrencyMissing, CurrencyNotISO, NoLines, TooManyLines, InvalidLine, NotValidated,
 		MetadataNotObject, MetadataTooManyKeys, MetadataKeyLength, MetadataValueNotString, MetadataValueTooLong,
-		DuplicateKey, TextNotStorable, FieldNameCase, NullField,
+		DuplicateKey, TextNotStorable, FieldNameCase, NullField, WrongType, IntegerOutOfRange,
 		ProductNotFound, ProductNotAvailable, LineCurrencyMismatch, WrongOrderCurrency, NotOrderableInCountry,
 		PriceRequired, PriceBelowMinimum, PriceAboveMaximum, PriceOffStep, PriceMismatch, TotalMismatch,
 		LimitExceeded, OrderingDisabled, InsufficientFunds, ExternalOrderCodeReusedOther, AlreadyPlacedArchived}
@@ -93,6 +98,8 @@ type Refusal struct {
 	Field string
 	// InKey says TextNotStorable's text is a key of the object at Location.
 	InKey bool
+	// Expected is the JSON type WrongType's field takes, as its message names it: "an integer".
+	Expected string
 }
 
 // Error implements error.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/store"
@@ -14,8 +15,12 @@ import (
 
 // Get runs GET /orders/{reference}: the account's order by orderId or externalOrderCode. The
 // reference is trimmed as Decode trims the externalOrderCode it stores, so the code a partner
-// placed an order with finds that order.
+// placed an order with finds that order; as there, its length is the one sent, so a reference
+// longer than any externalOrderCode names no order, whitespace or not.
 func (s *Service) Get(ctx context.Context, acct *auth.Account, reference string) (View, error) {
+	if utf8.RuneCountInString(reference) > MaxExternalOrderCodeLength {
+		return View{}, &NotFoundError{Reference: reference}
+	}
 	o, err := store.FindOrder(ctx, s.db.Pool, acct.ID, strings.TrimSpace(reference))
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, &NotFoundError{Reference: reference}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -43,50 +45,78 @@ type Request struct {
 }
 
 type rawLine struct {
-	ProductCode *string         `json:"productCode"`
-	ProductID   *string         `json:"productId"`
+	ProductCode json.RawMessage `json:"productCode"`
+	ProductID   json.RawMessage `json:"productId"`
 	Quantity    json.RawMessage `json:"quantity"`
 	Price       json.RawMessage `json:"price"`
-	Currency    *string         `json:"currency"`
-	SKU         *string         `json:"sku"`
+	Currency    json.RawMessage `json:"currency"`
+	SKU         json.RawMessage `json:"sku"`
 }
 
 type rawRequest struct {
-	ExternalOrderCode *string         `json:"externalOrderCode"`
-	Currency          *string         `json:"currency"`
+	ExternalOrderCode json.RawMessage `json:"externalOrderCode"`
+	Currency          json.RawMessage `json:"currency"`
 	Price             json.RawMessage `json:"price"`
 	OrderProducts     json.RawMessage `json:"orderProducts"`
 	Metadata          json.RawMessage `json:"metadata"`
 }
 
-var errNotInteger = errors.New("not an integer")
+// MaxInteger bounds every integer of a body, either way: I-JSON's range (RFC 7493), within
+// which every JSON reader, JavaScript's included, holds an integer exactly, so that the value
+// judged here is the one the partner's client wrote. The documents state it as the fields'
+// minimum and maximum.
+const MaxInteger = 1<<53 - 1
 
-// integer parses a JSON integer literal; absent is nil. 10 and 10.0 are accepted, 10.5, "10",
-// 1e400 and null are not.
-func integer(raw json.RawMessage) (*int64, error) {
+// The JSON types a field takes, as its refusal names them.
+const (
+	aString   = "a string"
+	anInteger = "an integer"
+	anArray   = "an array"
+	anObject  = "an object"
+)
+
+// integer reads the JSON number at field as JSON Schema's integer type does: a number with no
+// fractional part, so 10, 10.0 and 1e1 are all ten; absent is nil. Another JSON type or a
+// fraction is refused as WrongType, a value beyond ±MaxInteger as IntegerOutOfRange; both name
+// field.
+func integer(raw json.RawMessage, field string) (*int64, *Refusal) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return nil, nil
 	}
 	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
-		return nil, errNotInteger
+		return nil, wrongType(field, anInteger)
 	}
-	s := string(raw)
-	if whole, frac, ok := strings.Cut(s, "."); ok && strings.Trim(frac, "0") == "" && frac != "" {
-		s = whole
+	// A float64 holds every integer within ±MaxInteger exactly, and one beyond is refused
+	// whichever float it rounds to; JSON Schema validators read numbers the same way.
+	f, err := strconv.ParseFloat(string(raw), 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange):
+		return nil, wrongType(field, anInteger)
+	case math.IsInf(f, 0) || math.Abs(f) > MaxInteger:
+		return nil, &Refusal{Reason: IntegerOutOfRange, Location: field, Amount: int64(math.Copysign(MaxInteger, f))}
+	case f != math.Trunc(f):
+		return nil, wrongType(field, anInteger)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return nil, errNotInteger
-	}
+	n := int64(f)
 	return &n, nil
 }
 
-func text(s *string) string {
-	if s == nil {
-		return ""
+// text reads the JSON string at field; absent is "". Another JSON type is refused as WrongType.
+func text(raw json.RawMessage, field string) (string, *Refusal) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", nil
 	}
-	return strings.TrimSpace(*s)
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", wrongType(field, aString)
+	}
+	return s, nil
+}
+
+func wrongType(field, expected string) *Refusal {
+	return &Refusal{Reason: WrongType, Location: field, Expected: expected}
 }
 
 // The contract's spellings of the body's fields, from the tags encoding/json reads them by.
@@ -212,10 +242,6 @@ func Decode(body []byte) (Request, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&raw); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return Request{}, refuse(NotValidated)
-		}
 		return Request{}, refuse(BodyNotAnObject)
 	}
 	if dec.More() {
@@ -226,32 +252,50 @@ func Decode(body []byte) (Request, error) {
 		// a body the check could not read is not taken.
 		return Request{}, refuse(BodyNotAnObject)
 	}
-	req := Request{ExternalOrderCode: text(raw.ExternalOrderCode), Currency: strings.ToUpper(text(raw.Currency))}
+	req, refusal := decodeOrder(&raw)
+	if refusal != nil {
+		return Request{}, refusal
+	}
+	return req, nil
+}
+
+// decodeOrder judges the fields of a body in the order of the contract's message table.
+func decodeOrder(raw *rawRequest) (Request, *Refusal) {
+	var req Request
+	code, refusal := text(raw.ExternalOrderCode, "externalOrderCode")
+	if refusal != nil {
+		return Request{}, refusal
+	}
+	// The length is the code's as sent, as the documents' maxLength counts it; surrounding
+	// whitespace is not part of the code (docs/partner-api.md, "Values as sent").
+	req.ExternalOrderCode = strings.TrimSpace(code)
 	switch {
 	case req.ExternalOrderCode == "":
 		return Request{}, refuse(ExternalOrderCodeMissing)
-	case utf8.RuneCountInString(req.ExternalOrderCode) > MaxExternalOrderCodeLength,
-		!utf8.ValidString(req.ExternalOrderCode):
+	case utf8.RuneCountInString(code) > MaxExternalOrderCodeLength, !utf8.ValidString(code):
 		return Request{}, refuse(ExternalOrderCodeTooLong)
-	case req.Currency == "":
+	}
+	// A currency code is judged as sent, in any letter case: " EUR " is not one.
+	currency, refusal := text(raw.Currency, "currency")
+	switch {
+	case refusal != nil:
+		return Request{}, refusal
+	case currency == "":
 		return Request{}, refuse(CurrencyMissing)
 	}
-	if !money.Active(req.Currency) {
+	if req.Currency = strings.ToUpper(currency); !money.Active(req.Currency) {
 		return Request{}, refuse(CurrencyNotISO)
 	}
-	price, err := integer(raw.Price)
-	if err != nil {
-		return Request{}, refuse(NotValidated)
+	if req.Price, refusal = integer(raw.Price, "price"); refusal != nil {
+		return Request{}, refusal
 	}
-	req.Price = price
 	if req.Metadata, refusal = decodeMetadata(raw.Metadata); refusal != nil {
 		return Request{}, refusal
 	}
-
 	var lines []json.RawMessage
 	if trimmed := bytes.TrimSpace(raw.OrderProducts); len(trimmed) > 0 {
-		if err := json.Unmarshal(trimmed, &lines); err != nil {
-			return Request{}, refuse(NotValidated)
+		if trimmed[0] != '[' || json.Unmarshal(trimmed, &lines) != nil {
+			return Request{}, wrongType("orderProducts", anArray)
 		}
 	}
 	if len(lines) == 0 {
@@ -261,31 +305,70 @@ func Decode(body []byte) (Request, error) {
 		return Request{}, refuse(TooManyLines)
 	}
 	req.Lines = make([]LineRequest, 0, len(lines))
-	for _, rawItem := range lines {
-		var item rawLine
-		if err := json.Unmarshal(rawItem, &item); err != nil {
-			return Request{}, refuse(InvalidLine)
-		}
-		line := LineRequest{
-			ProductCode: text(item.ProductCode),
-			Currency:    strings.ToUpper(text(item.Currency)),
-			SKU:         text(item.SKU),
-		}
-		if line.ProductCode == "" {
-			// Some partners' integrations send productId, as an example in the spec does.
-			line.ProductCode = text(item.ProductID)
-		}
-		qty, err := integer(item.Quantity)
-		if err != nil || qty == nil || *qty < 1 || line.ProductCode == "" {
-			return Request{}, refuse(InvalidLine)
-		}
-		line.Quantity = *qty
-		if line.Price, err = integer(item.Price); err != nil {
-			return Request{}, refuse(NotValidated)
+	for i, rawItem := range lines {
+		line, refusal := decodeLine(rawItem, fmt.Sprintf("orderProducts[%d]", i))
+		if refusal != nil {
+			return Request{}, refusal
 		}
 		req.Lines = append(req.Lines, line)
 	}
 	return req, nil
+}
+
+// decodeLine reads the order line at field (orderProducts[i]).
+func decodeLine(rawItem json.RawMessage, field string) (LineRequest, *Refusal) {
+	var item rawLine
+	switch trimmed := bytes.TrimSpace(rawItem); {
+	case string(trimmed) == "null":
+		// A line sent null is a line without product or quantity (nullRefusal's rule).
+		return LineRequest{}, refuse(InvalidLine)
+	case len(trimmed) == 0 || trimmed[0] != '{' || json.Unmarshal(trimmed, &item) != nil:
+		return LineRequest{}, wrongType(field, anObject)
+	}
+	var line LineRequest
+	texts := []struct {
+		raw  json.RawMessage
+		name string
+		into *string
+	}{
+		{item.ProductCode, "productCode", &line.ProductCode},
+		{item.ProductID, "productId", nil},
+		{item.Currency, "currency", &line.Currency},
+		{item.SKU, "sku", &line.SKU},
+	}
+	var productID string
+	for _, f := range texts {
+		v, refusal := text(f.raw, field+"."+f.name)
+		if refusal != nil {
+			return LineRequest{}, refusal
+		}
+		// The line's identifiers take any text the documents admit, read without the
+		// whitespace around it.
+		v = strings.TrimSpace(v)
+		if f.into == nil {
+			productID = v
+		} else {
+			*f.into = v
+		}
+	}
+	line.Currency = strings.ToUpper(line.Currency)
+	if line.ProductCode == "" {
+		// Some partners' integrations send productId, as an example in the spec does.
+		line.ProductCode = productID
+	}
+	qty, refusal := integer(item.Quantity, field+".quantity")
+	switch {
+	case refusal != nil && (refusal.Reason != IntegerOutOfRange || refusal.Amount > 0):
+		return LineRequest{}, refusal
+	case refusal != nil, qty == nil || *qty < 1 || line.ProductCode == "":
+		// A quantity below 1, however far, has the contract's message for it.
+		return LineRequest{}, refuse(InvalidLine)
+	}
+	line.Quantity = *qty
+	if line.Price, refusal = integer(item.Price, field+".price"); refusal != nil {
+		return LineRequest{}, refusal
+	}
+	return line, nil
 }
 
 // Hash is the canonical digest of a request: two bodies that mean the same order (whitespace,

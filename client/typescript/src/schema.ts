@@ -847,7 +847,7 @@ export interface components {
         };
         PlaceOrder: {
             /**
-             * @description Your unique reference; the idempotency key.
+             * @description Your unique reference; the idempotency key. 1 to 100 characters as sent, not all whitespace; whitespace around it is not part of the code (" po-1 " is the order po-1).
              * @example po-1001
              */
             externalOrderCode: string;
@@ -907,13 +907,13 @@ export interface components {
             sku?: string;
         } | {
             /**
-             * @description Present and not blank in this form of a line.
+             * @description Present and not all whitespace in this form of a line; whitespace around it is ignored.
              * @example 10000000000001
              */
             productCode: unknown;
         } | {
             /**
-             * @description Present and not blank in this form of a line.
+             * @description Present and not all whitespace in this form of a line; whitespace around it is ignored.
              * @example 10000000000001
              */
             productId: unknown;
@@ -1553,7 +1553,7 @@ export interface components {
     };
     responses: never;
     parameters: {
-        /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+        /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
         SandboxScenario: string;
     };
     requestBodies: never;
@@ -1582,7 +1582,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -1780,7 +1780,7 @@ export interface operations {
                 tag?: string;
                 /** @description Text in name or productCode */
                 search?: string;
-                /** @description Records to skip (>= 0). */
+                /** @description Records to skip (>= 0, at most 2^53 - 1); past the last product the page is empty. */
                 skip?: number;
                 /** @description Records to return (1..100). */
                 take?: number;
@@ -1788,7 +1788,7 @@ export interface operations {
             header?: {
                 /** @description ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches. */
                 "If-None-Match"?: string;
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -2035,7 +2035,7 @@ export interface operations {
             header?: {
                 /** @description ETag(s) of a copy you hold (a comma-separated list, W/ prefixes and * accepted, compared weakly as RFC 9110 says): 304 without a body when the current one matches. */
                 "If-None-Match"?: string;
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path: {
@@ -2243,7 +2243,7 @@ export interface operations {
             query?: {
                 /** @description Only orders in this status. */
                 status?: "processing" | "completed" | "partially_completed" | "failed";
-                /** @description Only the order with this externalOrderCode. */
+                /** @description Only the order with this externalOrderCode: 1 to 100 characters as sent, not all whitespace; whitespace around it is not part of the code. */
                 externalOrderCode?: string;
                 /** @description Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC). */
                 from?: string;
@@ -2434,7 +2434,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -2788,7 +2788,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path: {
@@ -2982,7 +2982,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3180,7 +3180,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3419,8 +3419,8 @@ export interface operations {
     listWalletTransactions: {
         parameters: {
             query?: {
-                /** @description Only entries of this ISO 4217 currency. */
-                currency?: components["schemas"]["CurrencyCode"];
+                /** @description Only entries of this currency: three letters, in any letter case. Any ISO 4217 code the ledger may hold is taken, withdrawn ones (DEM) included, since an entry credited in a code stays in the ledger after the code is withdrawn; a code the wallet never held gives an empty statement. */
+                currency?: string;
                 /** @description Oldest creation time included: an RFC 3339 date-time, or a date (YYYY-MM-DD, midnight UTC). */
                 from?: string;
                 /** @description Creation time excluded from here on (exclusive), same forms as from; must be later than from. */
@@ -3617,7 +3617,7 @@ export interface operations {
                 type?: "order.completed" | "order.failed" | "order.partially_completed" | "balance.low" | "product.updated" | "product.removed" | "catalog.updated" | "stock.low";
             };
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
@@ -3828,7 +3828,7 @@ export interface operations {
                 type?: "order.completed" | "order.failed" | "order.partially_completed" | "balance.low" | "product.updated" | "product.removed" | "catalog.updated" | "stock.low";
             };
             header?: {
-                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
+                /** @description Force a failure to test your error handling: `timeout`, `rate-limited`, `server-error` or `insufficient-funds`, in lower case as written; see *Sandbox and production* in the introduction. Leave it out for a normal answer; any other value answers 400. The production API has no such header. */
                 "X-Sandbox-Scenario"?: components["parameters"]["SandboxScenario"];
             };
             path?: never;
