@@ -316,6 +316,10 @@ type request struct {
 	inWords bool
 	// forced is a sandbox scenario the request asks for, whose answer is the scenario's.
 	forced bool
+	// wantType is the JSON type a body field sent with another takes, which its refusal names.
+	wantType string
+	// bound is the numeric bound the value is beyond, which its refusal names.
+	bound string
 }
 
 func (q request) String() string {
@@ -366,7 +370,11 @@ func (r *contractRun) validRequest(op operation, linkedOnly bool) request {
 			include = false
 		}
 		if include {
-			r.set(&q, param, r.gen.valid(param.Name, param.Schema))
+			v := r.gen.valid(param.Name, param.Schema)
+			for param.In == "header" && !headerValue(fmt.Sprint(v)) {
+				v = r.gen.valid(param.Name, param.Schema)
+			}
+			r.set(&q, param, v)
 		}
 	}
 	applyRelations(r, &q)
@@ -387,6 +395,11 @@ func (r *contractRun) set(q *request, p *openapi3.Parameter, v any) {
 	case "header":
 		q.header.Set(p.Name, text)
 	}
+}
+
+// headerValue says whether HTTP can carry v as a header's value: no control character but tab.
+func headerValue(v string) bool {
+	return !strings.ContainsFunc(v, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f })
 }
 
 // isLinkTarget says whether a link carries a value of an answer to the parameter: a value such
@@ -473,6 +486,8 @@ func (r *contractRun) break1(q request) (request, bool) {
 		status      int
 		apply       func(*request)
 		inWords     bool
+		wantType    string
+		bound       string
 	}
 	var changes []change
 	for _, p := range q.op.params {
@@ -488,13 +503,18 @@ func (r *contractRun) break1(q request) (request, bool) {
 			if param.In == "path" && fmt.Sprint(v.value) == "" {
 				continue // an empty segment is another path
 			}
+			if text := fmt.Sprint(v.value); param.In == "header" && strings.TrimSpace(text) != text {
+				continue // HTTP drops the whitespace around a header's value (RFC 9110, 5.5)
+			}
 			// The validator takes an empty query value for an absent one; the contract judges it
 			// by the parameter's rule (docs/partner-api.md, "Empty values and null").
 			empty := param.In == "query" && fmt.Sprint(v.value) == ""
-			changes = append(changes, change{param.Name, v.rule, status, func(q *request) { r.set(q, param, v.value) }, empty})
+			changes = append(changes, change{param.Name, v.rule, status, func(q *request) { r.set(q, param, v.value) },
+				empty, "", v.bound})
 		}
 		if param.Required && param.In != "path" {
-			changes = append(changes, change{param.Name, "required", 400, func(q *request) { q.query.Del(param.Name) }, false})
+			changes = append(changes, change{param.Name, "required", 400, func(q *request) { q.query.Del(param.Name) },
+				false, "", ""})
 		}
 	}
 	for _, rel := range parameterRelations {
@@ -508,19 +528,19 @@ func (r *contractRun) break1(q request) (request, bool) {
 				t := r.gen.instant()
 				q.query.Set(rel.a, r.gen.dateTime(t))
 				q.query.Set(rel.b, r.gen.dateTime(t.Add(-time.Duration(r.rnd.IntN(3))*time.Hour)))
-			}, true})
+			}, true, "", ""})
 		case "oneOf":
 			changes = append(changes, change{rel.a, "one of " + rel.a + " and " + rel.b, 400, func(q *request) {
 				q.query.Del(rel.a)
 				q.query.Del(rel.b)
-			}, true})
+			}, true, "", ""})
 		}
 	}
 	if q.body != nil {
 		schema := q.op.op.RequestBody.Value.Content.Get("application/json").Schema
 		for _, bc := range r.bodyViolations(nil, schema, q.body) {
 			apply := func(q *request) { q.body = setAt(q.body, bc.at, bc.value) }
-			changes = append(changes, change{bc.where, bc.rule, 400, apply, false})
+			changes = append(changes, change{bc.where, bc.rule, 400, apply, false, bc.wantType, bc.bound})
 		}
 	}
 	if len(changes) == 0 {
@@ -538,6 +558,7 @@ func (r *contractRun) break1(q request) (request, bool) {
 	broken.forced = false
 	c.apply(&broken)
 	broken.broken, broken.where, broken.status, broken.inWords = c.rule, c.where, c.status, c.inWords
+	broken.wantType, broken.bound = c.wantType, c.bound
 	return broken, true
 }
 
@@ -555,6 +576,9 @@ type bodyChange struct {
 	at          []any
 	where, rule string
 	value       any
+	// wantType is the JSON type of the field, for a change of its type; bound the bound a
+	// value beyond it breaks.
+	wantType, bound string
 }
 
 type deletedField struct{}
@@ -567,7 +591,8 @@ func (r *contractRun) bodyViolations(at []any, ref *openapi3.SchemaRef, value an
 	where := fieldName(at)
 	var out []bodyChange
 	for _, v := range r.gen.violations(lastName(at), ref, false) {
-		out = append(out, bodyChange{at: at, where: where, rule: v.rule, value: v.value})
+		out = append(out, bodyChange{at: at, where: where, rule: v.rule, value: v.value, wantType: r.gen.typeOf(s),
+			bound: v.bound})
 	}
 	if len(at) > 0 {
 		out = append(out, bodyChange{at: at, where: where, rule: "null", value: nil})
@@ -733,10 +758,14 @@ func (r *contractRun) check(t *testing.T, i int, q request) {
 		label := map[int]string{400: "Bad Request", 404: "Not Found"}[q.status]
 		if resp.StatusCode != q.status || body["error"] != label || body["statusCode"] != float64(q.status) {
 			finding("the document refuses it, want %d %s", q.status, label)
-		} else if q.status == 400 && q.broken != "type" && q.broken != "null" && !mentions(message, q.where) {
-			// A value of the wrong JSON type, or null, answers one of the contract's older
-			// messages, which may not change within /v2 and do not all name the field.
+		} else if q.status == 400 && q.broken != "null" && !mentions(message, q.where) {
+			// null answers one of the contract's older messages, which may not change within
+			// /v2 and do not all name the field.
 			finding("the refusal does not name %s", q.where)
+		} else if q.broken == "type" && q.body != nil && q.where != "" && !namesType(message, q.wantType) {
+			finding("the refusal does not name the type %s takes (%s)", q.where, q.wantType)
+		} else if q.bound != "" && q.status == 400 && !strings.Contains(message, q.bound) {
+			finding("the refusal does not name the bound of %s (%s)", q.where, q.bound)
 		}
 	case resp.StatusCode == 400 && !businessRefusal(message):
 		finding("the document admits it, the server refused it as invalid")
@@ -767,6 +796,11 @@ func mentions(message, where string) bool {
 		}
 	}
 	return false
+}
+
+// namesType says whether a refusal names the JSON type a field takes.
+func namesType(message, jsonType string) bool {
+	return strings.Contains(message, jsonType)
 }
 
 func truncate(raw []byte) string {

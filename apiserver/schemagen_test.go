@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 )
@@ -44,10 +47,11 @@ func (g *schemaGen) valid(name string, ref *openapi3.SchemaRef) any {
 	switch g.typeOf(s) {
 	case openapi3.TypeInteger:
 		lo, hi := intBounds(s)
-		if s.Max == nil && g.rnd.IntN(5) == 0 {
-			// An integer without a maximum is any integer from the minimum on: one in five is far
-			// past what a page or an order holds.
-			return lo + g.rnd.Int64N(math.MaxInt64-max(lo, 0))
+		if top, open := openMax(s); open && g.rnd.IntN(5) == 0 {
+			// An integer without a maximum of its own is any integer from the minimum to the
+			// documents' bound of every integer: one in five is far past what a page or an
+			// order holds.
+			return lo + g.rnd.Int64N(top-lo)
 		}
 		return lo + g.rnd.Int64N(hi-lo+1)
 	case openapi3.TypeNumber:
@@ -68,8 +72,66 @@ func (g *schemaGen) valid(name string, ref *openapi3.SchemaRef) any {
 	case openapi3.TypeObject:
 		return g.validObject(s)
 	default:
-		return g.validString(s)
+		return g.vary(s, g.validString(s))
 	}
+}
+
+// maxExactInteger is the documents' bound of every integer without a tighter one: I-JSON's
+// largest exact integer (RFC 7493), 2^53 - 1.
+const maxExactInteger = 1<<53 - 1
+
+// openMax is the largest integer a schema admits when its only maximum is the documents'
+// bound of every integer, or it has none: such a bound is no limit a page or an order meets.
+func openMax(s *openapi3.Schema) (int64, bool) {
+	if s.Max == nil {
+		return math.MaxInt64, true
+	}
+	return int64(*s.Max), *s.Max >= maxExactInteger
+}
+
+// isOpenMin says a schema's minimum, if any, is the documents' bound of every integer.
+func isOpenMin(s *openapi3.Schema) bool { return s.Min == nil || *s.Min <= -maxExactInteger }
+
+// spacings are what may surround text: the whitespace of ASCII, Latin-1 and beyond that servers
+// could trim, and none of which a value of a pattern, format or enumeration holds.
+var spacings = []string{" ", "\t", "\u00a0", "\u3000", "\v"}
+
+// textVariants are values a partner may send for v that differ only by what servers could
+// be lenient about: whitespace around it, and its letter case.
+func (g *schemaGen) textVariants(v string) (spacing, casing []string) {
+	sp := spacings[g.rnd.IntN(len(spacings))]
+	spacing = []string{sp + v, v + sp, sp + v + sp}
+	for _, c := range []string{strings.ToUpper(v), strings.ToLower(v), swapCase(v)} {
+		if c != v {
+			casing = append(casing, c)
+		}
+	}
+	return spacing, casing
+}
+
+func swapCase(v string) string {
+	return strings.Map(func(r rune) rune {
+		if u := unicode.ToUpper(r); u != r {
+			return u
+		}
+		return unicode.ToLower(r)
+	}, v)
+}
+
+// vary returns, one time in six, a spacing or case variant of v that the schema still admits,
+// so that the server is held to take every value the document admits, not only the canonical
+// ones; otherwise v.
+func (g *schemaGen) vary(s *openapi3.Schema, v string) string {
+	if g.rnd.IntN(6) != 0 {
+		return v
+	}
+	spacing, casing := g.textVariants(v)
+	candidates := append(spacing, casing...)
+	c := candidates[g.rnd.IntN(len(candidates))]
+	if s.VisitJSON(c) == nil {
+		return c
+	}
+	return v
 }
 
 // validBranch draws from one branch of a oneOf or anyOf, merged with the keywords beside it; for
@@ -138,6 +200,9 @@ func (g *schemaGen) hinted(name string, s *openapi3.Schema) (any, bool) {
 		return nil, false
 	}
 	v := pool[g.rnd.IntN(len(pool))]
+	if text, ok := v.(string); ok {
+		v = g.vary(s, text)
+	}
 	return v, s.VisitJSON(v) == nil
 }
 
@@ -156,13 +221,13 @@ func (g *schemaGen) typeOf(s *openapi3.Schema) string {
 // that amounts and quantities remain affordable.
 func intBounds(s *openapi3.Schema) (lo, hi int64) {
 	lo, hi = 0, 100
-	if s.Min != nil {
+	if !isOpenMin(s) {
 		lo = int64(math.Ceil(*s.Min))
 		hi = lo + 100
 	}
-	if s.Max != nil {
+	if _, open := openMax(s); !open {
 		hi = int64(math.Floor(*s.Max))
-		if s.Min == nil {
+		if isOpenMin(s) {
 			lo = hi - 100
 		}
 	}
@@ -224,7 +289,7 @@ func (g *schemaGen) validString(s *openapi3.Schema) string {
 }
 
 // freeText draws text within the schema's lengths; one in ten is blank, which servers that trim
-// may read as empty.
+// may read as empty, in any of the spacings.
 func (g *schemaGen) freeText(s *openapi3.Schema) string {
 	lo, hi := int(s.MinLength), int(s.MinLength)+12
 	if s.MaxLength != nil {
@@ -232,9 +297,18 @@ func (g *schemaGen) freeText(s *openapi3.Schema) string {
 	}
 	n := lo + g.rnd.IntN(hi-lo+1)
 	if g.rnd.IntN(10) == 0 {
-		return strings.Repeat(" ", n)
+		return g.blank(n)
 	}
 	return g.text(n)
+}
+
+// blank is n characters of whitespace, of the kinds in spacings.
+func (g *schemaGen) blank(n int) string {
+	var b strings.Builder
+	for range n {
+		b.WriteString(spacings[g.rnd.IntN(len(spacings))])
+	}
+	return b.String()
 }
 
 func (g *schemaGen) text(n int) string {
@@ -316,6 +390,8 @@ func (g *schemaGen) writeRegexp(b *strings.Builder, re *syntax.Regexp) {
 type violation struct {
 	rule  string
 	value any
+	// bound is the minimum or maximum a value beyond it breaks, which its refusal names.
+	bound string
 }
 
 // violations lists values that break exactly one keyword of s each: every other keyword of s
@@ -326,6 +402,7 @@ func (g *schemaGen) violations(name string, ref *openapi3.SchemaRef, asText bool
 	switch typ := g.typeOf(b.s); {
 	case len(b.s.Enum) > 0:
 		b.add("enum", func(l *openapi3.Schema) { l.Enum = nil }, "x"+fmt.Sprint(b.valid)+"x", g.text(5), "")
+		b.variants("enum", func(l *openapi3.Schema) { l.Enum = nil })
 	case typ == openapi3.TypeInteger || typ == openapi3.TypeNumber:
 		b.numberRules(asText)
 	case typ == openapi3.TypeString:
@@ -359,17 +436,48 @@ func (b *breaker) add(rule string, without func(*openapi3.Schema), candidates ..
 	}
 }
 
+// addBound adds a value beyond a numeric bound, whose refusal must name the bound.
+func (b *breaker) addBound(rule string, without func(*openapi3.Schema), bound float64, value int64) {
+	n := len(b.out)
+	b.add(rule, without, value)
+	if len(b.out) > n {
+		b.out[n].bound = strconv.FormatInt(int64(bound), 10)
+	}
+}
+
+// variants adds the spacing and the case variants of the valid value that break rule, each a
+// violation of its own, so that a server lenient about either is found.
+func (b *breaker) variants(rule string, without func(*openapi3.Schema)) {
+	str, ok := b.valid.(string)
+	if !ok {
+		return
+	}
+	spacing, casing := b.g.textVariants(str)
+	b.add(rule+" (spacing)", without, toAny(spacing)...)
+	b.add(rule+" (case)", without, toAny(casing)...)
+}
+
+func toAny(values []string) []any {
+	out := make([]any, len(values))
+	for i, v := range values {
+		out[i] = v
+	}
+	return out
+}
+
 func (b *breaker) numberRules(asText bool) {
 	s, rnd := b.s, b.g.rnd
 	if s.Min != nil {
-		b.add("minimum", func(l *openapi3.Schema) { l.Min = nil }, int64(*s.Min)-1-rnd.Int64N(1000))
+		b.addBound("minimum", func(l *openapi3.Schema) { l.Min = nil }, *s.Min, int64(*s.Min)-1-rnd.Int64N(1000))
 	}
 	if s.Max != nil {
-		b.add("maximum", func(l *openapi3.Schema) { l.Max = nil }, int64(*s.Max)+1+rnd.Int64N(1000))
+		b.addBound("maximum", func(l *openapi3.Schema) { l.Max = nil }, *s.Max, int64(*s.Max)+1+rnd.Int64N(1000))
 	}
 	if asText {
-		// In a query, a value that is not a number breaks the type.
-		notNumbers := []string{"abc", "1.5", "", "0x10", "1e3", "++1"}
+		// In a query, a value that is not a number breaks the type: one beyond every integer a
+		// machine holds, or a number with whitespace around it, too.
+		notNumbers := []string{"abc", "1.5", "", "0x10", "1e3", "++1", "99999999999999999999",
+			spacings[rnd.IntN(len(spacings))] + fmt.Sprint(b.valid)}
 		b.out = append(b.out, violation{rule: "type", value: notNumbers[rnd.IntN(len(notNumbers))]})
 	} else {
 		b.out = append(b.out, violation{rule: "type", value: fmt.Sprint(b.valid)})
@@ -388,12 +496,19 @@ func (b *breaker) stringRules(asText bool) {
 	}
 	if s.Pattern != "" {
 		b.add("pattern", func(l *openapi3.Schema) { l.Pattern = "" },
-			str+"!", "!"+str, strings.Repeat(" ", max(len(str), int(s.MinLength))), g.text(len(str)),
+			str+"!", "!"+str, g.blank(max(len(str), int(s.MinLength))), g.text(len(str)),
 			strings.ToUpper(str)+"-", strings.Repeat("9", len(str)+1), str[:len(str)/2])
+		b.variants("pattern", func(l *openapi3.Schema) { l.Pattern = "" })
 	}
 	if s.Format == "date-time" || s.Format == "date" {
 		b.add("format", func(l *openapi3.Schema) { l.Format = "" },
 			"yesterday", str+"x", strings.Replace(str, "-", "/", 2), "2026-13-01T00:00:00Z", "2026-13-01")
+		b.variants("format", func(l *openapi3.Schema) { l.Format = "" })
+	}
+	if s.MaxLength != nil && len(str) > 0 {
+		// The length counts the whitespace around a value.
+		padded := strings.Repeat(" ", int(*s.MaxLength)+1-utf8.RuneCountInString(str)) + str
+		b.add("maxLength (spacing)", func(l *openapi3.Schema) { l.MaxLength = nil }, padded)
 	}
 	if !asText {
 		b.out = append(b.out, violation{rule: "type", value: g.rnd.Int64N(100)})
