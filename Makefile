@@ -226,13 +226,16 @@ docs-ui-verify: ## Check the embedded API reference renderer against its recorde
 docs-ui-update: ## Re-embed the API reference renderer from npm (SCALAR_VERSION=x.y.z to move).
 	hack/openapi/scalar.sh update $(SCALAR_VERSION)
 
-# Spectral, pinned by hack/openapi/package-lock.json, lints both OpenAPI documents with the
-# ruleset hack/openapi/spectral.yaml; any warning fails.
+# Spectral and Redocly, pinned by hack/openapi/package-lock.json, lint both OpenAPI documents
+# with the rulesets hack/openapi/spectral.yaml and hack/openapi/redocly.yaml; any warning fails.
+# Redocly sends no telemetry and looks for no newer release.
 .PHONY: openapi-lint
-openapi-lint: deps ## Lint the OpenAPI documents with Spectral (pinned, from npm).
-	cd hack/openapi && { [ -x node_modules/.bin/spectral ] && npm ls --silent >/dev/null 2>&1 || npm ci --no-audit --no-fund --ignore-scripts; }
+openapi-lint: deps ## Lint the OpenAPI documents with Spectral and Redocly (pinned, from npm).
+	cd hack/openapi && { [ -x node_modules/.bin/spectral ] && [ -x node_modules/.bin/redocly ] && npm ls --silent >/dev/null 2>&1 || npm ci --no-audit --no-fund --ignore-scripts; }
 	hack/openapi/node_modules/.bin/spectral lint --fail-severity=hint --ruleset hack/openapi/spectral.yaml \
 		apiserver/openapi/v2.json apiserver/openapi/v1.json
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true hack/openapi/node_modules/.bin/redocly lint \
+		--config hack/openapi/redocly.yaml apiserver/openapi/v2.json apiserver/openapi/v1.json
 
 .PHONY: outdated
 outdated: ## List the direct dependencies that have a newer release.

@@ -2,9 +2,9 @@
 # Makes sure the system packages the tests need are installed: the PostgreSQL server binaries and
 # psql, pg_dump and pg_restore, redis-server, Chromium (the API reference page is checked in a
 # real headless browser), shellcheck (make test checks the shell scripts), python3 and Node.js
-# (the webhook signature snippets of docs/guide.md are run), npm (Spectral lints the OpenAPI
-# documents; the API reference renderer is fetched from npm), and curl and jq (the README's tour
-# is run). As root on a machine with apt-get, missing packages are installed; otherwise the script
+# (the webhook signature snippets of docs/guide.md are run), npm (Spectral and Redocly lint the
+# OpenAPI documents; the API reference renderer is fetched from npm), and curl and jq (the
+# README's tour is run). As root on a machine with apt-get, missing packages are installed; otherwise the script
 # stops with one line naming what to install.
 set -euo pipefail
 
