@@ -209,29 +209,37 @@ func (s *Service) recordInTx(
 	if !inserted {
 		return store.LedgerResult{}, errDuplicate
 	}
-	if limit, ok := acct.DailySpendLimits[order.Currency]; ok {
+	limit, limited := acct.DailySpendLimits[order.Currency]
+	if limited {
 		if err := store.LockDailySpend(ctx, tx, acct.ID, order.Currency); err != nil {
 			return store.LedgerResult{}, err
 		}
-		y, m, d := now.UTC().Date()
-		spent, err := store.SpentSince(ctx, tx, acct.ID, order.Currency, time.Date(y, m, d, 0, 0, 0, 0, time.UTC))
+	}
+	// The debit comes before the limit's check: the day's running total is locked after the
+	// balances (store/ledger.go). A refused order rolls the debit back with everything else, and
+	// an order both short of funds and over the limit is refused for the limit, as before.
+	var res store.LedgerResult
+	var debitErr error
+	if debit != nil {
+		res, debitErr = store.ApplyLedgerEntry(ctx, tx, *debit)
+		if debitErr != nil && !errors.Is(debitErr, store.ErrInsufficientBalance) {
+			return store.LedgerResult{}, debitErr
+		}
+	}
+	if limited {
+		spent, err := store.DailySpend(ctx, tx, acct.ID, order.Currency, now, order.ID)
 		if err != nil {
 			return store.LedgerResult{}, err
 		}
-		// spent already includes this order, inserted above.
-		if spent > limit {
+		if spent+order.TotalPrice > limit {
 			return store.LedgerResult{}, errLimit
 		}
 	}
-	if debit == nil {
-		return store.LedgerResult{}, nil
-	}
-	res, err := store.ApplyLedgerEntry(ctx, tx, *debit)
-	if errors.Is(err, store.ErrInsufficientBalance) {
+	if debitErr != nil {
 		return store.LedgerResult{}, errInsufficient
 	}
-	if err != nil {
-		return store.LedgerResult{}, err
+	if debit == nil {
+		return store.LedgerResult{}, nil
 	}
 	if res.CrossedBelow() && s.OnLowBalance != nil {
 		if err := s.OnLowBalance(ctx, tx, acct.ID, acct.Environment, order.Currency, res); err != nil {

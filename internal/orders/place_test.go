@@ -14,6 +14,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/codes"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/provisioning"
@@ -39,18 +40,19 @@ const (
 // service over it.
 type fixture struct {
 	db      *store.DB
+	cipher  *codes.Cipher
 	prov    *provisioning.Provisioner
 	catalog uuid.UUID
 	service *orders.Service
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	db := storetest.Open(t, store.Options{MaxConns: 16})
 	cipher := testfixture.Cipher(t)
 	prov := testfixture.Provisioner(t, db, cipher)
-	f := &fixture{db: db, prov: prov}
+	f := &fixture{db: db, cipher: cipher, prov: prov}
 	c := testfixture.Catalog("main", testfixture.InNamespace(namespace), testfixture.WithDescription("Test", 1))
 	gaming := func(p *v1alpha1.CatalogProduct) { p.MainCategory, p.Denomination = "Gaming", v1alpha1.Denomination{} }
 	res, err := f.prov.ApplyCatalog(ctx, c, []v1alpha1.CatalogProduct{
@@ -79,7 +81,7 @@ type partner struct {
 
 // onboard provisions the partner and its production wallet, and returns the production account
 // as the API loads it for a key.
-func (f *fixture) onboard(t *testing.T, name string, p partner) *auth.Account {
+func (f *fixture) onboard(t testing.TB, name string, p partner) *auth.Account {
 	t.Helper()
 	production := string(tenancy.Production)
 	tn, err := testfixture.Onboard(context.Background(), f.prov, testfixture.Partner(name,
@@ -103,7 +105,7 @@ func (f *fixture) account(t *testing.T, partner, environment string) *auth.Accou
 }
 
 // lookup is the account of key as the API of environment loads it.
-func (f *fixture) lookup(t *testing.T, key, environment string) *auth.Account {
+func (f *fixture) lookup(t testing.TB, key, environment string) *auth.Account {
 	t.Helper()
 	principal, err := auth.NewDirectory(f.db, environment).Lookup(context.Background(), key, tenancy.APIKey)
 	if err != nil {

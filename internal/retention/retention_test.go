@@ -126,6 +126,25 @@ func (f *fixture) backdate(t testing.TB, ids ...uuid.UUID) {
 	}
 }
 
+// spentToday is what the daily spend limit holds the account's next EUR order to, read as a
+// placement reads it.
+func (f *fixture) spentToday(t *testing.T, acct *auth.Account) int64 {
+	t.Helper()
+	var spent int64
+	err := f.db.InTx(t.Context(), func(tx store.Tx) error {
+		if err := store.LockDailySpend(t.Context(), tx, acct.ID, "EUR"); err != nil {
+			return err
+		}
+		var err error
+		spent, err = store.DailySpend(t.Context(), tx, acct.ID, "EUR", time.Now(), uuid.Nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spent
+}
+
 func (f *fixture) archiver(batch int) *retention.Archiver {
 	return retention.NewArchiver(f.db, retention.Policy{Environment: string(tenancy.Production),
 		After: retention.Minimum, Batch: batch}, slog.New(slog.DiscardHandler))
@@ -219,10 +238,7 @@ func TestContractAfterArchival(t *testing.T) {
 	old3 := f.place(t, acct, "old-3", 3)
 	otherOld := f.place(t, other, "old-1", 1)
 	f.backdate(t, old1, old2, old3, otherOld)
-	spentBefore, err := store.SpentSince(ctx, f.db.Pool, acct.ID, "EUR", time.Now().Add(-time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
+	spentBefore := f.spentToday(t, acct)
 	balanceBefore := f.statement(t, acct)
 
 	done, err := f.archiver(2).RunOnce(ctx, time.Now())
@@ -326,11 +342,7 @@ func (f *fixture) checkOnlineAfterArchival(t *testing.T, acct *auth.Account, rec
 		}
 	})
 	t.Run("daily spend unchanged", func(t *testing.T) {
-		spent, err := store.SpentSince(ctx, f.db.Pool, acct.ID, "EUR", time.Now().Add(-time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := spentBefore + 22*unitPrice; spent != want {
+		if spent, want := f.spentToday(t, acct), spentBefore+22*unitPrice; spent != want {
 			t.Errorf("spent %d; want %d", spent, want)
 		}
 	})

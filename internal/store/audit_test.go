@@ -26,6 +26,8 @@ func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
 			"order b ("},
 		{"refunded without failing", `UPDATE orders SET status = 'completed', delivered = 1, refunded_amount = 100
 			WHERE external_order_code = 'a'`, "order a ("},
+		{"daily spend total off its orders", `UPDATE daily_spend SET spent = spent + 1, counted = true`,
+			"daily spend differs from its orders"},
 		{"debit of no order", `WITH e AS (INSERT INTO wallet_entries
 			(account_id, currency, kind, reference, amount, balance_after)
 			SELECT account_id, 'EUR', 'order_debit', 'ghost', -5, balance - 5 FROM wallet_balances WHERE currency = 'EUR')

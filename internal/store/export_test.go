@@ -23,8 +23,8 @@ func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
 // ClaimStockSQL is claimStockSQL, for the tests that read its plan.
 const ClaimStockSQL = claimStockSQL
 
-// SpentSinceSQL is spentSinceSQL, for the test that reads its plan.
-const SpentSinceSQL = spentSinceSQL
+// DailySpendSQL is dailySpendSQL, for the test that reads its plan.
+const DailySpendSQL = dailySpendSQL
 
 // PlanPositions is planPositions over stored positions by productCode.
 func PlanPositions(codes []string, stored map[string]int) []int {

@@ -21,6 +21,11 @@ import (
 //     at the end of the statement that locked the balances; writers of the account row (the
 //     threshold, provisioning) UPDATE it without changing its key, i.e. FOR NO KEY UPDATE,
 //     which KEY SHARE does not wait for. Nothing takes FOR UPDATE or FOR SHARE on accounts.
+//  4. the daily_spend rows (spend.go): the triggers that add an order or a refund to its day's
+//     running total run at the commit, after every statement of the transaction; a limited
+//     placement that recounts a day locks its row after the balances. A transaction that
+//     changes a day's total of a wallet-debiting account holds that account's balances first,
+//     so two of them never wait on each other's day rows in opposite orders.
 //
 // Every placement of an account queues on its balance rows, so a transaction takes them as late
 // as it can: fulfilment's refund is its last statement before the commit.

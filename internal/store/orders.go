@@ -19,34 +19,6 @@ func InsertOrder(ctx context.Context, q Querier, o *Order, fulfilment Job) (inse
 	return insertedOrder(q.QueryRow(ctx, placeOrderSQL, placementArgs(o, fulfilment, nil)...))
 }
 
-// LockDailySpend serialises the orders of one account and currency for the rest of the
-// transaction q, so two concurrent orders cannot both fit under a daily limit that only one of
-// them fits.
-func LockDailySpend(ctx context.Context, q Querier, accountID uuid.UUID, currency string) error {
-	_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		"spend:"+accountID.String()+":"+currency)
-	if err != nil {
-		return fmt.Errorf("lock daily spend: %w", err)
-	}
-	return nil
-}
-
-// spentSinceSQL reads the account's orders since $3 through orders_history_idx and skips the
-// other currencies' (migration 00026).
-const spentSinceSQL = `SELECT COALESCE(sum(total_price - refunded_amount), 0)::bigint FROM orders
-	WHERE account_id = $1 AND currency = $2 AND created_at >= $3`
-
-// SpentSince sums the value of an account's orders in currency placed since start, less what
-// was refunded for undelivered units.
-func SpentSince(ctx context.Context, q Querier, accountID uuid.UUID, currency string, start time.Time) (int64, error) {
-	var spent int64
-	err := q.QueryRow(ctx, spentSinceSQL, pgUUID(accountID), currency, start).Scan(&spent)
-	if err != nil {
-		return 0, fmt.Errorf("sum daily spend: %w", err)
-	}
-	return spent, nil
-}
-
 // orderColumns are the columns of orders that Order holds.
 const orderColumns = `id, account_id, external_order_code, payload_hash, currency, total_price, total_quantity,
 	debited_amount, refunded_amount, status, delivered, reason, estimated_ready_at, created_at, finished_at,

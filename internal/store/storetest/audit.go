@@ -107,6 +107,14 @@ var auditChecksSQL = []struct{ kind, sql string }{
 	{"archived lines or codes of an order online", `SELECT o.id::text FROM orders o JOIN (
 		SELECT order_id FROM order_lines_archive UNION SELECT order_id FROM delivered_codes_archive
 		) a ON a.order_id = o.id WHERE o.archived_at IS NULL`},
+	// A running total counts from its recount on (store.DailySpend); an uncounted one may lack
+	// the orders written before migration 00028.
+	{"daily spend differs from its orders", `SELECT s.account_id::text || ' ' || s.currency || ' ' || s.day ||
+		': running total ' || s.spent || ', orders ' || COALESCE(o.spent, 0)
+		FROM daily_spend s LEFT JOIN LATERAL (SELECT sum(total_price - refunded_amount) AS spent FROM orders
+			WHERE account_id = s.account_id AND currency = s.currency
+			AND (created_at AT TIME ZONE 'UTC')::date = s.day) o ON true
+		WHERE s.counted AND s.spent <> COALESCE(o.spent, 0)`},
 	{"stock code delivered twice", `SELECT 'stock row ' || stock_id || ' in ' || count(*) || ' deliveries'
 		FROM ` + allCodes + ` c WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1`},
 	{"code delivered twice", `SELECT encode(digest, 'hex') || ' in ' || count(*) || ' deliveries'
@@ -118,8 +126,9 @@ var auditChecksSQL = []struct{ kind, sql string }{
 // exactly the value it did not deliver (in at most one entry), carries the status its codes
 // give it, and delivered no code twice; that no debit or refund lacks its order; that no stock
 // code went out twice; that every balance equals the sum of its ledger, online (carried entries
-// standing for archived ones) and with the archive, and that the online ledger chains; and that
-// an archived order's rows are all in the archive. An order still
+// standing for archived ones) and with the archive, and that the online ledger chains; that
+// every counted daily spend total is the sum of its day's orders; and that an archived order's
+// rows are all in the archive. An order still
 // processing is reported as it stands: wait until none is before auditing.
 func AuditMoney(ctx context.Context, db TxBeginner) (*Audit, error) {
 	q, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
