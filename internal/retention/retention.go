@@ -105,7 +105,8 @@ func (a *Archiver) Run(ctx context.Context) {
 }
 
 // RunOnce archives every order of the environment that finished more than Policy.After before
-// now, account by account, Policy.Batch orders per transaction, and returns what it moved.
+// now, account by account, Policy.Batch orders per transaction, and returns what it moved; then
+// it deletes the accounts' daily spend totals of the days before that cutoff.
 // Each transaction commits on its own: a run cut short (a crash, a failover, ctx) leaves whole
 // batches behind, and the next run resumes from them.
 func (a *Archiver) RunOnce(ctx context.Context, now time.Time) (store.Archived, error) {
@@ -136,6 +137,10 @@ func (a *Archiver) RunOnce(ctx context.Context, now time.Time) (store.Archived, 
 				break
 			}
 		}
+	}
+	// The days whose orders are past retention are long past any daily spend limit.
+	if _, err := store.PruneDailySpend(ctx, a.db.Pool, a.policy.Environment, cutoff); err != nil {
+		return done, err
 	}
 	return done, nil
 }

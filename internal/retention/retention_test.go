@@ -460,6 +460,41 @@ func TestArchivalWaitsForOlderBinaries(t *testing.T) {
 	}
 }
 
+// TestArchivalPrunesPastDailySpend: a run deletes the running totals of the days before its
+// cutoff, which no limit reads again, and keeps the later ones.
+func TestArchivalPrunesPastDailySpend(t *testing.T) {
+	f := newFixture(t, 2)
+	ctx := context.Background()
+	acct := f.onboard(t, "acme", 1000*unitPrice)
+	f.place(t, acct, "today", 1)
+	now := time.Now()
+	past, kept := now.Add(-retention.Minimum-2*retention.Day), now.Add(-retention.Minimum+retention.Day)
+	for _, at := range []time.Time{past, kept} {
+		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO daily_spend (account_id, currency, day, spent)
+			VALUES ($1, 'EUR', ($2::timestamptz AT TIME ZONE 'UTC')::date, 100)`, acct.ID, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.archiver(10).RunOnce(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	var days []string
+	rows, err := f.db.Pool.Query(ctx, `SELECT day::text FROM daily_spend WHERE account_id = $1 ORDER BY day`, acct.ID)
+	if err == nil {
+		days, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{kept.UTC().Format(time.DateOnly), now.UTC().Format(time.DateOnly)}
+	if !slices.Equal(days, want) {
+		t.Errorf("daily spend rows of %v after the run; want %v", days, want)
+	}
+	if spent := f.spentToday(t, acct); spent != unitPrice {
+		t.Errorf("spent today %d; want %d", spent, unitPrice)
+	}
+}
+
 // TestArchivalUnderOrderLoad: partners keep placing orders, and fulfilment keeps finishing and
 // refunding them, while archival rewrites their ledgers: every placement succeeds, every
 // acknowledged order is stored once, and the money audit holds.

@@ -84,3 +84,15 @@ func DailySpend(ctx context.Context, q Querier, accountID uuid.UUID, currency st
 	}
 	return spent + later, nil
 }
+
+// PruneDailySpend deletes the running totals of the environment's accounts for the UTC days
+// before the one of before, which no limit reads again, and returns how many it deleted.
+func PruneDailySpend(ctx context.Context, q Querier, environment string, before time.Time) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM daily_spend s USING accounts a
+		WHERE a.id = s.account_id AND a.environment = $1 AND s.day < ($2::timestamptz AT TIME ZONE 'UTC')::date`,
+		environment, before)
+	if err != nil {
+		return 0, fmt.Errorf("prune daily spend: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
