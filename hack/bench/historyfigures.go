@@ -80,7 +80,7 @@ func historyFigures(ctx context.Context, cfg config, binary, dir string) ([]hist
 		defer progress("history: kept the database %s", t.database.URL)
 	}
 	// The busiest partner of the history orders under a daily spend limit it never reaches:
-	// every one of its orders takes the transactional path and reads the day's orders.
+	// every one of its orders takes the transactional path and reads the day's running total.
 	if _, err := t.db.Pool.Exec(ctx, `UPDATE accounts SET daily_spend_limits = '{"EUR": 100000000000}'
 		WHERE environment = $1 AND partner_id = (SELECT id FROM partners WHERE name = $2)`,
 		string(tenancy.Production), partnerName(0)); err != nil {
