@@ -401,6 +401,11 @@ func (u *upgrade) startKubernetes() {
 func partnerName(i int) string { return fmt.Sprintf("p%02d", i) }
 func keyName(i int) string     { return partnerName(i) + "-" + string(tenancy.Production) }
 
+// limitedPartner orders under a daily spend limit it never reaches: both releases check it on
+// every order, the previous one by summing the day's orders, this one from the day's running
+// total, which the previous release's orders and refunds must keep right while it still runs.
+const limitedPartner = 0
+
 // partner is an onboarded partner: its production key and account.
 type partner struct {
 	name    string
@@ -415,12 +420,15 @@ func (u *upgrade) onboard(ctx context.Context, indexes ...int) []*partner {
 	on := true
 	for _, i := range indexes {
 		opening := testfixture.TopUp("opening", "EUR", "1000000.00")
+		ordering := &v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on}
+		if i == limitedPartner {
+			ordering.Limits = &v1alpha1.OrderLimits{DailySpend: map[string]int64{"EUR": 100_000_000_000}}
+		}
 		for _, o := range []client.Object{
 			testfixture.Partner(partnerName(i), testfixture.InNamespace(namespace),
 				testfixture.WithContact("Partner "+partnerName(i), partnerName(i)+"@upgrade.example"),
 				testfixture.WithCatalogRef("main"), testfixture.WithAllowlist("127.0.0.1/32"),
-				testfixture.WithRateLimit(1_000_000),
-				testfixture.WithOrdering(&v1alpha1.OrderingSpec{Enabled: &on, WalletEnabled: &on})),
+				testfixture.WithRateLimit(1_000_000), testfixture.WithOrdering(ordering)),
 			testfixture.APIKey(partnerName(i), string(tenancy.Production), testfixture.InNamespace(namespace)),
 			testfixture.Wallet(partnerName(i), string(tenancy.Production), testfixture.InNamespace(namespace),
 				testfixture.WithTopUps(opening)),
@@ -707,6 +715,42 @@ func (u *upgrade) checkDatabase(ctx context.Context, l *load, f *findings) {
 		}
 	}
 	u.checkLedger(ctx, *l.partners.Load(), f)
+	u.checkDailySpend(ctx, f)
+}
+
+// checkDailySpend asserts that every daily spend total this tree recounted equals its day's
+// orders, though the previous release placed and refunded orders around the recount, and that
+// the limited partner's was recounted.
+func (u *upgrade) checkDailySpend(ctx context.Context, f *findings) {
+	rows, err := u.db.Pool.Query(ctx, `SELECT p.name, s.day::text, s.spent, COALESCE(o.spent, 0)::bigint, s.counted
+		FROM daily_spend s JOIN accounts a ON a.id = s.account_id JOIN partners p ON p.id = a.partner_id
+		LEFT JOIN LATERAL (SELECT sum(total_price - refunded_amount) AS spent FROM orders
+			WHERE account_id = s.account_id AND currency = s.currency
+			AND (created_at AT TIME ZONE 'UTC')::date = s.day) o ON true`)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer rows.Close()
+	recounted := false
+	for rows.Next() {
+		var name, day string
+		var total, orders int64
+		var counted bool
+		if err := rows.Scan(&name, &day, &total, &orders, &counted); err != nil {
+			u.t.Fatal(err)
+		}
+		if counted && total != orders {
+			f.add("daily spend total differs from its orders", "%s on %s: %d, orders %d", name, day, total, orders)
+		}
+		recounted = recounted || (counted && name == partnerName(limitedPartner))
+	}
+	if err := rows.Err(); err != nil {
+		u.t.Fatal(err)
+	}
+	if !recounted {
+		f.add("daily spend never recounted", "%s ordered under its limit on this tree without a recount",
+			partnerName(limitedPartner))
+	}
 }
 
 // ordersSQL reads every order with its ledger entries and delivered codes.
