@@ -45,7 +45,7 @@ func TestConfigurationDocListsEveryFlag(t *testing.T) {
 	}
 	want := before + flagsBegin + flagTables(newRootCommand()) + flagsEnd + after
 	if *updateDocs {
-		if err := os.WriteFile(configurationDoc, []byte(want), 0o644); err != nil { //nolint:gosec // a doc, read by all
+		if err := os.WriteFile(configurationDoc, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return

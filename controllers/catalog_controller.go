@@ -102,7 +102,7 @@ func (r *CatalogReconciler) apply(ctx context.Context, c *v1alpha1.Catalog) (ctr
 		return ctrl.Result{}, err
 	}
 	sources = append(sources, shards...)
-	c.Status.ShardCount = int32(min(len(shards), 1<<30)) //nolint:gosec // bounded just above
+	c.Status.ShardCount = int32(min(len(shards), 1<<30))
 	products, dups := provisioning.MergeProducts(sources)
 	if len(dups) > 0 {
 		setCondition(&c.Status.Conditions, c.Generation, v1alpha1.ConditionReady, false, v1alpha1.ReasonDuplicateProducts,

@@ -60,7 +60,7 @@ func (r *CatalogStockReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	return ctrl.Result{RequeueAfter: r.Options.StockRefresh}, nil
 }
 
-func clampInt32(n int64) int32 { return int32(min(max(n, 0), 1<<31-1)) } //nolint:gosec // clamped
+func clampInt32(n int64) int32 { return int32(min(max(n, 0), 1<<31-1)) }
 
 // SetupWithManager counts a Catalog when it is created or its spec changes (the threshold, the
 // products), then every StockRefresh.

@@ -152,7 +152,7 @@ func (r *Redis) Allow(ctx context.Context, key string, limit int, now time.Time)
 		<-p.result
 	}
 	if p.err != nil {
-		return Decision{}, p.err //nolint:wrapcheck // the fallback logs it with context
+		return Decision{}, p.err // the fallback logs it with context
 	}
 	return decide(p.count, limit, end), nil
 }

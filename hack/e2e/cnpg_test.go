@@ -576,7 +576,6 @@ func podIPTables(ctx context.Context, pod types.UID, op string) error {
 	}
 	for _, rule := range replicationRules {
 		args := append([]string{"-t", strconv.Itoa(pid), "-n", "iptables", op}, rule...)
-		//nolint:gosec // fixed rules, the pid read from /proc
 		if out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("iptables %s %v in Pod %s: %w: %s", op, rule, pod, err, out)
 		}

@@ -403,7 +403,7 @@ func (ch *churn) probeUntil(
 	want func(answer) bool,
 ) (time.Duration, error) {
 	deadline := time.Now().Add(15 * time.Second)
-	jitter := time.Duration(rand.Int64N(int64(interval))) //nolint:gosec // spreads the probes
+	jitter := time.Duration(rand.Int64N(int64(interval)))
 	sleep(ctx, jitter/4)
 	for {
 		a := ch.probe(ctx, r, p, environment, key)

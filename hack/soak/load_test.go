@@ -90,7 +90,7 @@ func newLoad(t *testing.T, partners []*partner, production []*replica, sandbox *
 	l := &load{partners: partners, production: production, sandbox: sandbox,
 		client: contracttest.Wrap(t, &http.Client{Transport: tr, Timeout: 5 * time.Second})}
 	for i := range workers {
-		rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano()))) //nolint:gosec // load mix, not secrets
+		rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
 		l.workers = append(l.workers, &worker{l: l, rng: rng, orders: map[string]*order{}})
 	}
 	return l
@@ -99,7 +99,7 @@ func newLoad(t *testing.T, partners []*partner, production []*replica, sandbox *
 // run sends traffic with every worker, as phase, until loop ends. Requests run under ctx: the
 // end of a phase lets the requests in flight, and an order's retries, finish.
 func (l *load) run(loop, ctx context.Context, phase int) {
-	l.phase.Store(int32(phase)) //nolint:gosec // a phase number
+	l.phase.Store(int32(phase))
 	var wg sync.WaitGroup
 	for _, w := range l.workers {
 		wg.Add(1)

@@ -196,7 +196,7 @@ func startTwoOperators(ctx context.Context, t *testing.T, c *cluster, start func
 func (c *cluster) checkTopUpsApplied(ctx context.Context, n, topUps int, f *findings) {
 	for i := range n {
 		for _, env := range environments {
-			if err := c.waitWallet(ctx, keyName(i, env), int32(1+topUps)); err != nil { //nolint:gosec // a handful
+			if err := c.waitWallet(ctx, keyName(i, env), int32(1+topUps)); err != nil {
 				f.add("top-ups not all applied", "%v", err)
 			}
 		}

@@ -556,7 +556,7 @@ func (l *load) start(ctx context.Context, workers int) <-chan struct{} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano()))) //nolint:gosec // load mix
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for ctx.Err() == nil {
 				l.place(ctx, rng)
 				select {

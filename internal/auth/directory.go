@@ -122,7 +122,7 @@ func (d *Directory) Lookup(ctx context.Context, plaintext string, kind tenancy.K
 func (d *Directory) load(ctx context.Context, digest [32]byte) (*Principal, error) {
 	row, err := store.LookupKey(ctx, d.db.Pool, digest[:], d.environment)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil //nolint:nilnil // a cached miss
+		return nil, nil // a cached miss
 	}
 	if err != nil {
 		return nil, err

@@ -108,7 +108,7 @@ func (w *productWriter) insert(ctx context.Context, tx pgx.Tx, n int) error {
 	for range n {
 		code := w.code()
 		codes, names = append(codes, code), append(names, "Product "+code)
-		positions = append(positions, int32(w.rnd.IntN(50))) //nolint:gosec // below 50
+		positions = append(positions, int32(w.rnd.IntN(50)))
 		brands = append(brands, fmt.Sprintf("Brand-%d", w.rnd.IntN(4)))
 		countries = append(countries, []string{"DE", "GB", "FR"}[w.rnd.IntN(3)])
 		prices = append(prices, int64(100+w.rnd.IntN(5000)))

@@ -295,7 +295,7 @@ func newIndex(entries []*entry) index {
 		x[d] = postings{}
 		for n, e := range entries {
 			for _, v := range e.values(d, &one) {
-				x[d].add(v, int32(n)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+				x[d].add(v, int32(n))
 			}
 		}
 	}
@@ -353,7 +353,7 @@ func (s *Snapshot) selectAll(q *Query) []int32 {
 	case len(lists) == 0:
 		selected = make([]int32, 0, len(s.entries))
 		for i := range s.entries {
-			selected = append(selected, int32(i)) //nolint:gosec // a catalog holds far fewer than 2^31 products
+			selected = append(selected, int32(i))
 		}
 	default:
 		slices.SortFunc(lists, func(a, b []int32) int { return cmp.Compare(len(a), len(b)) })

@@ -267,7 +267,7 @@ func handOver(stateDir, pgDir string) error {
 			return fmt.Errorf("stat %s: %w", dir, err)
 		}
 		if st.Mode()&0o001 == 0 {
-			if err := os.Chmod(dir, st.Mode().Perm()|0o001); err != nil { //nolint:gosec // search-only access for postgres
+			if err := os.Chmod(dir, st.Mode().Perm()|0o001); err != nil {
 				return fmt.Errorf("allow %s to reach %s: %w", unprivilegedUser, dir, err)
 			}
 		}

@@ -30,7 +30,7 @@ type SMTP struct {
 // ParseSMTP validates the settings.
 func ParseSMTP(rawURL, from string) (*SMTP, error) {
 	if rawURL == "" {
-		return nil, nil //nolint:nilnil // no SMTP configured is a valid state
+		return nil, nil // no SMTP configured is a valid state
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
