@@ -62,7 +62,7 @@ func TestDevProvisionsSamplesAndServes(t *testing.T) {
 	}
 	// Each environment's legacy interface takes its own bearer token.
 	for name, ep := range acme {
-		req, _ := http.NewRequest(http.MethodGet, ep.V1BaseURL+"/catalog/products?take=1", nil)
+		req, _ := http.NewRequest(http.MethodGet, ep.V1BaseURL+"/catalog/products?take=1", http.NoBody)
 		req.Header.Set("Authorization", "Bearer "+ep.V1Token)
 		resp, err := apiClient(t).Do(req)
 		if err != nil {
@@ -168,7 +168,7 @@ func waitForDev(
 // getJSON GETs url with key and returns the JSON object of a 200 answer.
 func getJSON(t *testing.T, url, key string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req, _ := http.NewRequest(http.MethodGet, url, http.NoBody)
 	req.Header.Set("x-api-key", key)
 	resp, err := apiClient(t).Do(req)
 	if err != nil {

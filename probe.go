@@ -67,7 +67,7 @@ func probe(ctx context.Context, client *http.Client, url string, attempts int, i
 }
 
 func get(ctx context.Context, client *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ func TestProbeWaitsForEveryURL(t *testing.T) {
 	starting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if calls.Add(1) <= 2 {
 			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
 		}
 	}))
 	defer starting.Close()

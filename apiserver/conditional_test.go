@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"net/http"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestConditionalCatalogReads(t *testing.T) {
 		}
 		for _, miss := range []string{`"stale"`, tag[1 : len(tag)-1], `"stale" ` + tag} {
 			r := s.callWith(t, "production", "GET", c.path, c.key, nil, ifNoneMatch(miss))
-			if r.status != 200 || string(r.raw) != string(full.raw) || r.header.Get("ETag") != tag {
+			if r.status != 200 || !bytes.Equal(r.raw, full.raw) || r.header.Get("ETag") != tag {
 				t.Fatalf("%s If-None-Match %s: %d, ETag %q", c.path, miss, r.status, r.header.Get("ETag"))
 			}
 		}

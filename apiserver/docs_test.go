@@ -27,7 +27,7 @@ type answer struct {
 // fetch sends a GET with the given headers.
 func fetch(t *testing.T, url string, header map[string]string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // test request
+	req, err := http.NewRequest(http.MethodGet, url, http.NoBody) //nolint:noctx // test request
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestDocumentsNameTheirPublicServer(t *testing.T) {
 		cfg := apiserver.DefaultConfig("sandbox")
 		cfg.PublicBaseURL, cfg.TrustedProxies = c.public, c.proxies
 		app := apiserver.New(cfg, apiserver.Deps{DB: s.db, Limiter: ratelimit.NewMemory()}).App()
-		req := httptest.NewRequest(http.MethodGet, "/v2/openapi.json", nil)
+		req := httptest.NewRequest(http.MethodGet, "/v2/openapi.json", http.NoBody)
 		req.Host = "api.example:8080"
 		for k, v := range c.header {
 			req.Header.Set(k, v)
@@ -218,7 +218,7 @@ func TestEachEnvironmentDocumentsItsOwnRoutes(t *testing.T) {
 func documentedRoutes(t *testing.T, server *apiserver.Server) (routes, scenarios []string) {
 	t.Helper()
 	for _, prefix := range []string{"/v2", "/v1"} {
-		resp, err := server.App().Test(httptest.NewRequest(http.MethodGet, prefix+"/openapi.json", nil))
+		resp, err := server.App().Test(httptest.NewRequest(http.MethodGet, prefix+"/openapi.json", http.NoBody))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,7 +98,7 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	direct := newStack(t, stackOptions{noWorker: true})
 	tn := direct.onboard(t, "acme", only)
 	ping := func(s *stack, xff ...string) int {
-		req, _ := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/v2/ping", nil)
+		req, _ := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/v2/ping", http.NoBody)
 		req.Header.Set("x-api-key", tn.keys["production"])
 		for _, line := range xff {
 			req.Header.Add("X-Forwarded-For", line)

@@ -181,7 +181,7 @@ func TestWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range attempts {
-			if string(a.body) != string(attempts[0].body) {
+			if !bytes.Equal(a.body, attempts[0].body) {
 				t.Fatal("retries carried different bodies")
 			}
 		}

@@ -229,7 +229,7 @@ func placeAndCollectCodes(t *testing.T, s *stack, key, ref, product string) []st
 // when empty), discards the response's body and returns the response's status and headers.
 func rawRequest(t *testing.T, method, url, key, requestID string) (int, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
+	req, _ := http.NewRequest(method, url, http.NoBody)
 	if key != "" {
 		req.Header.Set("x-api-key", key)
 	}

@@ -38,7 +38,7 @@ func TestOrderReferenceIsPathEscaped(t *testing.T) {
 
 	// Clients that do not escape send a bare %; the request line carries it verbatim.
 	id := place("100%")
-	req, err := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/", nil)
+	req, err := http.NewRequest(http.MethodGet, s.baseURL["production"]+"/", http.NoBody)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestPanicInAHandlerIsThatRequestsAnswer(t *testing.T) {
 	var logs bytes.Buffer
 	s := panickingServer(t, &logs)
 	s.app.Get("/boom", func(*fiber.Ctx) error { panic("boom") })
-	req := httptest.NewRequest("GET", "/boom", nil)
+	req := httptest.NewRequest("GET", "/boom", http.NoBody)
 	req.Header.Set(HeaderRequestID, "req-1")
 	resp, err := s.app.Test(req)
 	if err != nil {
@@ -47,7 +48,7 @@ func TestPanicInAHandlerIsThatRequestsAnswer(t *testing.T) {
 		!strings.Contains(stack, "recover_test.go") {
 		t.Fatalf("log line %v", line)
 	}
-	next, err := s.app.Test(httptest.NewRequest("GET", "/healthz", nil))
+	next, err := s.app.Test(httptest.NewRequest("GET", "/healthz", http.NoBody))
 	if err != nil {
 		t.Fatal(err)
 	}

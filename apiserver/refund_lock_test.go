@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestRefundLocksTheWalletLast(t *testing.T) {
 		t.Errorf("the balance row was locked while the finishing transaction ran its hooks: %v", lockErr)
 	}
 	after := s.call(t, "sandbox", "GET", "/v2/wallet", tn.keys["sandbox"], nil)
-	if after.raw == nil || string(after.raw) == string(before.raw) {
+	if after.raw == nil || bytes.Equal(after.raw, before.raw) {
 		t.Errorf("no refund reached the wallet: before %s, after %s", before.raw, after.raw)
 	}
 	var refunds int64

@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -303,7 +304,7 @@ func TestWebhookReplay(t *testing.T) {
 	rcv.mu.Lock()
 	for id, bodies := range rcv.bodies {
 		for _, b := range bodies {
-			if string(b) != string(bodies[0]) {
+			if !bytes.Equal(b, bodies[0]) {
 				t.Errorf("event %s was replayed with a different body", id)
 			}
 		}

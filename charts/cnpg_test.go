@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -217,7 +218,7 @@ func TestCloudNativePGInstall(t *testing.T) {
 	if err := c.Get(ctx, secret, &after); err != nil {
 		t.Fatal(err)
 	}
-	if string(after.Data["password"]) != string(before.Data["password"]) {
+	if !bytes.Equal(after.Data["password"], before.Data["password"]) {
 		t.Error("helm upgrade replaced the runtime role's password")
 	}
 	// Upgrades migrate in the pre-upgrade hook; the first install's Job is the release's no more.

@@ -280,7 +280,8 @@ func TestPlatformValuesInstall(t *testing.T) {
 	for _, p := range policies.Items {
 		names = append(names, p.Name)
 	}
-	if slices.Sort(names); !slices.Equal(names, []string{"codeport-operator", "codeport-production", "codeport-sandbox"}) {
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"codeport-operator", "codeport-production", "codeport-sandbox"}) {
 		t.Errorf("NetworkPolicies installed: %v", names)
 	}
 	for _, comp := range components {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -623,7 +624,7 @@ func (r *APIKeyReconciler) refreshSecret(ctx context.Context, k *v1alpha1.ApiKey
 	want := r.secretData(k, string(secret.Data[SecretKeyAPIKey]))
 	changed := secret.Labels[ManagedByLabel] != ManagedByValue
 	for key, v := range want {
-		if string(secret.Data[key]) != string(v) {
+		if !bytes.Equal(secret.Data[key], v) {
 			changed = true
 		}
 	}

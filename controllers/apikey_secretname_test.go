@@ -58,7 +58,7 @@ func TestSecretNameHasOneOwner(t *testing.T) {
 			c := meta.FindStatusCondition(production.Status.Conditions, v1alpha1.ConditionReady)
 			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonSecretConflict &&
 				c.ObservedGeneration == production.Generation &&
-				strings.Contains(c.Message, "ApiKey zz-sandbox"), fmt.Sprint(c)
+				strings.Contains(c.Message, "ApiKey zz-sandbox"), c.String()
 		})
 	}
 

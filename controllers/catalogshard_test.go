@@ -138,7 +138,7 @@ func TestCatalogShards(t *testing.T) {
 			return cond != nil && cond.Reason == v1alpha1.ReasonDuplicateProducts &&
 				strings.Contains(cond.Message, "10000000000002 (in Catalog eu, CatalogShard eu-009)") &&
 				strings.Contains(cond.Message, "20000000000010 (in CatalogShard eu-001, CatalogShard eu-009)") &&
-				strings.Contains(cond.Message, "and 3 more"), fmt.Sprint(cond)
+				strings.Contains(cond.Message, "and 3 more"), cond.String()
 		})
 		waitEvent(t, ns, "Catalog", "eu", "Warning DuplicateProducts: Products listed more than once")
 		if got := getJSON(t, "sandbox", "/catalog/products/50000000000000", sandboxKey)["productCode"]; got != nil {

@@ -263,7 +263,7 @@ func TestSecretConflict(t *testing.T) {
 	poll.Until(t, timeout, "conflict reported", func() (bool, string) {
 		get(t, ns, "clash", k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
+		return c != nil && c.Reason == v1alpha1.ReasonSecretConflict && c.ObservedGeneration == k.Generation, c.String()
 	})
 	var s corev1.Secret
 	get(t, ns, "theirs", &s)
@@ -356,7 +356,7 @@ func TestFailedReconcileIsReported(t *testing.T) {
 		get(t, ns, "acme-production", &k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDatabaseError &&
-			strings.Contains(c.Message, "injected fault") && c.ObservedGeneration == k.Generation, fmt.Sprint(c)
+			strings.Contains(c.Message, "injected fault") && c.ObservedGeneration == k.Generation, c.String()
 	})
 	if k.Status.ObservedGeneration != applied {
 		t.Fatalf("observedGeneration %d advanced past %d although generation %d failed",
@@ -613,7 +613,7 @@ func TestCatalogKeepsLastGoodVersion(t *testing.T) {
 		get(t, ns, "eu", &c)
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
 		return cond != nil && cond.Reason == v1alpha1.ReasonInvalidProducts &&
-			strings.Contains(cond.Message, "10000000000004") && len(c.Status.InvalidProducts) == 1, fmt.Sprint(cond)
+			strings.Contains(cond.Message, "10000000000004") && len(c.Status.InvalidProducts) == 1, cond.String()
 	})
 	waitServed(t, sandboxKey, "10000000000003", true) // the last good catalog stays in service
 }
@@ -681,7 +681,7 @@ func TestWalletTopUpsAndLedgerRefresh(t *testing.T) {
 		get(t, ns, "acme-sandbox", w)
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionTopUpsReconciled)
 		return c != nil && c.Reason == v1alpha1.ReasonTopUpRemoved && c.ObservedGeneration == w.Generation &&
-			w.Status.Balances["EUR"] == "50.50", fmt.Sprint(c)
+			w.Status.Balances["EUR"] == "50.50", c.String()
 	})
 }
 
@@ -733,7 +733,7 @@ func TestPartnerDeletionSuspendsAndRevokes(t *testing.T) {
 		var k v1alpha1.ApiKey
 		get(t, ns, "acme-sandbox", &k)
 		c := meta.FindStatusCondition(k.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Reason == v1alpha1.ReasonPartnerNotFound, fmt.Sprint(c)
+		return c != nil && c.Reason == v1alpha1.ReasonPartnerNotFound, c.String()
 	})
 }
 

@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,7 +37,7 @@ func TestDuplicateWalletIsRefused(t *testing.T) {
 		get(t, ns, "second", second)
 		c := meta.FindStatusCondition(second.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonDuplicateWallet &&
-			c.ObservedGeneration == second.Generation, fmt.Sprint(c)
+			c.ObservedGeneration == second.Generation, c.String()
 	})
 	waitEvent(t, ns, "Wallet", "second", "Warning DuplicateWallet: Wallet first already manages the sandbox wallet")
 	if len(second.Status.Balances) != 0 || second.Status.ObservedGeneration != 0 {

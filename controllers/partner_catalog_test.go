@@ -1,7 +1,6 @@
 package controllers_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -33,7 +32,7 @@ func TestPartnerKeepsItsCatalog(t *testing.T) {
 			get(t, ns, "acme", &p)
 			c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 			if c == nil || c.ObservedGeneration != p.Generation || c.Reason != reason {
-				return false, fmt.Sprint(c)
+				return false, c.String()
 			}
 			for _, part := range parts {
 				if !strings.Contains(c.Message, part) {
@@ -71,6 +70,6 @@ func TestPartnerKeepsItsCatalog(t *testing.T) {
 		get(t, ns, "beta", &beta)
 		c := meta.FindStatusCondition(beta.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonCatalogNotFound &&
-			strings.HasSuffix(c.Message, "; the partner serves no catalog until it is"), fmt.Sprint(c)
+			strings.HasSuffix(c.Message, "; the partner serves no catalog until it is"), c.String()
 	})
 }

@@ -148,6 +148,12 @@ func run(m *testing.M) int {
 	}
 
 	env.apiURL = map[string]string{}
+	var servers []*apiserver.Server
+	defer func() {
+		for _, srv := range servers {
+			_ = srv.Shutdown(context.Background())
+		}
+	}()
 	for _, e := range []string{"sandbox", "production"} {
 		srv := apiserver.New(apiserver.DefaultConfig(e),
 			apiserver.Deps{DB: env.db, Limiter: ratelimit.NewMemory(), Cipher: env.cipher})
@@ -158,7 +164,7 @@ func run(m *testing.M) int {
 		}
 		go func() { _ = srv.Serve(ln) }()
 		go func() { _ = srv.Run(ctx) }()
-		defer func() { _ = srv.Shutdown(context.Background()) }()
+		servers = append(servers, srv)
 		env.apiURL[e] = "http://" + ln.Addr().String() + "/v2"
 	}
 	code := m.Run()
@@ -278,7 +284,7 @@ func get(t *testing.T, ns, name string, obj client.Object) bool {
 // ping calls the partner API with a key and returns the status code.
 func ping(t *testing.T, environment, key string) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+"/ping", nil)
+	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+"/ping", http.NoBody)
 	req.Header.Set("x-api-key", key)
 	resp, err := apiClient(t).Do(req)
 	if err != nil {
@@ -290,7 +296,7 @@ func ping(t *testing.T, environment, key string) int {
 
 func getJSON(t *testing.T, environment, path, key string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+path, nil)
+	req, _ := http.NewRequest(http.MethodGet, env.apiURL[environment]+path, http.NoBody)
 	req.Header.Set("x-api-key", key)
 	resp, err := apiClient(t).Do(req)
 	if err != nil {

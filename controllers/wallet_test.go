@@ -180,7 +180,7 @@ func TestWalletShowsLedgerAfterPartnerDeletion(t *testing.T) {
 	poll.Until(t, timeout, "duplicate refused", func() (bool, string) {
 		get(t, ns, dup.Name, dup)
 		c := meta.FindStatusCondition(dup.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Reason == v1alpha1.ReasonDuplicateWallet, fmt.Sprint(c)
+		return c != nil && c.Reason == v1alpha1.ReasonDuplicateWallet, c.String()
 	})
 
 	// An order of 20.00 EUR, and the Partner deleted at once.

@@ -32,7 +32,7 @@ func waitTopUp(t *testing.T, ns, name, reason string) *v1alpha1.WalletTopUp {
 	poll.Until(t, timeout, "top-up "+name+" "+reason, func() (bool, string) {
 		get(t, ns, name, &top)
 		c := meta.FindStatusCondition(top.Status.Conditions, v1alpha1.ConditionReady)
-		return c != nil && c.Reason == reason && c.ObservedGeneration == top.Generation, fmt.Sprint(c)
+		return c != nil && c.Reason == reason && c.ObservedGeneration == top.Generation, c.String()
 	})
 	return &top
 }
@@ -112,7 +112,7 @@ func TestWalletTopUp(t *testing.T) {
 		get(t, ns, "acme-sandbox", w)
 		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionTopUpsReconciled)
 		return c != nil && c.Reason == v1alpha1.ReasonInvalidTopUp && c.ObservedGeneration == w.Generation &&
-			strings.Contains(c.Message, "wire-2: id already applied by WalletTopUp/wire-2"), fmt.Sprint(c)
+			strings.Contains(c.Message, "wire-2: id already applied by WalletTopUp/wire-2"), c.String()
 	})
 
 	// More decimals than the currency has: never applicable, and said so.
@@ -132,7 +132,7 @@ func TestWalletTopUp(t *testing.T) {
 		get(t, ns, "to-duplicate", &top)
 		c := meta.FindStatusCondition(top.Status.Conditions, v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonWalletNotReady &&
-			strings.Contains(c.Message, v1alpha1.ReasonDuplicateWallet), fmt.Sprint(c)
+			strings.Contains(c.Message, v1alpha1.ReasonDuplicateWallet), c.String()
 	})
 	create(t, walletObj(ns, "acme-production", "production"))
 	waitTopUp(t, ns, "early", v1alpha1.ReasonApplied)
@@ -165,7 +165,7 @@ func TestTopUpBounds(t *testing.T) {
 			for _, e := range entries {
 				ok = ok && strings.Contains(c.Message, e)
 			}
-			return ok, fmt.Sprint(c)
+			return ok, c.String()
 		})
 	}
 	walletRefuses("wallet refuses the entry above the largest top-up",

@@ -22,9 +22,11 @@ type WalletSpec struct {
 
 	// TopUps are credits to the wallet. Each is applied exactly once, by id, as a ledger entry.
 	// The ledger is append-only: removing a top-up from this list does not reverse it.
+	//
 	// Deprecated: create WalletTopUp resources instead, which RBAC can grant apart from the
 	// Wallet's settings; an operator run with --wallet-spec-top-ups=false applies no new entry
 	// of this list.
+	//
 	// +optional
 	// +listType=map
 	// +listMapKey=id

@@ -66,12 +66,16 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 	}
 	defer op.stop()
 	var replicas []*server
+	defer func() {
+		for _, s := range replicas {
+			s.stop()
+		}
+	}()
 	for range 2 {
 		s, err := startServe(binary, c.database.URL, string(tenancy.Production))
 		if err != nil {
 			return nil, err
 		}
-		defer s.stop()
 		replicas = append(replicas, s)
 	}
 	var keys []string

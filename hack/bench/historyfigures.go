@@ -240,7 +240,7 @@ func historyReadFigures(
 func pageURL(ctx context.Context, first, key, accept string, n int) (string, error) {
 	u := first
 	for range n - 1 {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, http.NoBody)
 		if err != nil {
 			return "", err
 		}

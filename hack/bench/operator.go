@@ -20,6 +20,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -516,7 +517,7 @@ func (c *cluster) checkOneKeyEach(ctx context.Context, n int) error {
 			return fmt.Errorf("ApiKey %s: %w", k.Name, err)
 		}
 		digest := sha256.Sum256(secret.Data["apiKey"])
-		if string(digest[:]) != string(s.digest) {
+		if !bytes.Equal(digest[:], s.digest) {
 			return fmt.Errorf("ApiKey %s: the key in its Secret is not the registered one", k.Name)
 		}
 	}

@@ -84,7 +84,7 @@ func (s *server) heapProfile(ctx context.Context, file string) error {
 }
 
 func (s *server) saveProfile(ctx context.Context, profile, file string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/debug/pprof/"+profile, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/debug/pprof/"+profile, http.NoBody)
 	if err != nil {
 		return fmt.Errorf("profile request: %w", err)
 	}
@@ -105,7 +105,7 @@ func (s *server) saveProfile(ctx context.Context, profile, file string) error {
 }
 
 func fetch(url, key string) ([]byte, error) {
-	req, _ := http.NewRequest(http.MethodGet, url, nil) //nolint:noctx // one-off
+	req, _ := http.NewRequest(http.MethodGet, url, http.NoBody) //nolint:noctx // one-off
 	req.Header.Set("x-api-key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -136,7 +136,7 @@ func (c serveCounts) perRequest(earlier serveCounts) (allocations, cpuMicros flo
 }
 
 func (s *server) counts(ctx context.Context) (serveCounts, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.metrics+"/metrics", http.NoBody)
 	if err != nil {
 		return serveCounts{}, fmt.Errorf("metrics request: %w", err)
 	}

@@ -534,7 +534,7 @@ func readOrder(t *testing.T, addr, key, ref string) order {
 
 func get(t *testing.T, addr, key, path, forwardedFor string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+path, http.NoBody)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -478,7 +478,7 @@ func scrape(ctx context.Context, url string) (map[string]float64, error) {
 // scrapeSeries reads a Prometheus text endpoint: each series (its name and labels as written)
 // with its value.
 func scrapeSeries(ctx context.Context, url string) (samplesOf, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 	if err != nil {
 		return samplesOf{}, err
 	}

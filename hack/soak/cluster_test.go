@@ -423,7 +423,7 @@ func (c *cluster) metricSum(ctx context.Context, name string, labels ...string) 
 func httpGet(ctx context.Context, u string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("request %s: %w", u, err)
 	}
@@ -521,7 +521,8 @@ func (m *loadAverage) at(t time.Time) float64 {
 // (with the subresource, as in "PATCH wallets/status").
 func (c *cluster) apiserverRequests(ctx context.Context) map[string]float64 {
 	out := map[string]float64{}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.kubeHost, "/")+"/metrics", nil)
+	u := strings.TrimSuffix(c.kubeHost, "/") + "/metrics"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, http.NoBody)
 	if err != nil {
 		return out
 	}

@@ -337,7 +337,7 @@ func parse(ctx context.Context, prefix string, raw []byte) (routers.Router, erro
 }
 
 func fetch(ctx context.Context, base http.RoundTripper, doc string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, doc, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, doc, http.NoBody)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}

@@ -151,7 +151,7 @@ func TestWrapperReportsViolations(t *testing.T) {
 			var rec recorder
 			contracts := contracttest.New()
 			client := contracts.Wrap(&rec, nil)
-			req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+			req, err := http.NewRequest(tc.method, srv.URL+tc.path, http.NoBody)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,7 +190,7 @@ func TestWebhookSnippetsVerifyCodeportSignatures(t *testing.T) {
 				out, err := cmd.Output()
 				if got := strings.TrimSpace(string(out)); err != nil || got != r.want {
 					t.Errorf("%s request: the snippet said %q (err %v), want %q\n%s", r.name, got, err, r.want,
-						fmt.Sprint(stderr.String()))
+						stderr.String())
 				}
 			}
 		})

@@ -307,7 +307,7 @@ func order(t *testing.T, key, reference string) []string {
 	}
 	var codes []string
 	poll.Until(t, timeout, "order completed", func() (bool, string) {
-		req, _ := http.NewRequest(http.MethodGet, suite.sandboxURL+"/orders/"+reference, nil)
+		req, _ := http.NewRequest(http.MethodGet, suite.sandboxURL+"/orders/"+reference, http.NoBody)
 		req.Header.Set("x-api-key", key)
 		resp, err := api.Do(req)
 		if err != nil {

@@ -1,6 +1,7 @@
 package orders
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,7 +127,8 @@ func (s *Service) recordRetrying(
 		case err == nil:
 			return res, nil
 		case store.IsTransient(err):
-			if conflicts++; conflicts == placementAttempts {
+			conflicts++
+			if conflicts == placementAttempts {
 				return res, err
 			}
 			s.log.WarnContext(ctx, "placement rolled back by the database, retrying",
@@ -262,7 +264,7 @@ func (s *Service) replay(
 		s.log.ErrorContext(ctx, "look up order for idempotency", slog.Any("err", err))
 		return View{}, false, fmt.Errorf("%w: look up %s: %w", ErrNotPlaced, externalOrderCode, err)
 	}
-	if string(o.PayloadHash) != string(hash) {
+	if !bytes.Equal(o.PayloadHash, hash) {
 		return View{}, false, refuse(ExternalOrderCodeReusedOther)
 	}
 	if o.ArchivedAt != nil {

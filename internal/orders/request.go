@@ -480,7 +480,7 @@ func checkSKU(l LineRequest, p *catalog.Product) *Refusal {
 	if !ok || !ok2 || code != p.ProductCode {
 		return refuse(NotValidated)
 	}
-	if country != strings.ToUpper(p.CountryCode) {
+	if !strings.EqualFold(country, p.CountryCode) {
 		return refuseProduct(NotOrderableInCountry, l.ProductCode, 0)
 	}
 	for _, lang := range p.Languages {

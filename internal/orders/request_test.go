@@ -1,6 +1,7 @@
 package orders_test
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -41,12 +42,12 @@ func TestHashIgnoresFormNotMeaning(t *testing.T) {
 			`"orderProducts":[{"productCode":"99000000000001","quantity":1,"price":1000}]}`,
 	}
 	for _, b := range same {
-		if string(decode(b)) != string(base) {
+		if !bytes.Equal(decode(b), base) {
 			t.Errorf("same order hashed differently: %s", b)
 		}
 	}
 	for _, b := range different {
-		if string(decode(b)) == string(base) {
+		if bytes.Equal(decode(b), base) {
 			t.Errorf("different order hashed alike: %s", b)
 		}
 	}
@@ -185,10 +186,13 @@ func TestDecodeCurrency(t *testing.T) {
 		req, err := orders.Decode([]byte(`{"externalOrderCode":"a","currency":"` + tc.currency +
 			`","orderProducts":[{"productCode":"99000000000001","quantity":1}]}`))
 		var refusal *orders.Refusal
+		// Exactly the upper-case code: a comparison ignoring case would pass a decoder that kept
+		// the partner's spelling.
+		want := strings.ToUpper(tc.currency)
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("currency %q refused: %v", tc.currency, err)
-		case tc.ok && req.Currency != strings.ToUpper(tc.currency):
+		case tc.ok && req.Currency != want:
 			t.Errorf("currency %q decoded as %q", tc.currency, req.Currency)
 		case !tc.ok && (!errors.As(err, &refusal) || refusal.Reason != orders.CurrencyNotISO):
 			t.Errorf("currency %q: %v, want %s", tc.currency, err, orders.CurrencyNotISO)

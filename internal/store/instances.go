@@ -89,8 +89,9 @@ func Heartbeat(ctx context.Context, q Querier, in Instance, log *slog.Logger) {
 		case <-ctx.Done():
 			// The process is stopping: its row goes now rather than when it expires.
 			done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, err := q.Exec(done, `DELETE FROM codeport_instances WHERE instance_id = $1`, in.ID); err != nil {
+			_, err := q.Exec(done, `DELETE FROM codeport_instances WHERE instance_id = $1`, in.ID)
+			cancel()
+			if err != nil {
 				log.Warn("remove this process from codeport_instances", slog.Any("error", err))
 			}
 			return

@@ -150,8 +150,7 @@ func (c *checker) object(depth int) error {
 		c.pos++
 		return nil
 	}
-	var keys []string
-	var seen map[string]struct{}
+	var keys objectKeys
 	for {
 		c.space()
 		if c.pos >= len(c.data) || c.data[c.pos] != '"' {
@@ -162,7 +161,7 @@ func (c *checker) object(depth int) error {
 			err.InKey = err.Problem == InvalidText
 			return err
 		}
-		if duplicate(&keys, &seen, key) {
+		if keys.duplicate(key) {
 			e := c.fail(DuplicateKey)
 			e.Key = key
 			return e
@@ -248,27 +247,34 @@ func (c *checker) leave(key bool) {
 	c.path = c.path[:len(c.path)-1]
 }
 
-// duplicate records key among an object's keys and reports whether it was there already.
-func duplicate(keys *[]string, seen *map[string]struct{}, key string) bool {
-	if *seen != nil {
-		if _, ok := (*seen)[key]; ok {
+// objectKeys are the keys of one object seen so far: in a slice while they are few, in a map
+// once there are more than largeObject.
+type objectKeys struct {
+	few  []string
+	many map[string]struct{}
+}
+
+// duplicate records key among the object's keys and reports whether it was there already.
+func (o *objectKeys) duplicate(key string) bool {
+	if o.many != nil {
+		if _, ok := o.many[key]; ok {
 			return true
 		}
-		(*seen)[key] = struct{}{}
+		o.many[key] = struct{}{}
 		return false
 	}
-	for _, k := range *keys {
+	for _, k := range o.few {
 		if k == key {
 			return true
 		}
 	}
-	*keys = append(*keys, key)
-	if len(*keys) > largeObject {
-		*seen = make(map[string]struct{}, 2*len(*keys))
-		for _, k := range *keys {
-			(*seen)[k] = struct{}{}
+	o.few = append(o.few, key)
+	if len(o.few) > largeObject {
+		o.many = make(map[string]struct{}, 2*len(o.few))
+		for _, k := range o.few {
+			o.many[k] = struct{}{}
 		}
-		*keys = nil
+		o.few = nil
 	}
 	return false
 }

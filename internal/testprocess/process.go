@@ -182,7 +182,7 @@ func (p *Process) waitReady(ctx context.Context) error {
 			}
 			return fmt.Errorf("%s exited before it was ready at %s:\n%s", p.Name, p.ReadyURL, p.Log())
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ReadyURL, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.ReadyURL, http.NoBody)
 		if err != nil {
 			return fmt.Errorf("readiness of %s: %w", p.Name, err)
 		}

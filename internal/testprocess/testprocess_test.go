@@ -181,7 +181,7 @@ func TestEnvironReplacesTheTestsEnvironment(t *testing.T) {
 // get returns the status of GET url, 0 when nothing answers.
 func get(t *testing.T, url string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, http.NoBody)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package history_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -236,7 +237,7 @@ func checkPayloadHashes(t *testing.T, db *store.DB) {
 		for i := range products {
 			req.Lines = append(req.Lines, orders.LineRequest{ProductCode: products[i], Quantity: quantities[i]})
 		}
-		if string(req.Hash()) != string(hash) {
+		if !bytes.Equal(req.Hash(), hash) {
 			t.Errorf("order %s: stored payload hash is not its request's", code)
 		}
 		checked++
