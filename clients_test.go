@@ -44,6 +44,8 @@ func TestClientTours(t *testing.T) {
 // asked for with the sandbox header, the catalog, the scenarios, an order placed, replayed and
 // refused with another body, polled until completed with its codes, the order history, the
 // wallet and its statement.
+//
+//nolint:thelper // a subtest's whole body, not a helper: a failure names its own line
 func goClientTour(t *testing.T, baseURL, key, orderCode string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -204,6 +206,8 @@ const typescriptClient = "client/typescript"
 // and runs the tour with node: every step asserts itself, and its last line sums up the order and
 // the wallet, which are checked here again. The tools are installed with npm ci when missing or
 // not those package.json names, as make openapi-lint installs Spectral.
+//
+//nolint:thelper // a subtest's whole body, not a helper: a failure names its own line
 func typescriptClientTour(t *testing.T, baseURL, key, orderCode string) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -17,6 +17,7 @@ var servedDocuments = contracttest.NewDocuments()
 // apiClient is an HTTP client whose every exchange with a path the documents describe is held to
 // the document of the server it went to; violations fail t.
 func apiClient(t testing.TB) *http.Client {
+	t.Helper()
 	return servedDocuments.Contracts().Wrap(t, nil)
 }
 

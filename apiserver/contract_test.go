@@ -19,11 +19,13 @@ const clientTimeout = 30 * time.Second
 // the document of the server it went to; violations fail t. A stack's own client, s.client,
 // fetches each of its servers' documents once for all its requests.
 func client(t testing.TB) *http.Client {
+	t.Helper()
 	return servedDocuments.Contracts().Wrap(t, &http.Client{Timeout: clientTimeout})
 }
 
 // client is an HTTP client of s's servers, checked as the package's client is.
 func (s *stack) client(t testing.TB) *http.Client {
+	t.Helper()
 	return s.contracts.Wrap(t, &http.Client{Timeout: clientTimeout})
 }
 

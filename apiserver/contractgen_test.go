@@ -335,6 +335,7 @@ func (q request) String() string {
 }
 
 func (r *contractRun) run(t *testing.T, cases int) {
+	t.Helper()
 	ops := slices.DeleteFunc(r.operations(), func(op operation) bool {
 		return r.only != "" && op.op.OperationID != r.only
 	})

@@ -49,6 +49,7 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T, failFirst int) *receiver {
+	t.Helper()
 	r := &receiver{failFirst: failFirst, attempts: map[string]int{}}
 	r.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -478,6 +479,7 @@ func (m *mailbox) count() int {
 }
 
 func startMailbox(t *testing.T) (*mailbox, string) {
+	t.Helper()
 	box := &mailbox{}
 	srv := smtp.NewServer(box)
 	srv.Domain = "localhost"

@@ -11,7 +11,10 @@ import (
 )
 
 // setConnectable opens or closes a database to new connections (storetest.SetConnectable).
-func setConnectable(t *testing.T, name string, allow bool) { storetest.SetConnectable(t, name, allow) }
+func setConnectable(t *testing.T, name string, allow bool) {
+	t.Helper()
+	storetest.SetConnectable(t, name, allow)
+}
 
 // TestDatabaseOutage: while the database is unreachable, orders get the spec's 502 (never a 500
 // or a hang), and a server that never reached the database is not ready; when it returns, the

@@ -59,6 +59,7 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 		}
 		return pipelined{method: "POST", path: "/v2/orders", auth: key, body: string(raw), status: 202,
 			check: func(t *testing.T, body map[string]any) {
+				t.Helper()
 				if body["externalOrderCode"] != code {
 					t.Errorf("answer of order %s is for %v", code, body["externalOrderCode"])
 				}
@@ -66,6 +67,7 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 	}
 	field := func(name string, want any) func(*testing.T, map[string]any) {
 		return func(t *testing.T, body map[string]any) {
+			t.Helper()
 			if got := body[name]; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s = %v, want %v", name, got, want)
 			}
@@ -84,6 +86,7 @@ func TestPipelinedRequestsAnswerInOrder(t *testing.T) {
 		{method: "GET", path: "/v1/catalog/product?ean=5901234123457", auth: bearer, status: 200},
 		{method: "GET", path: "/v2/wallet/transactions", auth: key, status: 200,
 			check: func(t *testing.T, body map[string]any) {
+				t.Helper()
 				entries, _ := body["entries"].([]any)
 				var debits []string
 				for _, e := range entries {

@@ -35,6 +35,7 @@ type switchReceiver struct {
 }
 
 func newSwitchReceiver(t *testing.T) *switchReceiver {
+	t.Helper()
 	r := &switchReceiver{bodies: map[string][][]byte{}, ok: map[string]int{}}
 	r.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)

@@ -48,6 +48,7 @@ func TestLeaderElectionRecordsItsEventUnderTheShippedRBAC(t *testing.T) {
 		objs                 func(t *testing.T) []*unstructured.Unstructured
 	}{
 		{"chart", "codeport", func(t *testing.T) []*unstructured.Unstructured {
+			t.Helper()
 			var objs []*unstructured.Unstructured
 			for _, o := range render(t) {
 				objs = append(objs, o)
@@ -55,6 +56,7 @@ func TestLeaderElectionRecordsItsEventUnderTheShippedRBAC(t *testing.T) {
 			return objs
 		}},
 		{"config/default", "codeport-operator", func(t *testing.T) []*unstructured.Unstructured {
+			t.Helper()
 			return kustomize(t, "default")
 		}},
 	} {

@@ -316,6 +316,7 @@ var apiContracts = contracttest.New()
 
 // apiClient is a client of the partner APIs whose contract violations fail t.
 func apiClient(t testing.TB) *http.Client {
+	t.Helper()
 	return apiContracts.Wrap(t, &http.Client{Timeout: 10 * time.Second})
 }
 

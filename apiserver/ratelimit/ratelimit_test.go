@@ -18,6 +18,7 @@ import (
 )
 
 func backends(t *testing.T) map[string]Limiter {
+	t.Helper()
 	return map[string]Limiter{"memory": NewMemory(), "redis": NewRedis(storetest.Redis(t))}
 }
 
@@ -268,6 +269,7 @@ func BenchmarkRedisAllow(b *testing.B) {
 		keys[i] = "bench-" + strconv.Itoa(i)
 	}
 	run := func(b *testing.B, allow func(key string) error) float64 {
+		b.Helper()
 		var next atomic.Int64
 		b.SetParallelism(32)
 		b.ResetTimer()

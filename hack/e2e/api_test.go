@@ -31,6 +31,7 @@ type partnerAPI struct {
 }
 
 func newPartnerAPI(t testing.TB, base string, key *atomic.Pointer[string]) *partnerAPI {
+	t.Helper()
 	// No keep-alive: every request is a new connection through the Service, so that the load
 	// spreads over the replicas and a replaced Pod is noticed at once.
 	tr := &http.Transport{DisableKeepAlives: true}

@@ -91,6 +91,7 @@ func TestMission(t *testing.T) {
 // checkLogs: every line read, also of Pods the test deleted, is JSON and reports no denied
 // verb, and the audit log records no denial.
 func checkLogs(t *testing.T, e env, logs *logWatch) {
+	t.Helper()
 	bad := logs.findings()
 	for i, b := range bad {
 		if i == 20 {
@@ -119,6 +120,8 @@ func checkLogs(t *testing.T, e env, logs *logWatch) {
 }
 
 // upgrade changes a value every API Pod's spec carries, so that each rolls, under order load.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func upgrade(ctx context.Context, t *testing.T, e env, k *kube, m *mission) {
 	l := startLoad(ctx, "upgrade", 4, m.production, m.sandbox)
 	before := podUIDs(ctx, t, k, "api-production")
@@ -473,6 +476,8 @@ func (k *kube) serviceBase(ctx context.Context, t *testing.T, name string) strin
 
 // rotateKey raises the production ApiKey's rotation and checks, on each production API Pod
 // directly, that the new key is accepted and the old one refused.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func rotateKey(ctx context.Context, t *testing.T, k *kube, m *mission) {
 	old := *m.productionKey.Load()
 	fresh, err := k.rotate(ctx, "acme-production", old)
@@ -541,6 +546,8 @@ func (k *kube) leaderPod(ctx context.Context) (string, error) {
 // churn deletes the leader operator Pod and one production API Pod while orders flow through
 // both Services: no order may be lost and no answer may be a 5xx; a new leader takes over and
 // reconciles (a key rotation is issued after it).
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func churn(ctx context.Context, t *testing.T, k *kube, m *mission) {
 	l := startLoad(ctx, "churn", 4, m.production, m.sandbox)
 	leader, err := k.leaderPod(ctx)
@@ -599,6 +606,8 @@ func churn(ctx context.Context, t *testing.T, k *kube, m *mission) {
 // uninstall follows docs/operator.md's order: the partners' namespace deleted while the
 // operator runs (its finalizers revoke the keys, then let go), then helm uninstall, which leaves
 // the CRDs and no Pod, then the release's namespace.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
 	t.Run("partners deleted, helm uninstall, then the namespace deleted", func(t *testing.T) {
 		if err := k.k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: partnersNS}}); err != nil {
@@ -661,6 +670,8 @@ func (k *kube) waitNamespaceGone(ctx context.Context, ns string) error {
 // cleanup leaves the cluster as the test found it, also after a failure: the release, the
 // namespaces (their codeport finalizers dropped when no operator is left to drop them) and
 // the CRDs the release kept.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func cleanup(t *testing.T, e env, k *kube) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

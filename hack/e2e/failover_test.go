@@ -107,6 +107,7 @@ func TestDatabaseFailover(t *testing.T) {
 			stalled, err = k.loseCutOffPrimary(ctx, primary, standbyCutFor)
 			return err
 		}, check: func(t *testing.T) {
+			t.Helper()
 			// The alert's condition, on the real exporter; its `for` is promtool's to test.
 			switch {
 			case stalled > 0:
@@ -400,6 +401,8 @@ func (r failoverResult) String(name string) string {
 
 // loseThePrimary triggers one event under the running load, revokes a key and makes a top-up
 // while the primary is gone, waits for the Cluster to recover, and measures.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *logWatch, m *mission,
 	f *failoverLoad, n int, primary string, ev failoverEvent,
 ) failoverResult {
@@ -565,6 +568,7 @@ func prepareRevocableKey(ctx context.Context, t *testing.T, k *kube, n int) revo
 
 // everyReplica asks each ready production API Pod directly.
 func everyReplica(ctx context.Context, t testing.TB, k *kube, ask func(*partnerAPI) (bool, string)) (bool, string) {
+	t.Helper()
 	pods, err := k.pods(ctx, "api-production")
 	if err != nil {
 		return false, err.Error()
@@ -652,6 +656,8 @@ func lostOrders(ctx context.Context, t *testing.T, k *kube, f *failoverLoad) []s
 
 // auditAcknowledged waits until no order is processing, then checks the money of every order
 // and that each acknowledged one is stored once.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func auditAcknowledged(ctx context.Context, t *testing.T, k *kube, f *failoverLoad) {
 	a := auditDatabase(ctx, t, k)
 	for _, finding := range a.Findings {

@@ -23,6 +23,8 @@ import (
 // an order, the recovery target, another order, then codeport stopped, the Cluster deleted and
 // recovered into a new one at the target, migrated and started. The restored platform serves
 // every order of before the target with the same codes and knows nothing of the order after it.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func pointInTimeRecovery(ctx context.Context, t *testing.T, e env, k *kube, m *mission, store objectStore) {
 	if err := k.backup(ctx, dbCluster, "before-recovery-target"); err != nil {
 		t.Fatal(err)

@@ -66,6 +66,7 @@ done
 	purge: []string{"postgresql*", "redis-server", "redis-tools"},
 	want:  []string{"postgresql", "postgresql-contrib", "postgresql-client", "redis-server"},
 	script: func(t *testing.T) string {
+		t.Helper()
 		addrs, err := testprocess.FreeAddrs(2)
 		if err != nil {
 			t.Fatal(err)

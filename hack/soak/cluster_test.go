@@ -112,6 +112,7 @@ func newCluster(t *testing.T) *cluster {
 // database would spend each other's budget. A claim key taken with SET NX marks the database
 // as this run's; counters a previous run left behind there are removed.
 func claimRedisDB(t *testing.T) (string, error) {
+	t.Helper()
 	base, err := storetest.RedisURL()
 	if err != nil {
 		return "", err

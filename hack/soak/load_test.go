@@ -85,6 +85,7 @@ type worker struct {
 }
 
 func newLoad(t *testing.T, partners []*partner, production []*replica, sandbox *replica, workers int) *load {
+	t.Helper()
 	tr := &http.Transport{MaxIdleConns: 4 * workers, MaxIdleConnsPerHost: 2 * workers, IdleConnTimeout: 30 * time.Second,
 		DisableCompression: true}
 	l := &load{partners: partners, production: production, sandbox: sandbox,

@@ -240,6 +240,7 @@ func summary(
 	t *testing.T, stats map[int]*phaseStats, machine *loadAverage, reasons map[string]int, byStatus map[string]int,
 	extra map[string]string,
 ) {
+	t.Helper()
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	before, churn, after := stats[phaseBefore], stats[phaseChurn], stats[phaseAfter]
@@ -308,6 +309,7 @@ var logPatterns = []string{
 
 // logCounts logs how often each pattern occurs in each process log.
 func logCounts(t *testing.T, c *cluster) {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
 	for _, file := range files {
 		counts := map[string]int{}
@@ -327,6 +329,7 @@ func logCounts(t *testing.T, c *cluster) {
 // logTails prints the last lines of each process log that mention a deadlock, an error or a
 // panic.
 func logTails(t *testing.T, c *cluster) {
+	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
 	for _, file := range files {
 		var tail []string
@@ -363,6 +366,7 @@ func scanLog(file string, each func(string)) {
 
 // logSlowest logs the n slowest answers, with where and when they were served.
 func logSlowest(t *testing.T, results []result, starts map[int]time.Time, n int) {
+	t.Helper()
 	sorted := slices.Clone(results)
 	slices.SortFunc(sorted, func(a, b result) int { return int(b.dur - a.dur) })
 	var lines []string
@@ -377,6 +381,7 @@ func logSlowest(t *testing.T, results []result, starts map[int]time.Time, n int)
 // logTimeline logs each phase's accepted orders/s by window of step, beside the churn's events:
 // a drop under churn shows when, and so after which event, it happened.
 func logTimeline(t *testing.T, results []result, starts map[int]time.Time, step time.Duration) {
+	t.Helper()
 	windows := map[int][]int{}
 	for _, r := range results {
 		start, ok := starts[r.phase]
@@ -401,6 +406,7 @@ func logTimeline(t *testing.T, results []result, starts map[int]time.Time, step 
 // logAPIServerRequests logs what the kube-apiserver was asked during the churn, the most
 // frequent first: the control plane's share of the machine is mostly these.
 func logAPIServerRequests(t *testing.T, before, after map[string]float64, d time.Duration) {
+	t.Helper()
 	type count struct {
 		what string
 		n    float64
@@ -432,6 +438,7 @@ func since(before, after map[string]time.Duration) map[string]time.Duration {
 }
 
 func envDuration(t *testing.T, name string, fallback time.Duration) time.Duration {
+	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		return fallback
@@ -444,6 +451,7 @@ func envDuration(t *testing.T, name string, fallback time.Duration) time.Duratio
 }
 
 func envInt(t *testing.T, name string, fallback int) int {
+	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		return fallback

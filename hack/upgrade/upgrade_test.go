@@ -535,6 +535,7 @@ type sent struct {
 }
 
 func newLoad(t *testing.T, replicas []*replica, partners []*partner) *load {
+	t.Helper()
 	l := &load{replicas: replicas, began: time.Now(), contracts: contracttest.New()}
 	l.client = l.contracts.Wrap(t,
 		&http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}})

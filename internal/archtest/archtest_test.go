@@ -63,11 +63,11 @@ func TestImportGraph(t *testing.T) {
 		if name == "" {
 			name = "untagged"
 		}
-		t.Run("frameworks stay at the edges/"+name, func(t *testing.T) { frameworksStayAtTheEdges(t, g) })
-		t.Run("gorm only writes configuration/"+name, func(t *testing.T) { gormOnlyWritesConfiguration(t, g) })
-		t.Run("binary links no other SQL driver/"+name, func(t *testing.T) { binaryLinksNoOtherSQLDriver(t, g) })
-		t.Run("sql stays in store/"+name, func(t *testing.T) { sqlStaysInStore(t, g) })
-		t.Run("handlers hold services/"+name, func(t *testing.T) { handlersHoldServices(t, g) })
+		t.Run("frameworks stay at the edges/"+name, g.frameworksStayAtTheEdges)
+		t.Run("gorm only writes configuration/"+name, g.gormOnlyWritesConfiguration)
+		t.Run("binary links no other SQL driver/"+name, g.binaryLinksNoOtherSQLDriver)
+		t.Run("sql stays in store/"+name, g.sqlStaysInStore)
+		t.Run("handlers hold services/"+name, g.handlersHoldServices)
 	}
 }
 
@@ -95,7 +95,7 @@ func reach(root string, imports map[string][]string, forbidden []string) []strin
 	return nil
 }
 
-func frameworksStayAtTheEdges(t *testing.T, g importGraph) {
+func (g importGraph) frameworksStayAtTheEdges(t *testing.T) {
 	tags, imports := g.tags, g.imports
 	checked := 0
 	for _, root := range g.checked {
@@ -129,7 +129,7 @@ const configWrites = module + "/internal/provisioning"
 // gormOnlyWritesConfiguration: no package of the checked tree reaches gorm.io but
 // provisioning and what it alone imports; controllers and every other package that calls
 // provisioning reach it only through it, and nothing else imports configdb.
-func gormOnlyWritesConfiguration(t *testing.T, g importGraph) {
+func (g importGraph) gormOnlyWritesConfiguration(t *testing.T) {
 	tags, imports := g.tags, g.imports
 	if reach(configWrites, imports, []string{"gorm.io"}) == nil {
 		t.Fatalf("tags %q: %s does not reach gorm.io: is the check still looking at the graph?", tags, configWrites)
@@ -169,7 +169,7 @@ var pqOnlyVia = []string{
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql",
 }
 
-func binaryLinksNoOtherSQLDriver(t *testing.T, g importGraph) {
+func (g importGraph) binaryLinksNoOtherSQLDriver(t *testing.T) {
 	tags, imports := g.tags, g.imports
 	if n := len(reachable(module, imports)); n < 100 {
 		t.Fatalf("tags %q: only %d packages in the binary: is the check still looking at the graph?", tags, n)
@@ -222,7 +222,7 @@ const sqlRoom = module + "/internal/store"
 
 // sqlStaysInStore: no checked package outside store imports a package that runs statements;
 // the controllers, which must not even classify the driver's errors themselves, least of all.
-func sqlStaysInStore(t *testing.T, g importGraph) {
+func (g importGraph) sqlStaysInStore(t *testing.T) {
 	if !slices.ContainsFunc(g.imports[sqlRoom], func(p string) bool { return slices.Contains(sqlDrivers, p) }) {
 		t.Fatalf("tags %q: %s imports none of %v: is the check still looking at the graph?", g.tags, sqlRoom, sqlDrivers)
 	}
@@ -246,7 +246,7 @@ func sqlStaysInStore(t *testing.T, g importGraph) {
 // handlersHoldServices: the HTTP layer's packages (handlers, principal, apierror, ratelimit,
 // openapi) call the domain's services and never import store; apiserver's own package is the data
 // plane's wiring and hands the one *store.DB to the services it builds.
-func handlersHoldServices(t *testing.T, g importGraph) {
+func (g importGraph) handlersHoldServices(t *testing.T) {
 	checked := 0
 	for _, p := range g.checked {
 		if !strings.HasPrefix(p, module+"/apiserver/") {

@@ -93,9 +93,9 @@ func TestManifestsAdmittedAsByTheAPIServer(t *testing.T) {
 			t.Fatalf("create namespace %s: %v", ns, err)
 		}
 	}
-	t.Run("refusals", func(t *testing.T) { testRefusals(t, c) })
-	t.Run("samples", func(t *testing.T) { testSamplesStoredAsByTheServer(t, c) })
-	t.Run("updates", func(t *testing.T) { testUpdatesAcrossLoads(t, c) })
+	t.Run("refusals", c.testRefusals)
+	t.Run("samples", c.testSamplesStoredAsByTheServer)
+	t.Run("updates", c.testUpdatesAcrossLoads)
 }
 
 const partnerHeader = `apiVersion: codeport.dev/v1alpha1
@@ -216,7 +216,7 @@ metadata: {name: webhook, namespace: partners}
 // LoadManifests' error with the server's answer to the same object: the same status, and as
 // text kubectl's rendering of it after the file and document. Where kubectl is installed, its
 // own output for the document is compared too.
-func testRefusals(t *testing.T, c *cluster) {
+func (c *cluster) testRefusals(t *testing.T) {
 	kubectl, kubectlErr := exec.LookPath("kubectl")
 	if kubectlErr != nil {
 		t.Log("kubectl is not installed: the server's answers are compared, not kubectl's output")
@@ -343,7 +343,7 @@ func assertKubectlSays(t *testing.T, kubectl string, c *cluster, doc string, ref
 
 // testSamplesStoredAsByTheServer loads config/samples, then creates every sample through the API
 // server: LoadManifests refuses none, and holds each as the server stores it, defaults included.
-func testSamplesStoredAsByTheServer(t *testing.T, c *cluster) {
+func (c *cluster) testSamplesStoredAsByTheServer(t *testing.T) {
 	ctx := context.Background()
 	m, err := LoadManifests(ctx, filepath.Join("..", "..", "config", "samples"), "")
 	if err != nil {
@@ -485,7 +485,7 @@ spec: {displayName: ` + displayName + `, contactEmail: ops@acme.example}
 // server and to LoadManifests with one state directory across two loads: the change is refused
 // with the server's answer, located in the file, or admitted and stored as the server stores it.
 // A third load without the object and a fourth with the change again are a delete and a create.
-func testUpdatesAcrossLoads(t *testing.T, c *cluster) {
+func (c *cluster) testUpdatesAcrossLoads(t *testing.T) {
 	ctx := context.Background()
 	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "updates"}}); err != nil {
 		t.Fatal(err)

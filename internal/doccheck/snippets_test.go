@@ -62,6 +62,7 @@ type snippet struct {
 var snippets = []snippet{
 	{lang: "go", tool: "go", prepare: prepareGo},
 	{lang: "python", tool: "python3", prepare: func(t *testing.T, _ context.Context, tool, dir, code string) []string {
+		t.Helper()
 		return []string{tool, write(t, dir, "verify.py", code+`
 
 import os, sys
@@ -70,6 +71,7 @@ print("accepted" if verify_webhook(os.environ["WEBHOOK_SECRET"], headers, sys.st
 `)}
 	}},
 	{lang: "javascript", tool: "node", prepare: func(t *testing.T, _ context.Context, tool, dir, code string) []string {
+		t.Helper()
 		return []string{tool, write(t, dir, "verify.js", code+`
 const headers = {};
 for (const name of ["webhook-id", "webhook-timestamp", "webhook-signature"]) {

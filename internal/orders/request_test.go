@@ -13,6 +13,7 @@ import (
 )
 
 func sandboxSnapshot(t testing.TB) *catalog.Snapshot {
+	t.Helper()
 	snap, err := catalog.NewSnapshot(catalog.TestProducts(), "2026-11-22")
 	if err != nil {
 		t.Fatal(err)

@@ -315,6 +315,7 @@ func TestContractAfterArchival(t *testing.T) {
 func (f *fixture) checkOnlineAfterArchival(t *testing.T, acct *auth.Account, recent uuid.UUID,
 	balanceBefore []store.StatementEntry, spentBefore int64,
 ) {
+	t.Helper()
 	ctx := context.Background()
 	t.Run("history lists only the orders online", func(t *testing.T) {
 		list, err := store.HistoryOrders(ctx, f.db.Pool, store.OrderFilter{AccountID: acct.ID})

@@ -153,6 +153,7 @@ func TestUpsertCatalogWritesWhatChanged(t *testing.T) {
 			p[mid] = productRow(mid, 1234)
 			return p
 		}, [3]int64{0, 1, 0}, func(t *testing.T, c store.CatalogChange) {
+			t.Helper()
 			if len(c.Updated) != 1 || *c.Updated[0].Old.Price != 1000 || *c.Updated[0].New.Price != 1234 ||
 				c.Updated[0].Old.ProductCode != base[mid].ProductCode {
 				t.Fatalf("updated: %+v", c.Updated)
@@ -161,6 +162,7 @@ func TestUpsertCatalogWritesWhatChanged(t *testing.T) {
 		{"insert in the middle", func(p []store.CatalogProduct) []store.CatalogProduct {
 			return slices.Insert(p, mid, productRow(largeCatalog, 500))
 		}, [3]int64{1, 0, 0}, func(t *testing.T, c store.CatalogChange) {
+			t.Helper()
 			if len(c.Added) != 1 || c.Added[0].ProductCode != productRow(largeCatalog, 0).ProductCode {
 				t.Fatalf("added: %+v", c.Added)
 			}
@@ -171,6 +173,7 @@ func TestUpsertCatalogWritesWhatChanged(t *testing.T) {
 		{"delete one", func(p []store.CatalogProduct) []store.CatalogProduct {
 			return slices.Delete(p, mid, mid+1)
 		}, [3]int64{0, 0, 1}, func(t *testing.T, c store.CatalogChange) {
+			t.Helper()
 			if len(c.Removed) != 1 || c.Removed[0].ProductCode != base[mid].ProductCode || c.Removed[0].Name == "" {
 				t.Fatalf("removed: %+v", c.Removed)
 			}
@@ -179,6 +182,7 @@ func TestUpsertCatalogWritesWhatChanged(t *testing.T) {
 			last := p[len(p)-1]
 			return slices.Insert(p[:len(p)-1], 0, last)
 		}, [3]int64{0, 1, 0}, func(t *testing.T, c store.CatalogChange) {
+			t.Helper()
 			if c.Moved != 1 || len(c.Updated) != 0 {
 				t.Fatalf("moved %d, updated %d", c.Moved, len(c.Updated))
 			}
