@@ -158,7 +158,7 @@ func screenshotOnFailure(t *testing.T, ctx context.Context) {
 		if !t.Failed() {
 			return
 		}
-		dir, err := os.MkdirTemp("", "codeport-docs-")
+		dir, err := os.MkdirTemp("", "codeport-docs-") //nolint:usetesting // it outlives the failed test
 		if err != nil {
 			t.Logf("no screenshot of the failure: %v", err)
 			return

@@ -66,7 +66,7 @@ type cluster struct {
 // directory of logs is kept, and named, when the test failed or SOAK_KEEP is set.
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "codeport-soak-")
+	dir, err := os.MkdirTemp("", "codeport-soak-") //nolint:usetesting // kept when the test fails
 	if err != nil {
 		t.Fatalf("log directory: %v", err)
 	}

@@ -29,7 +29,9 @@ func StartPrivateServer(t testing.TB, settings ...string) *PrivateServer {
 	if err != nil {
 		t.Fatalf("pg_config: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "codeport-pg-")
+	// Not t.TempDir(): its parent is private to the user running the test, and the server, run as
+	// user postgres when that is root, must reach its data directory.
+	dir, err := os.MkdirTemp("", "codeport-pg-") //nolint:usetesting // see above
 	if err != nil {
 		t.Fatal(err)
 	}
