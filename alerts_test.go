@@ -67,7 +67,7 @@ func ruleMetricNames(t *testing.T) []string {
 // exported scrapes a /metrics endpoint and returns the names of the series it serves (a
 // histogram's _bucket, _sum and _count).
 func exported(url string) (map[string]bool, error) {
-	resp, err := http.Get(url) //nolint:noctx //contract:unchecked /metrics, which no document describes
+	resp, err := http.Get(url) //contract:unchecked /metrics, which no document describes
 	if err != nil {
 		return nil, err
 	}

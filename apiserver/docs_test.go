@@ -27,7 +27,7 @@ type answer struct {
 // fetch sends a GET with the given headers.
 func fetch(t *testing.T, url string, header map[string]string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, http.NoBody) //nolint:noctx // test request
+	req, err := http.NewRequest(http.MethodGet, url, http.NoBody)
 	if err != nil {
 		t.Fatal(err)
 	}

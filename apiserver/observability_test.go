@@ -25,7 +25,7 @@ import (
 // scrape returns every sample of the /metrics endpoint as "name{labels}" -> value.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	resp, err := client(t).Get(url) //nolint:noctx // test scrape
+	resp, err := client(t).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

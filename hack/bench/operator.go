@@ -596,7 +596,7 @@ func (o *operator) memory() (hwm, rss float64, err error) {
 
 // scrape returns the process's metrics as "name{labels}" → value.
 func (o *operator) scrape() (map[string]float64, error) {
-	resp, err := http.Get(o.metrics) //nolint:noctx // local scrape
+	resp, err := http.Get(o.metrics)
 	if err != nil {
 		return nil, err
 	}

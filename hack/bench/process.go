@@ -105,7 +105,7 @@ func (s *server) saveProfile(ctx context.Context, profile, file string) error {
 }
 
 func fetch(url, key string) ([]byte, error) {
-	req, _ := http.NewRequest(http.MethodGet, url, http.NoBody) //nolint:noctx // one-off
+	req, _ := http.NewRequest(http.MethodGet, url, http.NoBody)
 	req.Header.Set("x-api-key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
