@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testfixture"
 )
@@ -94,13 +95,13 @@ func catalogScaleFigures(ctx context.Context, cfg config, binary string) ([]row,
 		return nil, err
 	}
 	applied := time.Since(started)
-	if err := waitFor(ctx, 10*time.Minute, "catalog Ready with every product", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 10*time.Minute, "catalog Ready with every product", func() (bool, string) {
 		return c.catalogReady(ctx, n, len(shards))
 	}); err != nil {
 		return nil, err
 	}
 	ready := time.Since(started)
-	if err := waitFor(ctx, 5*time.Minute, "every product served", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 5*time.Minute, "every product served", func() (bool, string) {
 		return allServe(replicas, key, "/catalog/products?take=1", func(body map[string]any) bool {
 			return body["count"] == float64(n)
 		})
@@ -193,7 +194,7 @@ func (c *cluster) createBigCatalogTenant(ctx context.Context) error {
 // waitKey waits for the operator to write the key Secret and returns its key.
 func (c *cluster) waitKey(ctx context.Context, secret string) (string, error) {
 	var key string
-	err := waitFor(ctx, 2*time.Minute, "key Secret "+secret, func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 2*time.Minute, "key Secret "+secret, func() (bool, string) {
 		var s corev1.Secret
 		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: secret}, &s); err != nil {
 			return false, err.Error()
@@ -378,7 +379,7 @@ func (c *cluster) onePriceChange(
 		return change, err
 	}
 	change.applied = time.Since(started)
-	err = waitFor(ctx, time.Minute, "new price on every replica", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, time.Minute, "new price on every replica", func() (bool, string) {
 		return allServe(replicas, key, "/catalog/products/"+p.ProductCode, func(body map[string]any) bool {
 			return body["price"] == float64(price)
 		})

@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -175,7 +176,7 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 		return nil, err
 	}
 	defer a.stop()
-	if err := waitFor(ctx, time.Minute, "replica-a leads", a.leads); err != nil {
+	if err := poll.Wait(ctx, pollPause, time.Minute, "replica-a leads", a.leads); err != nil {
 		return nil, err
 	}
 	b, err := c.startOperator(binary, "replica-b", "--leader-elect", "--leader-election-namespace", leaseNamespace)
@@ -183,7 +184,7 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 		return nil, err
 	}
 	defer b.stop()
-	if err := waitFor(ctx, 30*time.Second, "replica-b up", b.up); err != nil {
+	if err := poll.Wait(ctx, pollPause, 30*time.Second, "replica-b up", b.up); err != nil {
 		return nil, err
 	}
 
@@ -224,7 +225,7 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 	if killErr != nil {
 		return nil, fmt.Errorf("kill the leader: %w", killErr)
 	}
-	if err := waitFor(ctx, 2*time.Minute, "replica-b takes over", b.leads); err != nil {
+	if err := poll.Wait(ctx, pollPause, 2*time.Minute, "replica-b takes over", b.leads); err != nil {
 		return nil, err
 	}
 	takeover := time.Since(killedAt)
@@ -642,7 +643,7 @@ func (o *operator) waitFullPass(ctx context.Context, n int) (time.Duration, erro
 	const limit = 15 * time.Minute
 	want := map[string]float64{"catalog": 1, "partner": float64(n), "apikey": float64(2 * n), "wallet": float64(n)}
 	var detail string
-	err := waitFor(ctx, limit, "every object reconciled once", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, limit, "every object reconciled once", func() (bool, string) {
 		if !o.running() {
 			return false, "exited"
 		}
@@ -675,20 +676,6 @@ func (o *operator) waitFullPass(ctx context.Context, n int) (time.Duration, erro
 	return time.Since(o.started), nil
 }
 
-// waitFor polls cond every 100 ms until it holds or limit passes.
-func waitFor(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		ok, detail := cond()
-		if ok {
-			return nil
-		}
-		last = detail
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: not within %s (last: %s)", what, limit, last)
-}
+// pollPause is the pause between two looks of poll.Wait: the waits the figures time last
+// seconds, which a look every 100 ms resolves.
+const pollPause = 100 * time.Millisecond

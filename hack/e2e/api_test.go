@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/contracttest"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // servedDocuments are the OpenAPI documents the releases' APIs served, parsed once for all of
@@ -150,7 +151,7 @@ func (a *partnerAPI) placeOrder(ctx context.Context, code, product string, price
 // waitCompleted polls the order until it is completed; failed or a 5xx ends the wait.
 func (a *partnerAPI) waitCompleted(ctx context.Context, ref string) error {
 	last := ""
-	return eventually(ctx, 3*time.Minute, "order "+ref+" completed", func() (bool, string) {
+	return poll.Wait(ctx, pollPause, 3*time.Minute, "order "+ref+" completed", func() (bool, string) {
 		ans, err := a.do(ctx, *a.key.Load(), http.MethodGet, "/v2/orders/"+ref, nil)
 		if err != nil {
 			return false, err.Error()

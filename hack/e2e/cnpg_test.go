@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeport/codeport/internal/poll"
+
 	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +65,7 @@ func installCNPG(ctx context.Context, t *testing.T, e env, k *kube) {
 	if _, err := run(ctx, e, e.kubectl, "apply", "--server-side", "-f", e.cnpg.manifest); err != nil {
 		t.Fatal(err)
 	}
-	err := eventually(ctx, 5*time.Minute, "CloudNativePG's operator available", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 5*time.Minute, "CloudNativePG's operator available", func() (bool, string) {
 		var d appsv1.Deployment
 		if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: cnpgNamespace, Name: cnpgDeployment}, &d); err != nil {
 			return false, err.Error()
@@ -78,7 +80,7 @@ func installCNPG(ctx context.Context, t *testing.T, e env, k *kube) {
 		"spec":     map[string]any{"instances": int64(1), "storage": map[string]any{"size": "1Gi"}},
 	}}
 	probe.SetGroupVersionKind(cnpgClusterGVK)
-	err = eventually(ctx, 3*time.Minute, "CloudNativePG's webhook admitting a Cluster", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 3*time.Minute, "CloudNativePG's webhook admitting a Cluster", func() (bool, string) {
 		err := k.k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -182,7 +184,7 @@ func (k *kube) waitHealthy(
 	ctx context.Context, name string, instances int64, notPrimary string, limit time.Duration,
 ) (string, error) {
 	var s clusterState
-	err := eventually(ctx, limit, "Cluster "+name+" healthy", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, limit, "Cluster "+name+" healthy", func() (bool, string) {
 		var err error
 		if s, err = k.clusterState(ctx, name); err != nil {
 			return false, err.Error()
@@ -200,7 +202,7 @@ func (k *kube) waitHealthy(
 // times), which is how the instance manager may answer a crash, promoting no one.
 func (k *kube) waitRecovered(ctx context.Context, primary string, restarts int32, limit time.Duration) (string, error) {
 	var s clusterState
-	err := eventually(ctx, limit, "Cluster "+dbCluster+" recovered", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, limit, "Cluster "+dbCluster+" recovered", func() (bool, string) {
 		var err error
 		if s, err = k.clusterState(ctx, dbCluster); err != nil {
 			return false, err.Error()
@@ -380,7 +382,7 @@ func (k *kube) backup(ctx context.Context, cluster, name string) error {
 	if err := k.k8s.Create(ctx, b); err != nil {
 		return fmt.Errorf("create Backup %s: %w", name, err)
 	}
-	return eventually(ctx, 5*time.Minute, "Backup "+name+" completed", func() (bool, string) {
+	return poll.Wait(ctx, pollPause, 5*time.Minute, "Backup "+name+" completed", func() (bool, string) {
 		if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, err.Error()
 		}
@@ -436,7 +438,7 @@ func checkAlertMetrics(ctx context.Context, t *testing.T, k *kube, root, primary
 	// The exporter runs its queries on a schedule of its own: the first scrapes of a new primary
 	// may lack their series.
 	var series map[string]float64
-	err = eventually(ctx, 3*time.Minute, "the series the alerts read", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 3*time.Minute, "the series the alerts read", func() (bool, string) {
 		var err error
 		if series, err = scrape(ctx, fmt.Sprintf("http://%s:9187/metrics", p.Status.PodIP)); err != nil {
 			return false, err.Error()
@@ -610,7 +612,7 @@ func (k *kube) loseCutOffPrimary(ctx context.Context, primary string, cutFor tim
 	if kerr := syscall.Kill(pid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
 		err = errors.Join(err, fmt.Errorf("kill postgres %d of %s: %w", pid, primary, kerr))
 	}
-	gone := eventually(ctx, time.Minute, "the cut-off primary's postgres gone", func() (bool, string) {
+	gone := poll.Wait(ctx, pollPause, time.Minute, "the cut-off primary's postgres gone", func() (bool, string) {
 		_, statErr := os.Stat(fmt.Sprintf("/proc/%d", pid))
 		return os.IsNotExist(statErr), fmt.Sprintf("pid %d", pid)
 	})

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 // productionProduct is the sample catalog's product the production orders buy; the test imports
@@ -167,7 +168,7 @@ func install(ctx context.Context, t *testing.T, e env, k *kube) {
 	}
 	t.Logf("helm install --wait took %s", time.Since(start).Round(100*time.Millisecond))
 	// The pre-install hook Job ran to completion (Helm deletes it once it succeeded; its events stay).
-	err := eventually(ctx, time.Minute, "the migration Job's Completed event", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, time.Minute, "the migration Job's Completed event", func() (bool, string) {
 		var evs corev1.EventList
 		if err := k.k8s.List(ctx, &evs, client.InNamespace(namespace)); err != nil {
 			return false, err.Error()
@@ -365,7 +366,7 @@ func onboard(ctx context.Context, t *testing.T, e env, k *kube, db appSecret) *m
 		want string
 		dst  *target
 	}{{prod, productionProduct, &m.production}, {sand, "", &m.sandbox}} {
-		err := eventually(ctx, 3*time.Minute, "the catalog through "+c.api.base, func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 3*time.Minute, "the catalog through "+c.api.base, func() (bool, string) {
 			code, price, err := c.api.firstProduct(ctx, c.want)
 			if err != nil {
 				return false, err.Error()
@@ -421,7 +422,7 @@ func importStock(ctx context.Context, t *testing.T, e env, k *kube, db appSecret
 	if err := k.k8s.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	err := eventually(ctx, 5*time.Minute, "the stock import Job", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 5*time.Minute, "the stock import Job", func() (bool, string) {
 		if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err.Error()
 		}
@@ -438,7 +439,7 @@ func importStock(ctx context.Context, t *testing.T, e env, k *kube, db appSecret
 // waitKey waits until the Secret holds a key other than notEqual.
 func (k *kube) waitKey(ctx context.Context, secret, notEqual string) (string, error) {
 	key := ""
-	err := eventually(ctx, 3*time.Minute, "a key in Secret "+secret, func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 3*time.Minute, "a key in Secret "+secret, func() (bool, string) {
 		var s corev1.Secret
 		if err := k.k8s.Get(ctx, client.ObjectKey{Namespace: partnersNS, Name: secret}, &s); err != nil {
 			return false, err.Error()
@@ -493,7 +494,7 @@ func rotateKey(ctx context.Context, t *testing.T, k *kube, m *mission) {
 	for _, p := range pods {
 		api := newPartnerAPI(t, fmt.Sprintf("http://%s:8080", p.Status.PodIP), &m.productionKey)
 		var tookNew, tookOld time.Duration
-		err := eventually(ctx, time.Minute, p.Name+": new key accepted, old key refused", func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, time.Minute, p.Name+": new key accepted, old key refused", func() (bool, string) {
 			okNew, errNew := api.do(ctx, fresh, http.MethodGet, "/v2/ping", nil)
 			okOld, errOld := api.do(ctx, old, http.MethodGet, "/v2/ping", nil)
 			if err := errors.Join(errNew, errOld); err != nil {
@@ -559,7 +560,7 @@ func churn(ctx context.Context, t *testing.T, k *kube, m *mission) {
 		t.Fatalf("production API pods: %v", err)
 	}
 	// Let the load reach both replicas first.
-	if err := eventually(ctx, 2*time.Minute, "orders before the deletions", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 2*time.Minute, "orders before the deletions", func() (bool, string) {
 		return l.placed.Load() >= 20, fmt.Sprintf("%d placed", l.placed.Load())
 	}); err != nil {
 		t.Error(err)
@@ -571,7 +572,7 @@ func churn(ctx context.Context, t *testing.T, k *kube, m *mission) {
 		}
 	}
 	deleted := time.Now()
-	err = eventually(ctx, 3*time.Minute, "a new leader", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 3*time.Minute, "a new leader", func() (bool, string) {
 		now, err := k.leaderPod(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -626,7 +627,7 @@ func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
 				t.Errorf("CRD %s after uninstall: %v", name, err)
 			}
 		}
-		err := eventually(ctx, 3*time.Minute, "no Pod of the release", func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 3*time.Minute, "no Pod of the release", func() (bool, string) {
 			var pods corev1.PodList
 			err := k.k8s.List(ctx, &pods, client.InNamespace(namespace),
 				client.MatchingLabels{"app.kubernetes.io/instance": release})
@@ -649,7 +650,7 @@ func uninstall(ctx context.Context, t *testing.T, e env, k *kube) {
 
 // waitNamespaceGone waits until a deleted namespace is gone, and says what holds it otherwise.
 func (k *kube) waitNamespaceGone(ctx context.Context, ns string) error {
-	return eventually(ctx, 3*time.Minute, "namespace "+ns+" deleted", func() (bool, string) {
+	return poll.Wait(ctx, pollPause, 3*time.Minute, "namespace "+ns+" deleted", func() (bool, string) {
 		var n corev1.Namespace
 		err := k.k8s.Get(ctx, client.ObjectKey{Name: ns}, &n)
 		if apierrors.IsNotFound(err) {

@@ -27,6 +27,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 )
 
 const (
@@ -177,25 +178,9 @@ func run(ctx context.Context, e env, name string, args ...string) (string, error
 	return out.String(), nil
 }
 
-// eventually polls cond every 250 ms until it holds or limit passes; the last reason it gave is
-// the error. The limits are generous: the machine is shared and slow at times.
-func eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return nil
-		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not after %s: %s", what, limit, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
+// pollPause is the pause between two looks of poll.Wait: most look through the cluster's API
+// server, on a machine that is shared and slow at times.
+const pollPause = 250 * time.Millisecond
 
 // createNamespace creates a namespace that enforces the restricted Pod Security profile, as a
 // platform team's namespaces do; one left by an earlier run is deleted first.
@@ -259,7 +244,7 @@ func podReady(p *corev1.Pod) bool {
 // readyPods waits until a component has exactly n Ready Pods and no other, and returns them.
 func (k *kube) readyPods(ctx context.Context, component string, n int) ([]corev1.Pod, error) {
 	var ready []corev1.Pod
-	err := eventually(ctx, 5*time.Minute, fmt.Sprintf("%d ready %s pods", n, component), func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 5*time.Minute, fmt.Sprintf("%d ready %s pods", n, component), func() (bool, string) {
 		pods, err := k.pods(ctx, component)
 		if err != nil {
 			return false, err.Error()

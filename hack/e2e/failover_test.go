@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
 
@@ -410,7 +411,7 @@ func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *log
 	restarts := restartCounts(ctx, t, k)
 	doomed := prepareRevocableKey(ctx, t, k, n)
 	before := f.placed.Load()
-	if err := eventually(ctx, 2*time.Minute, "orders flowing before the event", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 2*time.Minute, "orders flowing before the event", func() (bool, string) {
 		return f.placed.Load() >= before+20, fmt.Sprintf("%d placed", f.placed.Load()-before)
 	}); err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func loseThePrimary(ctx context.Context, t *testing.T, e env, k *kube, logs *log
 	})
 	// Orders flow again before the window is closed, so that it holds every refusal.
 	after := f.placed.Load()
-	if err := eventually(ctx, 2*time.Minute, "orders accepted after the event", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 2*time.Minute, "orders accepted after the event", func() (bool, string) {
 		return f.placed.Load() >= after+20, fmt.Sprintf("%d placed", f.placed.Load()-after)
 	}); err != nil {
 		t.Error(err)
@@ -554,7 +555,7 @@ func prepareRevocableKey(ctx context.Context, t *testing.T, k *kube, n int) revo
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = eventually(ctx, 2*time.Minute, "key "+name+" accepted on every API replica", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 2*time.Minute, "key "+name+" accepted on every API replica", func() (bool, string) {
 		return everyReplica(ctx, t, k, func(api *partnerAPI) (bool, string) {
 			ans, err := api.do(ctx, key, http.MethodGet, "/v2/ping", nil)
 			return err == nil && ans.status == http.StatusOK, fmt.Sprintf("%d %v", ans.status, err)
@@ -590,7 +591,7 @@ func everyReplica(ctx context.Context, t testing.TB, k *kube, ask func(*partnerA
 // test.
 func measure(ctx context.Context, t *testing.T, at time.Time, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	if err := eventually(ctx, 5*time.Minute, what, cond); err != nil {
+	if err := poll.Wait(ctx, pollPause, 5*time.Minute, what, cond); err != nil {
 		t.Error(err)
 		return 0
 	}
@@ -629,7 +630,7 @@ func lostOrders(ctx context.Context, t *testing.T, k *kube, f *failoverLoad) []s
 	t.Helper()
 	acked := f.ackedCodes()
 	var stored map[string]storetest.AuditedOrder
-	err := eventually(ctx, 2*time.Minute, "the orders in the database", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 2*time.Minute, "the orders in the database", func() (bool, string) {
 		db, err := k.appDB(ctx, dbCluster)
 		if err != nil {
 			return false, err.Error()

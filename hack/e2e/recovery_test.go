@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 )
 
@@ -50,7 +51,7 @@ func pointInTimeRecovery(ctx context.Context, t *testing.T, e env, k *kube, m *m
 		t.Fatal(err)
 	}
 	// kubectl get pvc -l cnpg.io/cluster=codeport-db, until it lists none.
-	if err := eventually(ctx, 5*time.Minute, "the old Cluster's claims gone", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 5*time.Minute, "the old Cluster's claims gone", func() (bool, string) {
 		out, err := run(ctx, e, e.kubectl, "-n", namespace, "get", "pvc", "-l", "cnpg.io/cluster="+dbCluster,
 			"-o", "name")
 		return err == nil && strings.TrimSpace(out) == "", strings.TrimSpace(out)
@@ -100,7 +101,7 @@ func pointInTimeRecovery(ctx context.Context, t *testing.T, e env, k *kube, m *m
 	if len(restored) != len(before.Orders)+1 {
 		t.Errorf("%d orders restored, want the %d of the backup and %s", len(restored), len(before.Orders), kept.code)
 	}
-	err = eventually(ctx, 3*time.Minute, "the restored platform serving orders", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 3*time.Minute, "the restored platform serving orders", func() (bool, string) {
 		got, status, err := readOrder(ctx, m.production.api, kept.code)
 		if err != nil || status != http.StatusOK {
 			return false, fmt.Sprintf("%s: %d %v", kept.code, status, err)
@@ -157,7 +158,7 @@ func archiveCurrentWAL(ctx context.Context, t *testing.T, e env, k *kube) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = eventually(ctx, 3*time.Minute, "WAL "+segment+" archived", func() (bool, string) {
+	err = poll.Wait(ctx, pollPause, 3*time.Minute, "WAL "+segment+" archived", func() (bool, string) {
 		last, err := psql(ctx, e, s.currentPrimary, "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver")
 		if err != nil {
 			return false, err.Error()
@@ -173,7 +174,7 @@ func archiveCurrentWAL(ctx context.Context, t *testing.T, e env, k *kube) {
 func auditDatabase(ctx context.Context, t *testing.T, k *kube) *storetest.Audit {
 	t.Helper()
 	var a *storetest.Audit
-	err := eventually(ctx, 3*time.Minute, "every order terminal", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 3*time.Minute, "every order terminal", func() (bool, string) {
 		db, err := k.appDB(ctx, dbCluster)
 		if err != nil {
 			return false, err.Error()

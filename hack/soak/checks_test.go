@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -275,7 +276,7 @@ LEFT JOIN e rf ON rf.account_id = o.account_id AND rf.reference = o.id::text AND
 // waitTerminal waits until no order is processing.
 func (c *cluster) waitTerminal(ctx context.Context, limit time.Duration) (time.Duration, error) {
 	start := time.Now()
-	err := eventually(ctx, limit, "every order terminal", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, limit, "every order terminal", func() (bool, string) {
 		var n int64
 		err := c.db.Pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = 'processing'`).Scan(&n)
 		if err != nil {

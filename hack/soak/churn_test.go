@@ -19,6 +19,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
 )
 
@@ -232,7 +233,7 @@ func (ch *churn) deleteKey(ctx context.Context) error {
 	if err := ch.c.k8s.Delete(ctx, k); err != nil {
 		return fmt.Errorf("delete ApiKey: %w", err)
 	}
-	err := eventually(ctx, 60*time.Second, "ApiKey gone", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 60*time.Second, "ApiKey gone", func() (bool, string) {
 		err := ch.c.k8s.Get(ctx, client.ObjectKeyFromObject(k), k)
 		return apierrors.IsNotFound(err), fmt.Sprintf("finalizers %v", k.Finalizers)
 	})
@@ -310,7 +311,7 @@ func (ch *churn) editPrice(ctx context.Context) error {
 	p := ch.l.partners[edited]
 	took := ch.probeEach(ctx, ch.l.production, func(ctx context.Context, r *replica) (time.Duration, error) {
 		var last answer
-		err := eventually(ctx, 30*time.Second, "new price on "+r.name, func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 30*time.Second, "new price on "+r.name, func() (bool, string) {
 			last = ch.l.do(ctx, r, p.key(string(tenancy.Production)), http.MethodGet, "/v2/catalog/products/"+plentiful, nil)
 			ch.record(last, p, string(tenancy.Production))
 			return last.status == http.StatusOK && last.price == editedPrice, fmt.Sprintf("%d price %d", last.status, last.price)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testkube"
@@ -382,7 +383,7 @@ func (c *cluster) leader(ctx context.Context) *process {
 // waitLeader waits until one running operator leads.
 func (c *cluster) waitLeader(ctx context.Context, limit time.Duration) (*process, error) {
 	var leader *process
-	err := eventually(ctx, limit, "an operator leads", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, limit, "an operator leads", func() (bool, string) {
 		leader = c.leader(ctx)
 		return leader != nil, fmt.Sprintf("%d operators running, none leads", len(c.runningOperators()))
 	})
@@ -443,26 +444,8 @@ func httpGet(ctx context.Context, u string) ([]byte, error) {
 	return body, nil
 }
 
-// eventually polls cond every 50 ms until it holds, ctx ends, or limit passes.
-func eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
-	deadline := time.Now().Add(limit)
-	last := ""
-	for {
-		ok, detail := cond()
-		if ok {
-			return nil
-		}
-		last = detail
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s (last: %s)", what, limit, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %s)", what, ctx.Err(), last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
+// pollPause is the pause between two looks of poll.Wait at the processes of this machine.
+const pollPause = 50 * time.Millisecond
 
 // loadAverage samples the machine's one-minute load average every second: the machine is
 // shared, and a latency bound reads differently at a load of 2 than at 12 on two CPUs.

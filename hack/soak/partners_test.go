@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
 	"github.com/codeport/codeport/internal/testfixture"
 	"github.com/codeport/codeport/internal/testkube"
@@ -159,7 +160,7 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 		}
 		p.price.Store(plentifulPrice)
 		var pr v1alpha1.Partner
-		err := eventually(ctx, 60*time.Second, "partner "+p.name+" ready", func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 60*time.Second, "partner "+p.name+" ready", func() (bool, string) {
 			if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: p.name}, &pr); err != nil {
 				return false, err.Error()
 			}
@@ -195,7 +196,7 @@ func (c *cluster) onboard(ctx context.Context) ([]*partner, error) {
 // waitKey waits until the ApiKey is Ready and its Secret holds a key other than notEqual.
 func (c *cluster) waitKey(ctx context.Context, i int, environment, notEqual string) (string, error) {
 	var key string
-	err := eventually(ctx, 60*time.Second, "key "+keyName(i, environment), func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 60*time.Second, "key "+keyName(i, environment), func() (bool, string) {
 		var k v1alpha1.ApiKey
 		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: keyName(i, environment)}, &k); err != nil {
 			return false, err.Error()
@@ -215,7 +216,7 @@ func (c *cluster) waitKey(ctx context.Context, i int, environment, notEqual stri
 
 // waitWallet waits until the Wallet is Ready with at least applied top-ups.
 func (c *cluster) waitWallet(ctx context.Context, name string, applied int32) error {
-	return eventually(ctx, 60*time.Second, "wallet "+name, func() (bool, string) {
+	return poll.Wait(ctx, pollPause, 60*time.Second, "wallet "+name, func() (bool, string) {
 		var w v1alpha1.Wallet
 		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &w); err != nil {
 			return false, err.Error()

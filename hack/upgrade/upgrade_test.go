@@ -28,6 +28,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/contracttest"
+	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
@@ -105,7 +106,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		t.Fatalf("create WalletTopUp: %v", err)
 	}
 	l.addPartners(u.onboard(ctx, 4)...)
-	if err := eventually(ctx, 90*time.Second, "WalletTopUp applied", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 90*time.Second, "WalletTopUp applied", func() (bool, string) {
 		if err := u.k8s.Get(ctx, client.ObjectKeyFromObject(topUp), topUp); err != nil {
 			return false, err.Error()
 		}
@@ -295,7 +296,7 @@ func (u *upgrade) schemaVersion(ctx context.Context) int64 {
 func (u *upgrade) waitStatus(ctx context.Context, want *regexp.Regexp) string {
 	u.t.Helper()
 	var out string
-	err := eventually(ctx, 60*time.Second, "migrate status", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 60*time.Second, "migrate status", func() (bool, string) {
 		out = u.run(ctx, u.newBinary, "migrate", "status")
 		return want.MatchString(out), out
 	})
@@ -345,7 +346,7 @@ func (u *upgrade) roll(ctx context.Context, t *testing.T, l *load, r *replica) t
 	t.Helper()
 	start := time.Now()
 	r.draining.Store(true)
-	if err := eventually(ctx, 30*time.Second, r.name+" drained", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 30*time.Second, r.name+" drained", func() (bool, string) {
 		n := r.inflight.Load()
 		return n == 0, fmt.Sprintf("%d requests in flight", n)
 	}); err != nil {
@@ -442,7 +443,7 @@ func (u *upgrade) onboard(ctx context.Context, indexes ...int) []*partner {
 	for _, i := range indexes {
 		p := &partner{name: partnerName(i)}
 		var pr v1alpha1.Partner
-		err := eventually(ctx, 90*time.Second, "partner "+p.name+" ready", func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 90*time.Second, "partner "+p.name+" ready", func() (bool, string) {
 			if err := u.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: p.name}, &pr); err != nil {
 				return false, err.Error()
 			}
@@ -454,7 +455,7 @@ func (u *upgrade) onboard(ctx context.Context, indexes ...int) []*partner {
 		if p.account, err = uuid.Parse(pr.Status.Accounts.Production); err != nil {
 			u.t.Fatalf("partner %s account: %v", p.name, err)
 		}
-		err = eventually(ctx, 90*time.Second, "key "+keyName(i), func() (bool, string) {
+		err = poll.Wait(ctx, pollPause, 90*time.Second, "key "+keyName(i), func() (bool, string) {
 			var k v1alpha1.ApiKey
 			if err := u.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: keyName(i)}, &k); err != nil {
 				return false, err.Error()
@@ -481,7 +482,7 @@ func (u *upgrade) onboard(ctx context.Context, indexes ...int) []*partner {
 // waitWallet waits until the Wallet is Ready with at least applied top-ups.
 func (u *upgrade) waitWallet(ctx context.Context, name string, applied int32) {
 	u.t.Helper()
-	err := eventually(ctx, 90*time.Second, "wallet "+name, func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 90*time.Second, "wallet "+name, func() (bool, string) {
 		var w v1alpha1.Wallet
 		if err := u.k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &w); err != nil {
 			return false, err.Error()
@@ -642,7 +643,7 @@ func (l *load) runFor(ctx context.Context, t *testing.T, d time.Duration) {
 		t.Fatal(ctx.Err())
 	case <-time.After(d):
 	}
-	if err := eventually(ctx, time.Minute, "orders acknowledged", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, time.Minute, "orders acknowledged", func() (bool, string) {
 		return l.acked.Load() > before, fmt.Sprintf("%d acknowledged, as many as %s before", l.acked.Load(), d)
 	}); err != nil {
 		f := &findings{}
@@ -686,7 +687,7 @@ func (l *load) check(f *findings) {
 // equals its ledger, the top-ups applied once.
 func (u *upgrade) checkDatabase(ctx context.Context, l *load, f *findings) {
 	q := u.db.Pool
-	if err := eventually(ctx, 2*time.Minute, "every order terminal", func() (bool, string) {
+	if err := poll.Wait(ctx, pollPause, 2*time.Minute, "every order terminal", func() (bool, string) {
 		var n int64
 		err := q.QueryRow(ctx, `SELECT count(*) FROM orders WHERE status = $1`, store.OrderProcessing).Scan(&n)
 		if err != nil {
@@ -874,21 +875,5 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// eventually polls cond every 100 ms until it holds, ctx ends, or limit passes.
-func eventually(ctx context.Context, limit time.Duration, what string, cond func() (bool, string)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, detail := cond()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s (last: %s)", what, limit, detail)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %s)", what, ctx.Err(), detail)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
+// pollPause is the pause between two looks of poll.Wait.
+const pollPause = 100 * time.Millisecond

@@ -1,6 +1,9 @@
 package poll_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,5 +58,49 @@ func TestUntilWaitsForTheCondition(t *testing.T) {
 	}()
 	if !strings.Contains(r.failed, "never") || !strings.Contains(r.failed, "still no") {
 		t.Fatalf("failure %q does not say what was awaited and what was last seen", r.failed)
+	}
+}
+
+// TestWaitReturnsWhatItLastSaw: Wait returns nil once the condition holds, and otherwise an error
+// that names what was awaited and the condition's last detail, wrapping the context's error when
+// the context ended first.
+func TestWaitReturnsWhatItLastSaw(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		holdsAt   int32 // the look at which the condition first holds; 0: never
+		wantErr   []string
+		cancelled bool
+	}{
+		{name: "holds at the third look", ctx: context.Background(), holdsAt: 3},
+		{name: "never holds", ctx: context.Background(), wantErr: []string{"key ready", "not within", "look "}},
+		{name: "context ended", ctx: cancelled, wantErr: []string{"key ready", "look 1"}, cancelled: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var looks atomic.Int32
+			err := poll.Wait(tc.ctx, time.Millisecond, 100*time.Millisecond, "key ready", func() (bool, string) {
+				n := looks.Add(1)
+				return n == tc.holdsAt, fmt.Sprintf("look %d", n)
+			})
+			if tc.wantErr == nil {
+				if err != nil || looks.Load() != tc.holdsAt {
+					t.Fatalf("err %v after %d looks, want nil after %d", err, looks.Load(), tc.holdsAt)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("nil after %d looks, want an error", looks.Load())
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if errors.Is(err, context.Canceled) != tc.cancelled {
+				t.Errorf("error %q: wraps context.Canceled is %v, want %v", err, !tc.cancelled, tc.cancelled)
+			}
+		})
 	}
 }
