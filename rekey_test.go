@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/testfixture"
@@ -18,7 +18,7 @@ import (
 // secrets onto it, and the old key leaves the keyring. No order fails, every code reads the same
 // before, during and after, and a keyring without the old key is refused until rekey has run.
 func TestRotateCodesKeyUnderLoad(t *testing.T) {
-	oldKey, newKey := newCodesKey(t), newCodesKey(t)
+	oldKey, newKey := codestest.Key(t), codestest.Key(t)
 	oldID, newID := keyID(t, oldKey), keyID(t, newKey)
 	t.Setenv("CODEPORT_CODES_KEY", oldKey)
 	t.Setenv("CODEPORT_CODES_CURRENT_KEY_ID", "")
@@ -122,15 +122,6 @@ func TestRotateCodesKeyUnderLoad(t *testing.T) {
 	}
 }
 
-func newCodesKey(t *testing.T) string {
-	t.Helper()
-	k, err := codes.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
 // importCodes imports n codes named prefix-i for the sample product with keyring.
 func importCodes(t *testing.T, databaseURL, keyring, prefix string, n int, extra ...string) {
 	t.Helper()
@@ -196,7 +187,7 @@ func orderCode(t *testing.T, status int, body []byte) string {
 func TestCodesKeysLists(t *testing.T) {
 	t.Setenv("CODEPORT_CODES_KEY", "")
 	t.Setenv("CODEPORT_CODES_CURRENT_KEY_ID", "")
-	oldKey, newKey := newCodesKey(t), newCodesKey(t)
+	oldKey, newKey := codestest.Key(t), codestest.Key(t)
 	oldID, newID := keyID(t, oldKey), keyID(t, newKey)
 	db := storetest.New(t)
 	importCodes(t, db.URL, oldKey, "LISTED", 3)

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/codes"
+	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
@@ -60,7 +60,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 	dump, restore := pgTools(t)
 	kubernetes := startKubernetes(t)
 	binary := testprocess.Binary(t)
-	keyring := newCodesKey(t)
+	keyring := codestest.Key(t)
 	k := kubernetes()
 
 	a := storetest.New(t)
@@ -150,7 +150,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 	// Refused, serve exits at once; one that serves anyway is stopped by the deadline.
 	refusal, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	otherKeyring := serveArgs(b.URL, newCodesKey(t), testprocess.Addr(t))
+	otherKeyring := serveArgs(b.URL, codestest.Key(t), testprocess.Addr(t))
 	if out, err := exec.CommandContext(refusal, binary, otherKeyring...).CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "does not match the key this database's codes and secrets are encrypted with") {
 		t.Fatalf("serve on the restored database with another keyring: %v, want a refusal naming the keyring:\n%s",
@@ -430,15 +430,6 @@ func importCodes(t *testing.T, binary, databaseURL, keyring, product string, n i
 	if err != nil {
 		t.Fatalf("codes import: %v\n%s", err, out)
 	}
-}
-
-func newCodesKey(t *testing.T) string {
-	t.Helper()
-	k, err := codes.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
 }
 
 // newAPIKey is a well-formed production key that no database holds.

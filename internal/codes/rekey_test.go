@@ -69,18 +69,6 @@ func openAll(t *testing.T, db *store.DB, c *codes.Cipher) []string {
 	return opened
 }
 
-func importCodes(t *testing.T, db *store.DB, c *codes.Cipher, prefix string, n int) {
-	t.Helper()
-	var lines strings.Builder
-	for i := range n {
-		fmt.Fprintf(&lines, "%s-%04d\n", prefix, i)
-	}
-	in := strings.NewReader(lines.String())
-	if _, err := codes.Import(t.Context(), db.Pool, c, product, prefix, in, nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRotateKeyring: a key joins the ring, becomes current, and the older one leaves it once
 // codes rekey moved every ciphertext off it. Until then a ring without it is refused, naming
 // the key and what it still seals; a rekey killed half way goes on when run again, and every
@@ -89,7 +77,7 @@ func TestRotateKeyring(t *testing.T) {
 	db := storetest.Open(t, store.Options{MaxConns: 4})
 	keys, ids := codestest.Keys(t, 2)
 	first := mustAttachRing(t, db, keys[:1], "")
-	importCodes(t, db, first, "K1", 40)
+	codestest.Stock(t, db.Pool, first, product, "K1", 40)
 	deliveredBefore(t, db, first)
 	secretBefore(t, db, first)
 	before := openAll(t, db, first)
@@ -100,7 +88,7 @@ func TestRotateKeyring(t *testing.T) {
 	if got := recordedKeys(t, db); !slices.Equal(got, []string{"1:" + ids[0], "2:" + ids[1]}) {
 		t.Fatalf("recorded keys %v", got)
 	}
-	importCodes(t, db, second, "K2", 5)
+	codestest.Stock(t, db.Pool, second, product, "K2", 5)
 	before = append(before, openStock(t, db, second)[40:]...)
 	slices.Sort(before)
 	if got := openAll(t, db, second); !slices.Equal(got, before) {
@@ -150,7 +138,7 @@ func TestRotateKeyring(t *testing.T) {
 		t.Fatalf("opened with the new key alone %v, want %v", got, before)
 	}
 	// A code imported again under the new key is still known by its digest.
-	res, err := codes.Import(t.Context(), db.Pool, last, product, "again", strings.NewReader("K1-0001\n"), nil)
+	res, err := codes.Import(t.Context(), db.Pool, last, product, "again", strings.NewReader("K1-1\n"), nil)
 	if err != nil || res.Duplicates != 1 {
 		t.Fatalf("import of a code in stock after rotation: %+v %v", res, err)
 	}

@@ -28,6 +28,13 @@ func Keys(t testing.TB, n int) (keys, ids []string) {
 	return keys, ids
 }
 
+// Key returns one fresh codes key in the text form processes take.
+func Key(t testing.TB) string {
+	t.Helper()
+	keys, _ := Keys(t, 1)
+	return keys[0]
+}
+
 // Stock imports n codes of product, named prefix-0 to prefix-(n-1), as one batch, and fails
 // the test unless all n are new.
 func Stock(t testing.TB, q store.Querier, c *codes.Cipher, product, prefix string, n int) {
