@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/client"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // The tour's order: two codes of the sandbox product that always succeeds, paid in EUR.

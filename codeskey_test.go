@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestAnotherCodesKeyIsRefused: the database records the key its codes are sealed under, and

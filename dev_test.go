@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/devenv"
-	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // runMainEnv makes this test binary run main() instead of the tests: a test then runs `codeport

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // artefactsEnv names a directory for the browser test's screenshots: of every operation at each

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestErrorsSayCauseThenWhatToDo runs the binary as a newcomer would and checks the first line

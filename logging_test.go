@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestOperatorWritesOnlyJSON runs the operator as a process of its own into what made it write

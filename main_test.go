@@ -19,11 +19,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codeport/codeport/internal/devenv"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestDevProvisionsSamplesAndServes runs `codeport dev` on the sample manifests against a test

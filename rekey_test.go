@@ -10,7 +10,7 @@ import (
 	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestRotateCodesKeyUnderLoad follows the documented rotation while orders flow: the new key

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestCacheInvalidationMetrics checks that /metrics shows what a change notification dropped:

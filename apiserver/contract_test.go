@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/contracttest"
+	"github.com/codeport/codeport/internal/test/contracttest"
 )
 
 // servedDocuments are the OpenAPI documents the package's servers served, parsed once for all of

@@ -24,7 +24,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // The generator's run length: CONTRACT_CASES requests per document (make fuzz raises it), drawn

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/codeport/codeport/internal/benchratio"
+	"github.com/codeport/codeport/internal/test/benchratio"
 )
 
 func TestIfNoneMatch(t *testing.T) {

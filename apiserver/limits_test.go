@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/apiserver/ratelimit"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // awayFromMinuteEnd waits until a window has at least 5 s left, so a sequence of requests

@@ -17,8 +17,8 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 type line = map[string]any

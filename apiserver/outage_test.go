@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // setConnectable opens or closes a database to new connections (storetest.SetConnectable).

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestPostgresRestartUnderLoad (F2): PostgreSQL is stopped under order load for longer than a

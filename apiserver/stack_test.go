@@ -20,14 +20,14 @@ import (
 	"github.com/codeport/codeport/apiserver"
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/orders"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/contracttest"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // testDatabase is this package's database, created by TestMain.

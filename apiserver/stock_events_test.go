@@ -9,7 +9,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/codes/codestest"
 	"github.com/codeport/codeport/internal/notify"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestStockLowEvent: production orders that take a product of a partner's catalog under the

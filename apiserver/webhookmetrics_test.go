@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestWebhookDeliveryMetrics checks that every delivery attempt counts under its partner and

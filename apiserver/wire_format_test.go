@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestEstimatedReadyAtReadsTheSame: the 202 and a later read of the same order give one string

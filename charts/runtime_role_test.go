@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/codeport/codeport/internal/contracttest"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/contracttest"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestCloudNativePGRuntimeRoleServesWithoutDDL sets PostgreSQL up the way the chart's

@@ -13,7 +13,7 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes/codestest"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestCatalogStockStatus: the operator counts a Catalog's production stock into status.stock

@@ -12,7 +12,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestCatalogValidityWindow: a Catalog is Ready only inside its window [validFrom, validTo),

@@ -19,9 +19,9 @@ import (
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 const timeout = 20 * time.Second

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestWatchNamespaces: an operator limited to one namespace (--watch-namespaces) reconciles the

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestPartnerKeepsItsCatalog: a catalogRef that cannot be bound — a typo, a Catalog not in

@@ -9,7 +9,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestRotationGracePeriod: with spec.previousKeyGracePeriod, a rotation leaves the previous key

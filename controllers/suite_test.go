@@ -34,10 +34,10 @@ import (
 	"github.com/codeport/codeport/apiserver/ratelimit"
 	"github.com/codeport/codeport/controllers"
 	"github.com/codeport/codeport/internal/codes"
-	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/contracttest"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // suite is a real kube-apiserver and etcd (envtest) with the CRDs installed, a real PostgreSQL

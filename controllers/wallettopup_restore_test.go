@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // TestWalletTopUpCreditedAgainAfterRestore: a WalletTopUp applied, then missing from the ledger

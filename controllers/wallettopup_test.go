@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
 	"github.com/codeport/codeport/internal/wallet"
 )
 

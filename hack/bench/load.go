@@ -17,7 +17,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/codeport/codeport/internal/store"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 type result struct{ max, p50, p99 float64 }

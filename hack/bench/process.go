@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // codesKey encrypts the bench's codes at rest; any 32 bytes do.

@@ -9,7 +9,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestWireTransportCarriesRequestsAndAnswers: what vegeta's targets say (method, headers, body)

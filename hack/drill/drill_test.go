@@ -20,12 +20,12 @@ import (
 
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/codes/codestest"
-	"github.com/codeport/codeport/internal/contracttest"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/contracttest"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // topUps counts the top-ups in the ledgers.

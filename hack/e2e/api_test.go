@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/contracttest"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/contracttest"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // servedDocuments are the OpenAPI documents the releases' APIs served, parsed once for all of

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 
 	"github.com/jackc/pgx/v5"
 	appsv1 "k8s.io/api/apps/v1"

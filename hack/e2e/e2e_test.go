@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // productionProduct is the sample catalog's product the production orders buy; the test imports

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // pointInTimeRecovery runs docs/operations.md's "Restoring" with CloudNativePG: a base backup,

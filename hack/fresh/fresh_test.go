@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // scenario is one install step checked as a fresh machine would run it.

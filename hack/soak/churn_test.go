@@ -19,8 +19,8 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // Messages of the refusals the churn causes (the contract's texts).

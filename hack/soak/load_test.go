@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/catalog"
-	"github.com/codeport/codeport/internal/contracttest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/test/contracttest"
 )
 
 // Operations of the load.

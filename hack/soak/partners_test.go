@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testfixture"
-	"github.com/codeport/codeport/internal/testkube"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
+	"github.com/codeport/codeport/internal/test/testkube"
 )
 
 // namespace holds every partner resource of the run.

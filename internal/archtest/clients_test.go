@@ -18,7 +18,7 @@ import (
 var unchecked = regexp.MustCompile(`//contract:unchecked \S`)
 
 // TestTestClientsHoldToTheContract: every HTTP client the tests build is wrapped by
-// internal/contracttest, so that every exchange with a codeport server is held to the OpenAPI
+// internal/test/contracttest, so that every exchange with a codeport server is held to the OpenAPI
 // document that server serves, unless it says why not (unchecked). Test code is every _test.go
 // file of the module, whatever its build tags.
 func TestTestClientsHoldToTheContract(t *testing.T) {
@@ -32,7 +32,7 @@ func TestTestClientsHoldToTheContract(t *testing.T) {
 			path != "../.." {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") || strings.Contains(path, "internal/contracttest/") {
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") || strings.Contains(path, "internal/test/contracttest/") {
 			return nil
 		}
 		found, err := uncheckedClients(path, nil)
@@ -56,7 +56,7 @@ import (
 	"net/http"
 
 	"github.com/codeport/codeport/client"
-	"github.com/codeport/codeport/internal/contracttest"
+	"github.com/codeport/codeport/internal/test/contracttest"
 )
 
 func f(t *testing.T) {

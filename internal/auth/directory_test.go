@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/internal/auth"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 var databaseURL string

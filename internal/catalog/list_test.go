@@ -8,8 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/codeport/codeport/internal/benchratio"
 	"github.com/codeport/codeport/internal/catalog"
+	"github.com/codeport/codeport/internal/test/benchratio"
 )
 
 // catalogOf builds n products; every third is German, brands cycle through ten.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/api/v1alpha1"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestCatalogProductsMergeShards: dev serves a catalog's products followed by those of the

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/codeport/codeport/internal/fulfilment"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testfixture"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testfixture"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // byMessage counts the JSON log lines of out per message.

@@ -16,7 +16,7 @@ import (
 	"github.com/codeport/codeport/internal/notify"
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestStockLowOncePerCrossing: deliveries that take a product's stock under its catalog's

@@ -31,7 +31,7 @@ import (
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // suite is a real kube-apiserver and etcd (envtest) with the CRDs, a real database, the

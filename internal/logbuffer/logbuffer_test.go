@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // output is a destination that records each write it receives.

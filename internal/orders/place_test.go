@@ -21,7 +21,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // These tests place and read orders through orders.Service on a database of their own, with

@@ -8,7 +8,7 @@ import (
 	"github.com/codeport/codeport/internal/provisioning"
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testfixture"
+	"github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestRegisterKeyNeverMovesAKey: a key registered to one source is refused to every other,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestIsUnavailable: what a failover or restart looks like is worth waiting out; a refused

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // PrivateServer is a PostgreSQL server of one test alone, for what no shared server may suffer:

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/codeport/codeport/apiserver/openapi"
-	"github.com/codeport/codeport/internal/contracttest"
+	"github.com/codeport/codeport/internal/test/contracttest"
 )
 
 // recorder collects what the wrapper reports, as a test would see it.

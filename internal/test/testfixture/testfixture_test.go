@@ -15,7 +15,7 @@ import (
 	"github.com/codeport/codeport/internal/store"
 	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/tenancy"
-	fx "github.com/codeport/codeport/internal/testfixture"
+	fx "github.com/codeport/codeport/internal/test/testfixture"
 )
 
 // TestBuiltObjectsPassValidation: what the builders return, with their defaults and with each

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // recorder is a testing.TB that records a failure instead of ending the test.

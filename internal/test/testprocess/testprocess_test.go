@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/store/storetest"
-	"github.com/codeport/codeport/internal/testprocess"
+	"github.com/codeport/codeport/internal/test/poll"
+	"github.com/codeport/codeport/internal/test/testprocess"
 )
 
 // TestServeStartsAndRestartsOnItsPort: the built binary serves on the port picked for it once
