@@ -66,6 +66,7 @@ func TestImportGraph(t *testing.T) {
 		t.Run("frameworks stay at the edges/"+name, g.frameworksStayAtTheEdges)
 		t.Run("gorm only writes configuration/"+name, g.gormOnlyWritesConfiguration)
 		t.Run("binary links no other SQL driver/"+name, g.binaryLinksNoOtherSQLDriver)
+		t.Run("binary links no test support/"+name, g.binaryLinksNoTestSupport)
 		t.Run("sql stays in store/"+name, g.sqlStaysInStore)
 		t.Run("handlers hold services/"+name, g.handlersHoldServices)
 	}
@@ -187,6 +188,18 @@ func (g importGraph) binaryLinksNoOtherSQLDriver(t *testing.T) {
 	if chain := reach(module, pruned, []string{"github.com/lib/pq"}); chain != nil {
 		t.Errorf("tags %q: the binary links github.com/lib/pq other than through %v:\n\t%s",
 			tags, pqOnlyVia, strings.Join(chain, "\n\t-> "))
+	}
+}
+
+// testSupport holds the packages that the tests and hack/'s tools share.
+const testSupport = module + "/internal/test"
+
+// binaryLinksNoTestSupport: the codeport binary links nothing of internal/test, which would bring
+// the test tools' dependencies (kin-openapi, envtest) into it.
+func (g importGraph) binaryLinksNoTestSupport(t *testing.T) {
+	if chain := reach(module, g.imports, []string{testSupport}); chain != nil {
+		t.Errorf("tags %q: the binary links %s, which is for tests:\n\t%s",
+			g.tags, chain[len(chain)-1], strings.Join(chain, "\n\t-> "))
 	}
 }
 
