@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 const (
@@ -177,7 +179,7 @@ func checkNetworkPolicies(ctx context.Context, t *testing.T, e env, k *kube) {
 	t.Run("API ingress", func(t *testing.T) {
 		// The engine adds a new Pod to the sets its policies' peers match a moment after the Pod
 		// starts: the admitted client is given that moment; a refusal needs none.
-		err := eventually(ctx, 2*time.Minute, "the APIs from namespace "+ingressNS, func() (bool, string) {
+		err := poll.Wait(ctx, pollPause, 2*time.Minute, "the APIs from namespace "+ingressNS, func() (bool, string) {
 			got, err := k.dialFrom(ctx, e, inside, apis...)
 			if err != nil {
 				return false, err.Error()
@@ -303,7 +305,7 @@ func (k *kube) startNetcheck(ctx context.Context, t *testing.T, e env, ns string
 	if err := k.k8s.Create(ctx, pod); err != nil {
 		t.Fatalf("create %s/netcheck: %v", ns, err)
 	}
-	err := eventually(ctx, 2*time.Minute, ns+"/netcheck Ready", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 2*time.Minute, ns+"/netcheck Ready", func() (bool, string) {
 		if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err.Error()
 		}
@@ -342,7 +344,7 @@ func (k *kube) dialFromEphemeral(ctx context.Context, e env, pod *corev1.Pod, ad
 		metav1.UpdateOptions{}); err != nil {
 		return nil, fmt.Errorf("add ephemeral container %s to %s: %w", name, pod.Name, err)
 	}
-	err := eventually(ctx, 2*time.Minute, pod.Name+"/"+name+" finished", func() (bool, string) {
+	err := poll.Wait(ctx, pollPause, 2*time.Minute, pod.Name+"/"+name+" finished", func() (bool, string) {
 		if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err.Error()
 		}

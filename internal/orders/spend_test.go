@@ -13,8 +13,8 @@ import (
 	"github.com/codeport/codeport/internal/auth"
 	"github.com/codeport/codeport/internal/fulfilment"
 	"github.com/codeport/codeport/internal/orders"
-	"github.com/codeport/codeport/internal/poll"
 	"github.com/codeport/codeport/internal/tenancy"
+	"github.com/codeport/codeport/internal/test/poll"
 )
 
 // eurLimit is a daily spend limit of the given number of eurCredit orders (20.00 EUR each).
