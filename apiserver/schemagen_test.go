@@ -505,7 +505,7 @@ func (b *breaker) stringRules(asText bool) {
 			"yesterday", str+"x", strings.Replace(str, "-", "/", 2), "2026-13-01T00:00:00Z", "2026-13-01")
 		b.variants("format", func(l *openapi3.Schema) { l.Format = "" })
 	}
-	if s.MaxLength != nil && len(str) > 0 {
+	if s.MaxLength != nil && str != "" {
 		// The length counts the whitespace around a value.
 		padded := strings.Repeat(" ", int(*s.MaxLength)+1-utf8.RuneCountInString(str)) + str
 		b.add("maxLength (spacing)", func(l *openapi3.Schema) { l.MaxLength = nil }, padded)

@@ -133,6 +133,39 @@ func urlHostPort(t *testing.T, raw string) (string, string) {
 // a policy missing, a refused connection goes through and the test fails.
 func checkNetworkPolicies(ctx context.Context, t *testing.T, e env, k *kube) {
 	t.Helper()
+	checkPoliciesRendered(ctx, t, k)
+	k.createNamespace(ctx, t, ingressNS)
+	k.createNamespace(ctx, t, elsewhereNS)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, ns := range []string{ingressNS, elsewhereNS} {
+			_ = k.k8s.Delete(cctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		}
+		for _, ns := range []string{ingressNS, elsewhereNS} {
+			if err := k.waitNamespaceGone(cctx, ns); err != nil {
+				t.Logf("namespace %s: %v", ns, err)
+			}
+		}
+	})
+	p := probes{ctx: ctx, e: e, k: k}
+	p.inside, p.outside = k.startNetcheck(ctx, t, e, ingressNS), k.startNetcheck(ctx, t, e, elsewhereNS)
+	for _, component := range []string{"api-production", "api-sandbox"} {
+		pods, err := k.readyPods(ctx, component, map[string]int{"api-production": 2, "api-sandbox": 1}[component])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.apis = append(p.apis, net.JoinHostPort(pods[0].Status.PodIP, "8080"))
+	}
+	p.insideAddr = net.JoinHostPort(p.inside.Status.PodIP, fmt.Sprint(netcheckPort))
+	p.outsideAddr = net.JoinHostPort(p.outside.Status.PodIP, fmt.Sprint(netcheckPort))
+	t.Run("API ingress", p.apiIngress)
+	t.Run("operator egress", p.operatorEgress)
+}
+
+// checkPoliciesRendered fails the test unless the release rendered a NetworkPolicy per component.
+func checkPoliciesRendered(ctx context.Context, t *testing.T, k *kube) {
+	t.Helper()
 	var nps networkingv1.NetworkPolicyList
 	if err := k.k8s.List(ctx, &nps, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
@@ -148,90 +181,80 @@ func checkNetworkPolicies(ctx context.Context, t *testing.T, e env, k *kube) {
 			t.Errorf("NetworkPolicy %s not rendered", name)
 		}
 	}
+}
 
-	k.createNamespace(ctx, t, ingressNS)
-	k.createNamespace(ctx, t, elsewhereNS)
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		for _, ns := range []string{ingressNS, elsewhereNS} {
-			_ = k.k8s.Delete(cctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		}
-		for _, ns := range []string{ingressNS, elsewhereNS} {
-			if err := k.waitNamespaceGone(cctx, ns); err != nil {
-				t.Logf("namespace %s: %v", ns, err)
-			}
-		}
-	})
-	inside := k.startNetcheck(ctx, t, e, ingressNS)
-	outside := k.startNetcheck(ctx, t, e, elsewhereNS)
-	var apis []string
-	for _, component := range []string{"api-production", "api-sandbox"} {
-		pods, err := k.readyPods(ctx, component, map[string]int{"api-production": 2, "api-sandbox": 1}[component])
+// probes are the netcheck Pods of the admitted namespace (inside) and of another (outside), and
+// the addresses they are reached at and reach.
+type probes struct {
+	ctx                     context.Context //nolint:containedctx // the subtests' context, as t.Run passes only t
+	e                       env
+	k                       *kube
+	inside, outside         *corev1.Pod
+	insideAddr, outsideAddr string
+	apis                    []string // one Pod of each API
+}
+
+// apiIngress: each API takes connections from the namespace networkPolicy.api.ingressFrom names
+// and refuses them from another, which does reach a Pod of the first.
+func (p probes) apiIngress(t *testing.T) {
+	ctx := p.ctx
+	// The engine adds a new Pod to the sets its policies' peers match a moment after the Pod
+	// starts: the admitted client is given that moment; a refusal needs none.
+	err := poll.Wait(ctx, pollPause, 2*time.Minute, "the APIs from namespace "+ingressNS, func() (bool, string) {
+		got, err := p.k.dialFrom(ctx, p.e, p.inside, p.apis...)
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
-		apis = append(apis, net.JoinHostPort(pods[0].Status.PodIP, "8080"))
+		return unreached(got, p.apis...) == "", unreached(got, p.apis...)
+	})
+	if err != nil {
+		t.Error(err)
 	}
-	insideAddr := net.JoinHostPort(inside.Status.PodIP, fmt.Sprint(netcheckPort))
-	outsideAddr := net.JoinHostPort(outside.Status.PodIP, fmt.Sprint(netcheckPort))
+	got, err := p.k.dialFrom(ctx, p.e, p.outside, append([]string{p.insideAddr}, p.apis...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := unreached(got, p.insideAddr); why != "" {
+		t.Fatalf("control: namespace %s reaches no Pod of namespace %s: %s", elsewhereNS, ingressNS, why)
+	}
+	if why := reached(got, p.apis...); why != "" {
+		t.Errorf("namespace %s, which networkPolicy.api.ingressFrom does not name, reached %s", elsewhereNS, why)
+	}
+}
 
-	t.Run("API ingress", func(t *testing.T) {
-		// The engine adds a new Pod to the sets its policies' peers match a moment after the Pod
-		// starts: the admitted client is given that moment; a refusal needs none.
-		err := poll.Wait(ctx, pollPause, 2*time.Minute, "the APIs from namespace "+ingressNS, func() (bool, string) {
-			got, err := k.dialFrom(ctx, e, inside, apis...)
-			if err != nil {
-				return false, err.Error()
-			}
-			return unreached(got, apis...) == "", unreached(got, apis...)
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		got, err := k.dialFrom(ctx, e, outside, append([]string{insideAddr}, apis...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if why := unreached(got, insideAddr); why != "" {
-			t.Fatalf("control: namespace %s reaches no Pod of namespace %s: %s", elsewhereNS, ingressNS, why)
-		}
-		if why := reached(got, apis...); why != "" {
-			t.Errorf("namespace %s, which networkPolicy.api.ingressFrom does not name, reached %s", elsewhereNS, why)
-		}
-	})
-
-	t.Run("operator egress", func(t *testing.T) {
-		pods, err := k.readyPods(ctx, "operator", 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// What the operator's client dials: the kubernetes Service, which leads to the API server.
-		apiServer := net.JoinHostPort(k.serviceIP(ctx, t, "default", "kubernetes"), "443")
-		// Names are resolved through the kube-dns Service (TCP here; its UDP port is the same).
-		dns := net.JoinHostPort(k.serviceIP(ctx, t, "kube-system", "kube-dns"), "53")
-		dbHost, dbPort := urlHostPort(t, e.databaseURL)
-		redisHost, redisPort := urlHostPort(t, e.redisURL)
-		database, redis := net.JoinHostPort(dbHost, dbPort), net.JoinHostPort(redisHost, redisPort)
-		// Control: both addresses the operator must not reach take connections from elsewhere.
-		control, err := k.dialFrom(ctx, e, inside, outsideAddr, redis)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if why := unreached(control, outsideAddr, redis); why != "" {
-			t.Fatalf("control: namespace %s reaches neither %s nor Redis: %s", ingressNS, elsewhereNS, why)
-		}
-		got, err := k.dialFromEphemeral(ctx, e, &pods[0], apiServer, dns, database, outsideAddr, redis)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if why := unreached(got, apiServer, dns, database); why != "" {
-			t.Errorf("the operator (%s) does not reach the API server, DNS and PostgreSQL: %s", pods[0].Name, why)
-		}
-		if why := reached(got, outsideAddr, redis); why != "" {
-			t.Errorf("the operator (%s) reached %s, which its policy does not allow", pods[0].Name, why)
-		}
-	})
+// operatorEgress: an operator Pod reaches the API server, DNS and PostgreSQL, and neither the
+// other namespace's Pod nor Redis, both of which the admitted namespace reaches.
+func (p probes) operatorEgress(t *testing.T) {
+	ctx := p.ctx
+	pods, err := p.k.readyPods(ctx, "operator", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the operator's client dials: the kubernetes Service, which leads to the API server.
+	apiServer := net.JoinHostPort(p.k.serviceIP(ctx, t, "default", "kubernetes"), "443")
+	// Names are resolved through the kube-dns Service (TCP here; its UDP port is the same).
+	dns := net.JoinHostPort(p.k.serviceIP(ctx, t, "kube-system", "kube-dns"), "53")
+	dbHost, dbPort := urlHostPort(t, p.e.databaseURL)
+	redisHost, redisPort := urlHostPort(t, p.e.redisURL)
+	database, redis := net.JoinHostPort(dbHost, dbPort), net.JoinHostPort(redisHost, redisPort)
+	// Control: both addresses the operator must not reach take connections from elsewhere.
+	control, err := p.k.dialFrom(ctx, p.e, p.inside, p.outsideAddr, redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := unreached(control, p.outsideAddr, redis); why != "" {
+		t.Fatalf("control: namespace %s reaches neither %s nor Redis: %s", ingressNS, elsewhereNS, why)
+	}
+	got, err := p.k.dialFromEphemeral(ctx, p.e, &pods[0], apiServer, dns, database, p.outsideAddr, redis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := unreached(got, apiServer, dns, database); why != "" {
+		t.Errorf("the operator (%s) does not reach the API server, DNS and PostgreSQL: %s", pods[0].Name, why)
+	}
+	if why := reached(got, p.outsideAddr, redis); why != "" {
+		t.Errorf("the operator (%s) reached %s, which its policy does not allow", pods[0].Name, why)
+	}
 }
 
 // dialResult is one line of `netcheck dial`.
@@ -330,7 +353,9 @@ func (k *kube) dialFrom(ctx context.Context, e env, pod *corev1.Pod, addrs ...st
 
 // dialFromEphemeral runs `netcheck dial` as an ephemeral container of pod, in the Pod's own
 // network namespace, which its policies apply to, and returns what it printed.
-func (k *kube) dialFromEphemeral(ctx context.Context, e env, pod *corev1.Pod, addrs ...string) (map[string]dialResult, error) {
+func (k *kube) dialFromEphemeral(
+	ctx context.Context, e env, pod *corev1.Pod, addrs ...string,
+) (map[string]dialResult, error) {
 	if err := k.k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 		return nil, fmt.Errorf("get pod %s: %w", pod.Name, err)
 	}

@@ -20,6 +20,8 @@ import (
 // engineer would with the admin kubeconfig: the screen shows the samples' partner with the key
 // the test holds, and the bundle has real logs of the operator and the APIs, `migrate status`
 // from an API Pod, and neither of the partner's keys.
+//
+//nolint:thelper // a phase of the end-to-end test, not a helper: a failure names its own line
 func checkPlugin(ctx context.Context, t *testing.T, e env, m *mission) {
 	plugin := func(args ...string) string {
 		t.Helper()

@@ -100,8 +100,8 @@ func TestParseAccepts(t *testing.T) {
 	// A statement may be read for any code the ledger can hold: one withdrawn since it was
 	// credited, or one the wallet never held, whose statement is empty.
 	for _, code := range []string{"DEM", "dem", "QQQ"} {
-		if q, err := parse("currency="+code, listing.Statement, listing.ParamCurrency); err != nil ||
-			q.Currency != strings.ToUpper(code) {
+		want := strings.ToUpper(code)
+		if q, err := parse("currency="+code, listing.Statement, listing.ParamCurrency); err != nil || q.Currency != want {
 			t.Fatalf("currency=%s: %+v %v", code, q, err)
 		}
 	}

@@ -33,7 +33,7 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	if len(args) < 2 {
-		return errors.New("usage: netcheck listen ADDR | netcheck dial ADDR...")
+		return errors.New("usage: netcheck listen ADDR | netcheck dial ADDR [ADDR ...]")
 	}
 	switch args[0] {
 	case "listen":
@@ -73,10 +73,10 @@ func listen(ctx context.Context, addr string) error {
 	}()
 	for {
 		conn, err := l.Accept()
+		if ctx.Err() != nil {
+			return nil //nolint:nilerr // a signal closed the listener: the Pod is stopping, as asked
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return fmt.Errorf("accept on %s: %w", addr, err)
 		}
 		_ = conn.Close()
