@@ -56,8 +56,8 @@ func (s *SMTP) Send(ctx context.Context, to, subject, body string) error {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	var conn net.Conn
 	if u.Scheme == "smtps" {
-		conn, err = tls.DialWithDialer(dialer, "tcp", net.JoinHostPort(host, port),
-			&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+		tlsDialer := &tls.Dialer{NetDialer: dialer, Config: &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}}
+		conn, err = tlsDialer.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
 	} else {
 		conn, err = dialer.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
 	}
