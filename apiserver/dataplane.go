@@ -128,7 +128,7 @@ func (d *DataPlane) startMetrics(log *slog.Logger, r *running) (*prometheus.Regi
 			Help: "Rate-limit decisions made per process because the shared (Redis) limiter was unavailable.",
 		}, func() float64 { return float64(fb.FallbackCount()) }))
 	}
-	ln, err := net.Listen("tcp", d.MetricsAddr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", d.MetricsAddr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metrics: listen on %s: %w", d.MetricsAddr, err)
 	}
@@ -151,7 +151,7 @@ func (d *DataPlane) startMetrics(log *slog.Logger, r *running) (*prometheus.Regi
 // caches' change listeners beside it.
 func (d *DataPlane) startAPIs(ctx context.Context, log *slog.Logger, r *running) error {
 	for _, l := range d.Listeners {
-		ln, err := net.Listen("tcp", l.Addr)
+		ln, err := new(net.ListenConfig).Listen(ctx, "tcp", l.Addr)
 		if err != nil {
 			return fmt.Errorf("%s API: listen on %s: %w", l.Config.Environment, l.Addr, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -43,7 +44,7 @@ func idleConnectionMemory(binary, databaseURL string, keys []string) (float64, e
 		}
 	}()
 	for i := range idleConnections {
-		c, err := net.Dial("tcp", host)
+		c, err := new(net.Dialer).DialContext(context.Background(), "tcp", host)
 		if err != nil {
 			return 0, fmt.Errorf("idle connection %d: %w", i, err)
 		}

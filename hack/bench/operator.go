@@ -266,7 +266,7 @@ func startCluster(ctx context.Context, dir string) (*cluster, error) {
 		return nil, err
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		out, err := exec.Command("hack/envtest.sh").Output()
+		out, err := exec.CommandContext(context.Background(), "hack/envtest.sh").Output()
 		if err != nil {
 			return nil, fmt.Errorf(
 				"KUBEBUILDER_ASSETS is not set and hack/envtest.sh failed (run from the repository root): %w", err)
@@ -597,7 +597,11 @@ func (o *operator) memory() (hwm, rss float64, err error) {
 
 // scrape returns the process's metrics as "name{labels}" → value.
 func (o *operator) scrape() (map[string]float64, error) {
-	resp, err := http.Get(o.metrics)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, o.metrics, http.NoBody)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", o.metrics, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}

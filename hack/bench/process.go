@@ -105,7 +105,10 @@ func (s *server) saveProfile(ctx context.Context, profile, file string) error {
 }
 
 func fetch(url, key string) ([]byte, error) {
-	req, _ := http.NewRequest(http.MethodGet, url, http.NoBody)
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", url, err)
+	}
 	req.Header.Set("x-api-key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

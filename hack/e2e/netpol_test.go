@@ -186,7 +186,7 @@ func checkPoliciesRendered(ctx context.Context, t *testing.T, k *kube) {
 // probes are the netcheck Pods of the admitted namespace (inside) and of another (outside), and
 // the addresses they are reached at and reach.
 type probes struct {
-	ctx                     context.Context //nolint:containedctx // the subtests' context, as t.Run passes only t
+	ctx                     context.Context // the subtests' context: t.Run passes only t
 	e                       env
 	k                       *kube
 	inside, outside         *corev1.Pod

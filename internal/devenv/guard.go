@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,7 +68,8 @@ func StartGuard(stateDir string, lock *StateLock, log *slog.Logger) (*Guard, err
 		return nil, fmt.Errorf("guard: pipe: %w", err)
 	}
 	defer readyR.Close()
-	cmd := exec.Command(exe, GuardCommand, stateDir) //nolint:gosec // this very binary
+	// Not bound to a context: the guard outlives this process by design.
+	cmd := exec.CommandContext(context.Background(), exe, GuardCommand, stateDir) //nolint:gosec // this very binary
 	cmd.ExtraFiles = []*os.File{guardPipeFD - 3: r, guardLockFD - 3: lock.file, guardReadyFD - 3: readyW}
 	cmd.Stderr = os.Stderr
 	err = cmd.Start()

@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -143,7 +144,8 @@ func stopLeftover(stateDir string, log *slog.Logger) error {
 	var failures []string
 	for _, mode := range []string{"fast", "immediate"} {
 		//nolint:gosec // pg_ctl of the installed PostgreSQL, or dev's wrapper of it
-		out, err := exec.Command(pgCtl, "stop", "-D", dataDir, "-m", mode, "-w", "-t", "60").CombinedOutput()
+		stop := exec.CommandContext(context.Background(), pgCtl, "stop", "-D", dataDir, "-m", mode, "-w", "-t", "60")
+		out, err := stop.CombinedOutput()
 		if runningPostmaster(dataDir) == 0 {
 			return nil
 		}
@@ -176,7 +178,7 @@ func runningPostmaster(dataDir string) int {
 // postgresBinDir finds the installed server binaries: pg_config --bindir first, then the
 // Debian layout /usr/lib/postgresql/<version>/bin, newest version first.
 func postgresBinDir() (string, error) {
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+	if out, err := exec.CommandContext(context.Background(), "pg_config", "--bindir").Output(); err == nil {
 		dir := strings.TrimSpace(string(out))
 		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "pg_ctl")) {
 			return dir, nil
@@ -195,7 +197,7 @@ func postgresBinDir() (string, error) {
 // versionOf reads the major version of the server binaries in bindir.
 func versionOf(bindir string) int {
 	//nolint:gosec // bindir comes from pg_config or the distribution layout
-	out, err := exec.Command(filepath.Join(bindir, "postgres"), "--version").Output()
+	out, err := exec.CommandContext(context.Background(), filepath.Join(bindir, "postgres"), "--version").Output()
 	if err != nil {
 		return 0
 	}
@@ -215,7 +217,8 @@ func isExecutable(path string) bool {
 
 func rootWrappers(stateDir, bindir, runtimeDir, dataDir string) (string, error) {
 	if _, err := user.Lookup(unprivilegedUser); err != nil {
-		useradd := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", unprivilegedUser)
+		useradd := exec.CommandContext(context.Background(),
+			"useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", unprivilegedUser)
 		if out, err := useradd.CombinedOutput(); err != nil {
 			return "", fmt.Errorf("create user %s to run PostgreSQL (it refuses to run as root): %w: %s",
 				unprivilegedUser, err, bytes.TrimSpace(out))
@@ -276,7 +279,7 @@ func handOver(stateDir, pgDir string) error {
 }
 
 func freePort() (uint32, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}

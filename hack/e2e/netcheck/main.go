@@ -53,7 +53,7 @@ func run(args []string, out io.Writer) error {
 }
 
 func dial(addr string) result {
-	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
+	conn, err := (&net.Dialer{Timeout: dialTimeout}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		return result{Addr: addr, Error: err.Error()}
 	}
@@ -63,7 +63,7 @@ func dial(addr string) result {
 
 // listen accepts connections and closes them at once: a completed handshake is the answer.
 func listen(ctx context.Context, addr string) error {
-	l, err := net.Listen("tcp", addr)
+	l, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}

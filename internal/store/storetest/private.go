@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -25,7 +26,7 @@ type PrivateServer struct {
 // change it), and stops it when the test ends.
 func StartPrivateServer(t testing.TB, settings ...string) *PrivateServer {
 	t.Helper()
-	out, err := exec.Command("pg_config", "--bindir").Output()
+	out, err := exec.CommandContext(context.Background(), "pg_config", "--bindir").Output()
 	if err != nil {
 		t.Fatalf("pg_config: %v", err)
 	}
@@ -67,7 +68,7 @@ func (p *PrivateServer) run(tool string, args ...string) {
 	p.t.Helper()
 	cmd := append(append([]string{}, p.runAs...), append([]string{filepath.Join(p.bindir, tool)}, args...)...)
 	//nolint:gosec // the server's own tools, from pg_config
-	if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(context.Background(), cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 		p.t.Fatalf("%s: %v\n%s", tool, err, out)
 	}
 }

@@ -55,7 +55,7 @@ func Binary(t testing.TB) string {
 // checkoutBuildDir is the build directory of the checkout the tests run in, named by a digest of
 // its go.mod's path so that two checkouts of different sources never share a binary.
 func checkoutBuildDir() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	out, err := exec.CommandContext(context.Background(), "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}

@@ -39,7 +39,7 @@ func FreeAddrs(n int) ([]string, error) {
 	}()
 	addrs := make([]string, 0, n)
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("free port: %w", err)
 		}
@@ -133,7 +133,9 @@ func (p *Process) launch() error {
 	default:
 		out = p.Output
 	}
-	cmd := exec.Command(p.Binary, p.Args...) //nolint:gosec // running the binary under test is the point
+	// Not bound to a context: the process lives until Stop or Kill, which the tests call.
+	//nolint:gosec // running the binary under test is the point
+	cmd := exec.CommandContext(context.Background(), p.Binary, p.Args...)
 	environ := p.Environ
 	if environ == nil {
 		environ = os.Environ()
