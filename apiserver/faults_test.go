@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/codeport/codeport/api/v1alpha1"
 	"github.com/codeport/codeport/apiserver/ratelimit"
+	"github.com/codeport/codeport/internal/store/storetest"
 	"github.com/codeport/codeport/internal/test/poll"
 	"github.com/codeport/codeport/internal/test/testfixture"
 	"github.com/codeport/codeport/internal/test/testprocess"
@@ -154,8 +156,8 @@ func TestNoPlaintextKeysOrCodesInDatabase(t *testing.T) {
 		secrets = append(secrets, c.(map[string]any)["code"].(string))
 	}
 	pgDump := "pg_dump"
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		pgDump = filepath.Join(strings.TrimSpace(string(out)), "pg_dump")
+	if bindir, err := storetest.BinDir(context.Background()); err == nil {
+		pgDump = filepath.Join(bindir, "pg_dump")
 	}
 	dump, err := exec.Command(pgDump, "--data-only", testDatabase).Output()
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/codeport/codeport/internal/orders"
+	"github.com/codeport/codeport/internal/store/storetest"
 )
 
 // TestRestoringArchivedOrdersAsDocumented follows docs/operations.md's procedure for archived
@@ -126,8 +127,8 @@ func fencedAfter(t *testing.T, doc, marker, lang string) string {
 func shell(ctx context.Context, t *testing.T, dir, databaseURL, command string) {
 	t.Helper()
 	path := os.Getenv("PATH")
-	if out, err := exec.CommandContext(ctx, "pg_config", "--bindir").Output(); err == nil {
-		path = strings.TrimSpace(string(out)) + string(os.PathListSeparator) + path
+	if bindir, err := storetest.BinDir(ctx); err == nil {
+		path = bindir + string(os.PathListSeparator) + path
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", command)
 	cmd.Dir = dir

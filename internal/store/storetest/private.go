@@ -21,14 +21,23 @@ type PrivateServer struct {
 	runAs              []string
 }
 
+// BinDir is the directory of the installed PostgreSQL's programs, as pg_config names it.
+func BinDir(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "pg_config", "--bindir").Output()
+	if err != nil {
+		return "", fmt.Errorf("pg_config --bindir: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // StartPrivateServer initialises and starts a server on a free loopback port, with each of
 // settings ("name = 'value'") written to its postgresql.conf (so that ALTER SYSTEM can still
 // change it), and stops it when the test ends.
 func StartPrivateServer(t testing.TB, settings ...string) *PrivateServer {
 	t.Helper()
-	out, err := exec.CommandContext(context.Background(), "pg_config", "--bindir").Output()
+	bindir, err := BinDir(context.Background())
 	if err != nil {
-		t.Fatalf("pg_config: %v", err)
+		t.Fatal(err)
 	}
 	// Not t.TempDir(): its parent is private to the user running the test, and the server, run as
 	// user postgres when that is root, must reach its data directory.
@@ -38,7 +47,7 @@ func StartPrivateServer(t testing.TB, settings ...string) *PrivateServer {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	_, port, _ := net.SplitHostPort(testprocess.Addr(t))
-	p := &PrivateServer{t: t, bindir: strings.TrimSpace(string(out)), data: filepath.Join(dir, "data"), port: port}
+	p := &PrivateServer{t: t, bindir: bindir, data: filepath.Join(dir, "data"), port: port}
 	if os.Geteuid() == 0 {
 		// PostgreSQL refuses to run as root.
 		p.runAs = []string{"runuser", "-u", "postgres", "--"}
