@@ -172,7 +172,7 @@ const catalogKeys = 8
 // createBigCatalogTenant creates the Catalog (its products come from shards), a partner bound
 // to it and the partner's production ApiKeys.
 func (c *cluster) createBigCatalogTenant(ctx context.Context) error {
-	ns := testfixture.InNamespace(tenantNamespace)
+	ns := testfixture.InNamespace(c.namespace)
 	objs := []client.Object{
 		testfixture.Catalog(bigCatalog, ns, testfixture.WithDiscount("5")),
 		testfixture.Partner(bigCatalog, ns, testfixture.WithContact("Distributor", "ops@distributor.example"),
@@ -196,7 +196,7 @@ func (c *cluster) waitKey(ctx context.Context, secret string) (string, error) {
 	var key string
 	err := poll.Wait(ctx, pollPause, 2*time.Minute, "key Secret "+secret, func() (bool, string) {
 		var s corev1.Secret
-		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: secret}, &s); err != nil {
+		if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: secret}, &s); err != nil {
 			return false, err.Error()
 		}
 		key = string(s.Data["apiKey"])
@@ -255,7 +255,7 @@ func manifest(s *v1alpha1.CatalogShard) (*unstructured.Unstructured, error) {
 
 func (c *cluster) catalogReady(ctx context.Context, products, shards int) (bool, string) {
 	var cat v1alpha1.Catalog
-	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: tenantNamespace, Name: bigCatalog}, &cat); err != nil {
+	if err := c.k8s.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: bigCatalog}, &cat); err != nil {
 		return false, err.Error()
 	}
 	ok, state := readyNow(cat.Status.Conditions, cat.Generation)

@@ -9,11 +9,15 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/codeport/codeport/hack/bench/history"
 	"github.com/codeport/codeport/internal/codes"
@@ -38,7 +42,11 @@ type historyPoint struct {
 	generated   history.Result
 	// dump and restore of the database, seconds per GB of database.
 	dumpPerGB, restorePerGB, databaseGB float64
-	load                                string
+	// restoreSkipped says why the restore was not measured.
+	restoreSkipped string
+	// coldStart is a fresh operator on this database bringing historyOperatorPartners to Ready.
+	coldStart time.Duration
+	load      string
 }
 
 type tableSize struct {
@@ -55,6 +63,11 @@ var historyReads = []string{"GET /orders/{ref}, newest", "GET /orders/{ref}, old
 	"GET /wallet/transactions, page 1", "GET /wallet/transactions, page 50",
 	"GET /wallet/transactions CSV, page 1", "GET /wallet/transactions CSV, page 50"}
 
+// historyOperatorPartners is how many partners (each with a sandbox and a production ApiKey and
+// a Wallet, 1 + 4n objects with the catalog) the operator's cold start brings to Ready at each
+// size: a quarter of O1's, so three sizes cost about as much as O1.
+const historyOperatorPartners = 250
+
 // historyPageSize is the page of the history figures: page 50 is 1,000 rows down, which the
 // spend figure's orders give the busiest partner even on the empty database.
 const historyPageSize = 20
@@ -68,6 +81,7 @@ func historyFigures(ctx context.Context, cfg config, binary, dir string) ([]hist
 	if !cfg.wants("history") {
 		return nil, nil
 	}
+	ctrl.SetLogger(logr.Discard()) // envtest's, for the operator's cold start
 	progress("history: provisioning %d partners and %d products", cfg.partners, cfg.products)
 	t, err := newTenants(ctx, cfg.partners, cfg.products, cfg.funded)
 	if err != nil {
@@ -178,10 +192,35 @@ func measureHistoryPoint(
 	if p.sizes, err = historySizes(ctx, t); err != nil {
 		return err
 	}
+	progress("history: operator cold start at %d orders", p.orders)
+	if p.coldStart, err = historyColdStart(ctx, t, binary, dir, i); err != nil {
+		return err
+	}
 	if p.orders > 0 && cfg.historyDump {
 		return dumpAndRestore(ctx, t, p)
 	}
 	return nil
+}
+
+// historyColdStart is O1 on the history's database: a cluster of its own, with its tenants in a
+// namespace of their own (the operator keys what it writes by namespace and name), and a fresh
+// operator bringing them to Ready.
+func historyColdStart(ctx context.Context, t *tenants, binary, dir string, i int) (time.Duration, error) {
+	c, err := startClusterOn(ctx, filepath.Join(dir, fmt.Sprintf("history-operator-%d", i)),
+		fmt.Sprintf("history-%d", i), t.database)
+	if err != nil {
+		return 0, err
+	}
+	defer c.stop()
+	if err := c.createTenants(ctx, historyOperatorPartners); err != nil {
+		return 0, err
+	}
+	op, err := c.startOperator(binary, fmt.Sprintf("history %d", i))
+	if err != nil {
+		return 0, err
+	}
+	defer op.stop()
+	return c.waitReady(ctx, op.started, historyOperatorPartners, op)
 }
 
 // historyReadFigures is the p99 of each of historyReads at 200 requests a second, by the
@@ -331,6 +370,9 @@ func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
 		return fmt.Errorf("pg_dump: %w\n%s", err, out)
 	}
 	p.dumpPerGB = time.Since(started).Seconds() / p.databaseGB
+	if p.restoreSkipped, err = restoreRoom(ctx, t, size); err != nil || p.restoreSkipped != "" {
+		return err
+	}
 	restored, err := storetest.Create(ctx, "bench_restore", false)
 	if err != nil {
 		return err
@@ -344,6 +386,26 @@ func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
 	}
 	p.restorePerGB = time.Since(started).Seconds() / p.databaseGB
 	return nil
+}
+
+// restoreRoom says why a restore of a database of size bytes would not fit beside it and its
+// dump, or "" when it would: the restore needs about the database's size again, and running out
+// of disk would stop the PostgreSQL server the whole run uses.
+func restoreRoom(ctx context.Context, t *tenants, size int64) (string, error) {
+	var dataDir string
+	if err := t.db.Pool.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dataDir); err != nil {
+		return "", fmt.Errorf("data directory: %w", err)
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dataDir, &fs); err != nil {
+		return "", fmt.Errorf("free space of %s: %w", dataDir, err)
+	}
+	free := int64(fs.Bavail) * fs.Bsize
+	if need := size + size/4; free < need {
+		return fmt.Sprintf("the restore needs about %.0f GB free, %.0f GB were", float64(need)/(1<<30),
+			float64(free)/(1<<30)), nil
+	}
+	return "", nil
 }
 
 // loadAverage is the machine's load average over the last minute and five minutes.
@@ -414,11 +476,18 @@ func printHistoryTables(cfg config, points []historyPoint) {
 	line("WAL per completed order (bytes)", func(p historyPoint) float64 { return p.walPerOrder }, "", nil)
 	line("pg_dump -Fc (s per GB)", func(p historyPoint) float64 { return p.dumpPerGB }, "", nil)
 	line("pg_restore -j 2 (s per GB)", func(p historyPoint) float64 { return p.restorePerGB }, "", nil)
+	line(fmt.Sprintf("operator cold start, %d partners to Ready (s)", historyOperatorPartners),
+		func(p historyPoint) float64 { return p.coldStart.Seconds() }, "<= 1.5x", atMost)
 	fmt.Print("\nLoad average (1 / 5 min) at each size's start:")
 	for _, p := range points {
 		fmt.Printf(" %s: %s;", count(p.orders), p.load)
 	}
 	fmt.Println()
+	for _, p := range points {
+		if p.restoreSkipped != "" {
+			fmt.Printf("\npg_restore not measured at %s orders: %s.\n", count(p.orders), p.restoreSkipped)
+		}
+	}
 	for _, p := range points[1:] {
 		fmt.Printf("\nWritten: %d orders, %d lines, %d ledger entries, %d codes in %s; database %.2f GB.\n",
 			p.generated.Orders, p.generated.Lines, p.generated.Entries, p.generated.Codes,

@@ -252,16 +252,27 @@ func failoverFigures(ctx context.Context, cfg config, binary, dir string) ([]row
 }
 
 // cluster is envtest's kube-apiserver and etcd with the CRDs, a kubeconfig for the operator
-// processes, and a database of its own.
+// processes, and a database: its own, or one it shares and leaves behind.
 type cluster struct {
 	dir        string
 	te         *envtest.Environment
 	k8s        client.Client
 	kubeconfig string
 	database   *storetest.Database
+	// namespace holds the tenants; the operator keys what it writes to the database by
+	// namespace and name, so clusters sharing a database use namespaces of their own.
+	namespace    string
+	ownsDatabase bool
 }
 
+// startCluster starts a cluster whose tenants are in tenantNamespace, on a database of its own.
 func startCluster(ctx context.Context, dir string) (*cluster, error) {
+	return startClusterOn(ctx, dir, tenantNamespace, nil)
+}
+
+// startClusterOn starts a cluster whose tenants are in namespace, on database, or on a database
+// of its own when database is nil.
+func startClusterOn(ctx context.Context, dir, namespace string, database *storetest.Database) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -284,7 +295,7 @@ func startCluster(ctx context.Context, dir string) (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start envtest: %w", err)
 	}
-	c := &cluster{dir: dir, te: te}
+	c := &cluster{dir: dir, te: te, namespace: namespace, database: database}
 	fail := func(err error) (*cluster, error) { c.stop(); return nil, err }
 	user, err := te.AddUser(envtest.User{Name: "codeport-operator", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -305,19 +316,22 @@ func startCluster(ctx context.Context, dir string) (*cluster, error) {
 	if c.k8s, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return fail(err)
 	}
-	for _, ns := range []string{tenantNamespace, noiseNamespace} {
+	for _, ns := range []string{namespace, noiseNamespace} {
 		if err := c.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fail(fmt.Errorf("namespace %s: %w", ns, err))
 		}
 	}
-	if c.database, err = storetest.Create(ctx, "bench_operator", true); err != nil {
-		return fail(fmt.Errorf("operator database: %w", err))
+	if c.database == nil {
+		if c.database, err = storetest.Create(ctx, "bench_operator", true); err != nil {
+			return fail(fmt.Errorf("operator database: %w", err))
+		}
+		c.ownsDatabase = true
 	}
 	return c, nil
 }
 
 func (c *cluster) stop() {
-	if c.database != nil {
+	if c.ownsDatabase {
 		_ = c.database.Drop(context.Background())
 	}
 	_ = c.te.Stop()
@@ -371,7 +385,7 @@ func benchPartnerName(i int) string { return fmt.Sprintf("p%04d", i) }
 // createTenants creates the catalog and n partners, each with a sandbox and a production ApiKey
 // and a production Wallet, the partner first.
 func (c *cluster) createTenants(ctx context.Context, n int) error {
-	catalog := testfixture.Catalog("main", testfixture.InNamespace(tenantNamespace), testfixture.WithDiscount("5"),
+	catalog := testfixture.Catalog("main", testfixture.InNamespace(c.namespace), testfixture.WithDiscount("5"),
 		testfixture.WithProducts(testfixture.Product("10000000000001", testfixture.WithName("Credit 20", ""))))
 	if err := c.k8s.Create(ctx, catalog); err != nil {
 		return fmt.Errorf("catalog: %w", err)
@@ -381,7 +395,7 @@ func (c *cluster) createTenants(ctx context.Context, n int) error {
 		defer close(objs)
 		for i := range n {
 			name := benchPartnerName(i)
-			ns := testfixture.InNamespace(tenantNamespace)
+			ns := testfixture.InNamespace(c.namespace)
 			objs <- testfixture.Partner(name, ns, testfixture.WithContact("Partner "+name, "ops@"+name+".example"),
 				testfixture.WithCatalogRef("main"), testfixture.WithAllowlist("127.0.0.1/32"))
 			for _, e := range provisioning.Environments() {
@@ -406,7 +420,7 @@ func (c *cluster) readyCount(ctx context.Context) (int, string, error) {
 	var wallets v1alpha1.WalletList
 	var catalogs v1alpha1.CatalogList
 	for _, l := range []client.ObjectList{&partners, &keys, &wallets, &catalogs} {
-		if err := c.k8s.List(ctx, l, client.InNamespace(tenantNamespace)); err != nil {
+		if err := c.k8s.List(ctx, l, client.InNamespace(c.namespace)); err != nil {
 			return 0, "", err
 		}
 	}
@@ -458,7 +472,7 @@ func (c *cluster) waitReady(ctx context.Context, start time.Time, n int, op *ope
 // issuedKeys counts the ApiKeys with a key in their status.
 func (c *cluster) issuedKeys(ctx context.Context) (int, error) {
 	var keys v1alpha1.ApiKeyList
-	if err := c.k8s.List(ctx, &keys, client.InNamespace(tenantNamespace)); err != nil {
+	if err := c.k8s.List(ctx, &keys, client.InNamespace(c.namespace)); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -501,7 +515,7 @@ func (c *cluster) checkOneKeyEach(ctx context.Context, n int) error {
 		return err
 	}
 	var keys v1alpha1.ApiKeyList
-	if err := c.k8s.List(ctx, &keys, client.InNamespace(tenantNamespace)); err != nil {
+	if err := c.k8s.List(ctx, &keys, client.InNamespace(c.namespace)); err != nil {
 		return err
 	}
 	if len(keys.Items) != n || len(bySource) != n {
