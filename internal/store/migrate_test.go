@@ -240,3 +240,53 @@ func TestCheckSchema(t *testing.T) {
 		t.Fatalf("CheckSchema on a newer schema: %d, %d, %v", have, need, err)
 	}
 }
+
+// TestMigrationsGiveUpWaitingForABusyOrdersTable: a step that locks orders gives up after its
+// lock_timeout rather than queue every order read or write behind its wait, changes nothing,
+// and succeeds when run again once the table is free. The locks held are those of a pg_dump
+// (ACCESS SHARE, which adding a column waits for) and of a placement (ROW EXCLUSIVE, which
+// creating triggers waits for).
+func TestMigrationsGiveUpWaitingForABusyOrdersTable(t *testing.T) {
+	for _, tc := range []struct {
+		step int64
+		held string
+	}{
+		{27, "ACCESS SHARE"},
+		{28, "ROW EXCLUSIVE"},
+	} {
+		t.Run(tc.held, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			db, m := openEmpty(t)
+			if _, err := m.Up(ctx); err != nil {
+				t.Fatalf("up: %v", err)
+			}
+			if _, err := m.DownTo(ctx, tc.step-1); err != nil {
+				t.Fatalf("down to %d: %v", tc.step-1, err)
+			}
+			holder, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+			if _, err := holder.Exec(ctx, "LOCK TABLE orders IN "+tc.held+" MODE"); err != nil {
+				t.Fatal(err)
+			}
+			_, err = m.Up(ctx)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+				t.Fatalf("up while orders is held in %s mode: %v; want lock_timeout's 55P03 lock_not_available",
+					tc.held, err)
+			}
+			if v, err := m.Version(ctx); err != nil || v != tc.step-1 {
+				t.Fatalf("version after the step gave up: %d, %v; want %d", v, err, tc.step-1)
+			}
+			if err := holder.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Up(ctx); err != nil {
+				t.Fatalf("up once orders is free: %v", err)
+			}
+		})
+	}
+}

@@ -13,7 +13,19 @@
 -- does not run while one of them is registered in codeport_instances (store.ArchiveOrders).
 -- Every statement can run again after a partial run (no transaction: the indexes are built
 -- concurrently on tables that are large and busy).
-ALTER TABLE orders ADD COLUMN IF NOT EXISTS archived_at timestamptz;
+--
+-- Adding the column takes orders' strongest lock for an instant, but waiting for it queues
+-- every read and write of orders behind the wait: a pg_dump holds a weaker lock for the whole
+-- dump, 8 minutes at 10 M orders. lock_timeout bounds the wait, in a transaction of the statement's own; past
+-- it the step fails, changes nothing, and migrate up runs it again (the hook Job retries).
+-- +goose StatementBegin
+DO $$
+BEGIN
+    SET LOCAL lock_timeout = '5s';
+    ALTER TABLE orders ADD COLUMN IF NOT EXISTS archived_at timestamptz;
+END;
+$$;
+-- +goose StatementEnd
 
 CREATE TABLE IF NOT EXISTS order_lines_archive (
     order_id     uuid NOT NULL,

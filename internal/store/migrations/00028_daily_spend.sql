@@ -18,8 +18,11 @@
 -- uncounted, so the first limited placement of each day recounts its account's orders of the
 -- day, usually none but its own. Creating the triggers waits for the transactions writing
 -- orders at that moment and holds new ones back until this step commits: no order is written
--- half before, half after. Rows of past days may be deleted (retention does); a refund of an
+-- half before, half after. lock_timeout bounds that wait, and the placements queued behind it:
+-- past it the step fails without a change and migrate up runs it again (the hook Job retries). Rows of past days may be deleted (retention does); a refund of an
 -- older order then writes its day's row again, uncounted.
+SET LOCAL lock_timeout = '5s';
+
 CREATE TABLE daily_spend (
     account_id uuid NOT NULL,
     currency   text NOT NULL,
