@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -102,4 +103,74 @@ func claimPages(t *testing.T, db *store.DB, product string) int {
 		t.Fatal(err)
 	}
 	return pages
+}
+
+// TestClaimStaysShortUnderYearsOfDeliveredCodes: when delivered codes, kept to reject a code
+// imported twice, are nearly all of code_stock, a vacuum still cleans the index of available
+// codes, so a claim does not step over every code delivered since the vacuum before. By
+// default a vacuum skips the indexes while fewer than 2% of the table's pages hold dead rows,
+// which a day's deliveries never reach against years of history; and autovacuum runs after a
+// number of deliveries, not a fraction of the table.
+func TestClaimStaysShortUnderYearsOfDeliveredCodes(t *testing.T) {
+	ctx := context.Background()
+	w := newWallet(t, "0", nil)
+	var orderID uuid.UUID
+	err := w.db.Pool.QueryRow(ctx, `INSERT INTO orders (account_id, external_order_code, payload_hash, currency,
+		total_price, total_quantity, estimated_ready_at) VALUES ($1, 'stock', '\x01', 'EUR', 0, 1, now()) RETURNING id`,
+		w.account).Scan(&orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const product, history, available, delivered = "10000000000001", 600_000, 12_000, 10_000
+	// Codes delivered long ago, of another product, then the product's stock.
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at,
+			order_id, delivered_at)
+		SELECT '10000000000002', '\x00', sha256(('h' || g)::bytea), 'old', now() - interval '2 years', $1,
+		       now() - interval '2 years'
+		FROM generate_series(1, $2) g`, orderID, history); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at)
+		SELECT $1, '\x00', sha256(g::text::bytea), 'b', now() + g * interval '1 microsecond'
+		FROM generate_series(1, $2) g`, product, available); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool.Exec(ctx, `VACUUM ANALYZE code_stock`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO order_lines (order_id, line_no, product_code, unit_price,
+			quantity, currency) SELECT $1, g, $2, 0, 100, 'EUR' FROM generate_series(0, $3) g`,
+		orderID, product, delivered/100); err != nil {
+		t.Fatal(err)
+	}
+	for line := range delivered / 100 {
+		err := w.db.InTx(ctx, func(tx pgx.Tx) error {
+			_, _, err := store.ClaimStock(ctx, tx,
+				[]store.StockWant{{OrderID: orderID, LineNo: line, ProductCode: product, Quantity: 100}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := claimPages(t, w.db, product)
+	// As autovacuum runs it: with the table's settings.
+	if _, err := w.db.Pool.Exec(ctx, `VACUUM code_stock`); err != nil {
+		t.Fatal(err)
+	}
+	if after := claimPages(t, w.db, product); after > 10 {
+		t.Errorf("a claim after %d deliveries read %d pages, and %d after a vacuum: the vacuum left the "+
+			"delivered codes' entries in the index", delivered, before, after)
+	}
+
+	var options []string
+	if err := w.db.Pool.QueryRow(ctx,
+		`SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'code_stock'::regclass`).Scan(&options); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=5000"} {
+		if !slices.Contains(options, want) {
+			t.Errorf("code_stock's options %v lack %s: autovacuum would wait for a fraction of the table", options, want)
+		}
+	}
 }
