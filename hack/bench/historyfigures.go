@@ -68,6 +68,9 @@ var historyReads = []string{"GET /orders/{ref}, newest", "GET /orders/{ref}, old
 // size: a quarter of O1's, so three sizes cost about as much as O1.
 const historyOperatorPartners = 250
 
+// spendRounds is how many windows the figure of orders under a daily spend limit is the median of.
+const spendRounds = 3
+
 // historyPageSize is the page of the history figures: page 50 is 1,000 rows down, which the
 // spend figure's orders give the busiest partner even on the empty database.
 const historyPageSize = 20
@@ -181,10 +184,18 @@ func measureHistoryPoint(
 	}
 	placed := p.placement.placed * cfg.duration.Seconds()
 	p.walPerOrder = float64(after-before) / max(placed, 1)
+	// One partner's orders take turns on its wallet and day rows, so the figure is the length of
+	// that turn, which the fulfilment workers beside it sway by a fifth from one window to the
+	// next: the median of spendRounds windows.
 	progress("history: orders under a daily spend limit at %d orders", p.orders)
-	if p.spend, err = placeOrders(srv.base, t.keys[:1], 8, cfg.duration, fmt.Sprintf("hspend-%d-", i)); err != nil {
-		return fmt.Errorf("spend-limited orders: %w", err)
+	rounds := make([]result, spendRounds)
+	for r := range rounds {
+		if rounds[r], err = placeOrders(srv.base, t.keys[:1], 8, cfg.duration,
+			fmt.Sprintf("hspend-%d-%d-", i, r)); err != nil {
+			return fmt.Errorf("spend-limited orders: %w", err)
+		}
 	}
+	p.spend = median(rounds)
 	progress("history: reads at %d orders", p.orders)
 	if p.reads, err = historyReadFigures(ctx, t, srv.base, cfg.duration); err != nil {
 		return err
@@ -467,9 +478,11 @@ func printHistoryTables(cfg config, points []historyPoint) {
 	atMost := func(ratio float64) bool { return ratio <= latencyRatio }
 	line("B7 completed orders/s", func(p historyPoint) float64 { return p.placement.completed }, ">= 0.9x", atLeast)
 	line("B7 placement p99 (ms)", func(p historyPoint) float64 { return p.placement.p99 }, "<= 1.5x", atMost)
-	line("daily spend limit: orders/s, 8 clients, one partner", func(p historyPoint) float64 { return p.spend.max },
+	line("daily spend limit: orders/s, 8 clients, one partner (median of 3)",
+		func(p historyPoint) float64 { return p.spend.max },
 		">= 0.9x", atLeast)
-	line("daily spend limit: placement p99 (ms)", func(p historyPoint) float64 { return p.spend.p99 }, "<= 1.5x", atMost)
+	line("daily spend limit: placement p99 (ms; median of 3)", func(p historyPoint) float64 { return p.spend.p99 },
+		"<= 1.5x", atMost)
 	for _, name := range historyReads {
 		line(name+": p99 at 200/s (ms)", func(p historyPoint) float64 { return p.reads[name] }, "<= 1.5x", atMost)
 	}
