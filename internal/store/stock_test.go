@@ -168,7 +168,7 @@ func TestClaimStaysShortUnderYearsOfDeliveredCodes(t *testing.T) {
 		`SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = 'code_stock'::regclass`).Scan(&options); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=5000"} {
+	for _, want := range []string{"autovacuum_vacuum_scale_factor=0", "autovacuum_vacuum_threshold=25000"} {
 		if !slices.Contains(options, want) {
 			t.Errorf("code_stock's options %v lack %s: autovacuum would wait for a fraction of the table", options, want)
 		}
