@@ -20,16 +20,10 @@ import (
 func TestClaimStockReadsOnlyAvailableCodes(t *testing.T) {
 	ctx := context.Background()
 	w := newWallet(t, "0", nil)
-	var orderID uuid.UUID
-	err := w.db.Pool.QueryRow(ctx, `INSERT INTO orders (account_id, external_order_code, payload_hash, currency,
-		total_price, total_quantity, estimated_ready_at) VALUES ($1, 'stock', '\x01', 'EUR', 0, 1, now()) RETURNING id`,
-		w.account).Scan(&orderID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orderID := stockOrder(t, w)
 	const product, imported, delivered = "10000000000001", 3000, 2500
 	// The product's codes, one import, and another product's after them.
-	_, err = w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at)
+	_, err := w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at)
 		SELECT CASE WHEN g <= $1 THEN $2 ELSE '10000000000002' END, '\x00', sha256(g::text::bytea), 'b',
 		       now() + g * interval '1 microsecond'
 		FROM generate_series(1, $1 + 500) g`, imported, product)
@@ -75,6 +69,18 @@ func TestClaimStockReadsOnlyAvailableCodes(t *testing.T) {
 	}
 }
 
+// stockOrder inserts an order of the wallet's account for claims to deliver codes to.
+func stockOrder(t *testing.T, w wallet) uuid.UUID {
+	t.Helper()
+	var orderID uuid.UUID
+	if err := w.db.Pool.QueryRow(t.Context(), `INSERT INTO orders (account_id, external_order_code, payload_hash,
+		currency, total_price, total_quantity, estimated_ready_at)
+		VALUES ($1, 'stock', '\x01', 'EUR', 0, 1, now()) RETURNING id`, w.account).Scan(&orderID); err != nil {
+		t.Fatal(err)
+	}
+	return orderID
+}
+
 // claimPages is how many buffer pages one claim of a code of product reads, in a transaction
 // rolled back.
 func claimPages(t *testing.T, db *store.DB, product string) int {
@@ -114,13 +120,7 @@ func claimPages(t *testing.T, db *store.DB, product string) int {
 func TestClaimStaysShortUnderYearsOfDeliveredCodes(t *testing.T) {
 	ctx := context.Background()
 	w := newWallet(t, "0", nil)
-	var orderID uuid.UUID
-	err := w.db.Pool.QueryRow(ctx, `INSERT INTO orders (account_id, external_order_code, payload_hash, currency,
-		total_price, total_quantity, estimated_ready_at) VALUES ($1, 'stock', '\x01', 'EUR', 0, 1, now()) RETURNING id`,
-		w.account).Scan(&orderID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	orderID := stockOrder(t, w)
 	const product, history, available, delivered = "10000000000001", 600_000, 12_000, 10_000
 	// Codes delivered long ago, of another product, then the product's stock.
 	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO code_stock (product_code, ciphertext, digest, batch, imported_at,
