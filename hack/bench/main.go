@@ -43,6 +43,9 @@ type config struct {
 const (
 	figureGroups   = "reads,redis,orders,completed,completion,archival,scale,operator,catalog-scale,history"
 	defaultFigures = "reads,redis,orders,completed,completion,archival,scale"
+	// defaultHistoryPoints are the sizes of order history a history run measures at; make
+	// bench-history passes the same.
+	defaultHistoryPoints = "0,1000000,10000000"
 )
 
 // wants reports whether the run measures the figure group.
@@ -85,7 +88,7 @@ func main() {
 		"operator figures: Secrets in the cluster that have nothing to do with codeport")
 	flag.IntVar(&cfg.noiseBytes, "operator-unrelated-secret-bytes", 4096,
 		"operator figures: data size of each unrelated Secret (a TLS Secret is about 4 KB)")
-	points := flag.String("history-points", "0,1000000,10000000",
+	points := flag.String("history-points", defaultHistoryPoints,
 		"history figures: orders of history to measure at, in increasing order, the first the baseline")
 	flag.BoolVar(&cfg.historyDump, "history-dump", true,
 		"history figures: time pg_dump and pg_restore at each size of history but the empty one")
