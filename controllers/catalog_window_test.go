@@ -19,7 +19,8 @@ import (
 // where the API serves its products. Outside it, scheduled or expired, it is Ready=False with
 // OutsideValidityWindow, no product in service and a Warning event, and the status turns at
 // each edge of the window without any change to the spec. A scheduled catalog is not a fault: it
-// does not age the oldest-not-ready gauge.
+// does not age the oldest-not-ready gauge, and the partners bound to it stay bound and Ready,
+// their CatalogResolved naming the window.
 func TestCatalogValidityWindow(t *testing.T) {
 	ns := namespace(t)
 	sandboxKey, _ := onboard(t, ns) // catalog eu: 10000000000001 and 10000000000002, valid since an hour ago
@@ -48,6 +49,30 @@ func TestCatalogValidityWindow(t *testing.T) {
 	inService := func(cond *metav1.Condition, products int32) bool {
 		return cond.Status == metav1.ConditionTrue && products == 2
 	}
+	// The partner bound to eu stays bound and Ready either way; its CatalogResolved says
+	// whether eu serves anything now (phrase "": it does).
+	waitPartner := func(what, phrase string) {
+		t.Helper()
+		poll.Until(t, timeout, what+": the partner says so", func() (bool, string) {
+			var p v1alpha1.Partner
+			get(t, ns, "acme", &p)
+			resolved := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionCatalogResolved)
+			ready := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if resolved == nil || ready == nil ||
+				resolved.Status != metav1.ConditionTrue || ready.Status != metav1.ConditionTrue {
+				return false, fmt.Sprintf("%v; %v", resolved, ready)
+			}
+			if phrase == "" {
+				return resolved.Reason == v1alpha1.ReasonReconciled && resolved.Message == `Catalog "eu" bound` &&
+					ready.Message == "Sandbox and production accounts provisioned", fmt.Sprintf("%v; %v", resolved, ready)
+			}
+			return resolved.Reason == v1alpha1.ReasonOutsideValidityWindow &&
+					strings.HasPrefix(resolved.Message, `Catalog "eu" bound; no product in service: `+phrase) &&
+					strings.Contains(ready.Message, `; Catalog "eu" has no product in service: `+phrase),
+				fmt.Sprintf("%v; %v", resolved, ready)
+		})
+	}
+	waitPartner("in its window", "")
 
 	for _, step := range []struct {
 		name     string
@@ -69,6 +94,7 @@ func TestCatalogValidityWindow(t *testing.T) {
 		waitStatus(step.name+": outside its window", outside(step.phrase))
 		waitEvent(t, ns, "Catalog", "eu", "Warning OutsideValidityWindow: 2 products provisioned, none in service: "+
 			step.phrase)
+		waitPartner(step.name, step.phrase)
 		waitServed(t, sandboxKey, "10000000000001", false)
 		if g := gauges(t, reg); g[age] != 0 {
 			t.Fatalf("%s: a catalog outside its window ages the not-ready gauge: %v", step.name, g)
@@ -87,5 +113,13 @@ func TestCatalogValidityWindow(t *testing.T) {
 	waitStatus("open at validFrom", inService)
 	waitServed(t, sandboxKey, "10000000000001", true)
 	waitStatus("closed at validTo", outside("the catalog was valid until "+closes.UTC().Format(time.RFC3339)))
+	waitPartner("closed at validTo", "the catalog was valid until "+closes.UTC().Format(time.RFC3339))
 	waitServed(t, sandboxKey, "10000000000001", false)
+
+	update(t, ns, "eu", &c, func() {
+		c.Spec.ValidFrom = metav1.NewTime(time.Now().Add(-time.Hour))
+		c.Spec.ValidTo = nil
+	})
+	waitStatus("back in its window", inService)
+	waitPartner("back in its window", "")
 }

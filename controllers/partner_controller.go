@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,9 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	case binding.problem != "":
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, false, binding.reason,
 			"Accounts provisioned; "+binding.problem)
+	case binding.notice != "":
+		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
+			"Sandbox and production accounts provisioned; "+binding.notice)
 	default:
 		setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
 			"Sandbox and production accounts provisioned")
@@ -102,11 +106,13 @@ func (r *PartnerReconciler) apply(ctx context.Context, p *v1alpha1.Partner) (ctr
 	return result, nil
 }
 
-// catalogBinding is the catalog a partner is to serve: id (nil: none), and, when catalogRef
-// cannot be bound, why (reason and problem).
+// catalogBinding is the catalog a partner is to serve: id (nil: none); when catalogRef
+// cannot be bound, why (reason and problem); when it is bound to a Catalog outside its validity
+// window, a notice that the partner is served no products now (a planned state, not a fault).
 type catalogBinding struct {
 	id              *uuid.UUID
 	reason, problem string
+	notice          string
 }
 
 // resolveCatalog finds the provisioned catalog of catalogRef and records CatalogResolved.
@@ -146,6 +152,16 @@ func (r *PartnerReconciler) resolveCatalog(ctx context.Context, p *v1alpha1.Part
 		case err != nil:
 			return catalogBinding{}, fmt.Errorf("resolve Catalog %s: %w", name, err)
 		default:
+			// Bound either way: the API serves the catalog's products from validFrom without
+			// another reconcile, and the Catalog's status change at each edge brings the
+			// partner back to say so.
+			if w := windowOf(&c, time.Now()); w.outside != "" {
+				setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true,
+					v1alpha1.ReasonOutsideValidityWindow,
+					fmt.Sprintf("Catalog %q bound; no product in service: %s", name, w.outside))
+				notice := fmt.Sprintf("Catalog %q has no product in service: %s", name, w.outside)
+				return catalogBinding{id: &id, notice: notice}, nil
+			}
 			setCondition(&p.Status.Conditions, p.Generation, v1alpha1.ConditionCatalogResolved, true,
 				v1alpha1.ReasonReconciled, fmt.Sprintf("Catalog %q bound", name))
 			return catalogBinding{id: &id}, nil

@@ -52,7 +52,8 @@ const (
 	ReasonConfigMapNotFound = "ConfigMapNotFound"
 	// ReasonOutsideValidityWindow: a Catalog's products are provisioned, but now is before its
 	// validFrom or after its validTo, so the API serves none of them; the status turns at each
-	// edge of the window.
+	// edge of the window. On a Partner's CatalogResolved (True: the binding stands) it says the
+	// bound Catalog is outside its window.
 	ReasonOutsideValidityWindow = "OutsideValidityWindow"
 	ReasonPartnerNotFound       = "PartnerNotFound"
 	ReasonPartnerNotReady       = "PartnerNotReady"
