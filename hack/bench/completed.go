@@ -167,6 +167,24 @@ func deployedOrders(
 	}, nil
 }
 
+// waitFulfilled waits until the production fulfilment queue is empty, for at most two minutes.
+func waitFulfilled(ctx context.Context, db *store.DB) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var unfinished int64
+		if err := db.Pool.QueryRow(ctx, unfinishedJobs).Scan(&unfinished); err != nil {
+			return fmt.Errorf("queue depth: %w", err)
+		}
+		if unfinished == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d fulfilment jobs still unfinished after two minutes", unfinished)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // topUpStock imports codes of product with `codeport codes import`, as an operator loads stock,
 // until at least need are available.
 func topUpStock(ctx context.Context, t *tenants, binary, dir, product string, need int64) error {
