@@ -214,6 +214,11 @@ func measureHistoryPoint(
 	if p.sizes, err = historySizes(ctx, t); err != nil {
 		return err
 	}
+	var size int64
+	if err := t.db.Pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size); err != nil {
+		return fmt.Errorf("database size: %w", err)
+	}
+	p.databaseGB = float64(size) / (1 << 30)
 	progress("history: operator cold start at %d orders", p.orders)
 	if p.coldStart, err = historyColdStart(ctx, t, binary, dir, i); err != nil {
 		return err
@@ -382,11 +387,6 @@ func historySizes(ctx context.Context, t *tenants) ([]tableSize, error) {
 // dumpAndRestore times pg_dump (custom format) of the database and pg_restore of it into a new
 // database with two jobs, per GB of the database's size.
 func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
-	var size int64
-	if err := t.db.Pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size); err != nil {
-		return fmt.Errorf("database size: %w", err)
-	}
-	p.databaseGB = float64(size) / (1 << 30)
 	file, err := os.CreateTemp("", "codeport-history-*.dump")
 	if err != nil {
 		return err
@@ -400,7 +400,7 @@ func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
 		return fmt.Errorf("pg_dump: %w\n%s", err, out)
 	}
 	p.dumpPerGB = time.Since(started).Seconds() / p.databaseGB
-	if p.restoreSkipped, err = restoreRoom(ctx, t, size); err != nil || p.restoreSkipped != "" {
+	if p.restoreSkipped, err = restoreRoom(ctx, t, int64(p.databaseGB*(1<<30))); err != nil || p.restoreSkipped != "" {
 		return err
 	}
 	restored, err := storetest.Create(ctx, "bench_restore", false)
