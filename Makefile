@@ -282,7 +282,7 @@ bench: deps ## Benchmarks against same-run baselines (not part of make test); BE
 HISTORY_POINTS ?= 0,1000000,10000000
 
 .PHONY: bench-history
-bench-history: deps ## The API and operator on 0, 1 M and 10 M orders of history, against the empty database (about an hour, 55 GB free; HISTORY_POINTS).
+bench-history: deps ## The API and operator on 0, 1 M and 10 M orders of history, against the empty database (about 70 minutes, 55 GB free; HISTORY_POINTS).
 	@eval "$$(hack/testenv.sh)"; \
 	go run ./hack/bench -figures history -duration $(or $(BENCHTIME),10s) \
 		-history-points $(HISTORY_POINTS)
