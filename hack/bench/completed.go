@@ -121,32 +121,29 @@ func deployedOrders(
 	}
 	deadline := end.Add(2 * time.Minute)
 	for {
-		var unfinished int64
-		if err := db.Pool.QueryRow(ctx, unfinishedJobs).Scan(&unfinished); err != nil {
-			return completion{}, fmt.Errorf("queue depth: %w", err)
+		// A job is marked completed after its order's transaction commits, so an empty queue has
+		// every order terminal; the orders are checked all the same.
+		if err := waitFulfilled(ctx, db); err != nil {
+			return completion{}, fmt.Errorf("B7: %w", err)
 		}
-		if unfinished == 0 {
-			// A job is marked completed after its order's transaction commits, so an empty queue
-			// has every order terminal; the orders are checked all the same.
-			err := db.Pool.QueryRow(ctx, `SELECT count(*) AS accepted,
-					count(*) FILTER (WHERE status = 'completed') AS completed,
-					count(*) FILTER (WHERE status = 'processing') AS processing,
-					count(*) FILTER (WHERE finished_at <= to_timestamp($1)) AS during,
-					COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0)::float8 AS last,
-					COALESCE(percentile_cont(0.99) WITHIN GROUP (
-						ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)), 0) * 1000 AS p99
-				FROM orders WHERE external_order_code LIKE $2`, endSeconds, prefix+"%").
-				Scan(&s.Accepted, &s.Completed, &s.Processing, &s.During, &s.Last, &s.P99)
-			if err != nil {
-				return completion{}, fmt.Errorf("B7 orders: %w", err)
-			}
-			if s.Processing == 0 {
-				break
-			}
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) AS accepted,
+				count(*) FILTER (WHERE status = 'completed') AS completed,
+				count(*) FILTER (WHERE status = 'processing') AS processing,
+				count(*) FILTER (WHERE finished_at <= to_timestamp($1)) AS during,
+				COALESCE(EXTRACT(EPOCH FROM max(finished_at)), 0)::float8 AS last,
+				COALESCE(percentile_cont(0.99) WITHIN GROUP (
+					ORDER BY EXTRACT(EPOCH FROM finished_at - created_at)), 0) * 1000 AS p99
+			FROM orders WHERE external_order_code LIKE $2`, endSeconds, prefix+"%").
+			Scan(&s.Accepted, &s.Completed, &s.Processing, &s.During, &s.Last, &s.P99)
+		if err != nil {
+			return completion{}, fmt.Errorf("B7 orders: %w", err)
+		}
+		if s.Processing == 0 {
+			break
 		}
 		if time.Now().After(deadline) {
-			return completion{}, fmt.Errorf("B7: %d fulfilment jobs unfinished %s after the load stopped",
-				unfinished, time.Since(end).Round(time.Second))
+			return completion{}, fmt.Errorf("B7: %d orders still processing %s after the load stopped",
+				s.Processing, time.Since(end).Round(time.Second))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -41,13 +41,17 @@ type historyPoint struct {
 	sizes       []tableSize
 	generated   history.Result
 	// dump and restore of the database, seconds per GB of database.
-	dumpPerGB, restorePerGB, databaseGB float64
+	dumpPerGB, restorePerGB float64
+	databaseBytes           int64
 	// restoreSkipped says why the restore was not measured.
 	restoreSkipped string
 	// coldStart is a fresh operator on this database bringing historyOperatorPartners to Ready.
 	coldStart time.Duration
 	load      string
 }
+
+// databaseGB is the database's size at this point, in GB.
+func (p historyPoint) databaseGB() float64 { return float64(p.databaseBytes) / (1 << 30) }
 
 type tableSize struct {
 	table                string
@@ -214,11 +218,9 @@ func measureHistoryPoint(
 	if p.sizes, err = historySizes(ctx, t); err != nil {
 		return err
 	}
-	var size int64
-	if err := t.db.Pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size); err != nil {
+	if err := t.db.Pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&p.databaseBytes); err != nil {
 		return fmt.Errorf("database size: %w", err)
 	}
-	p.databaseGB = float64(size) / (1 << 30)
 	progress("history: operator cold start at %d orders", p.orders)
 	if p.coldStart, err = historyColdStart(ctx, t, binary, dir, i); err != nil {
 		return err
@@ -393,14 +395,14 @@ func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
 	}
 	file.Close()
 	defer os.Remove(file.Name())
-	progress("history: pg_dump of %.1f GB", p.databaseGB)
+	progress("history: pg_dump of %.1f GB", p.databaseGB())
 	started := time.Now()
 	if out, err := exec.CommandContext(ctx, "pg_dump", "-Fc", "-f", file.Name(), "-d", t.database.URL).
 		CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_dump: %w\n%s", err, out)
 	}
-	p.dumpPerGB = time.Since(started).Seconds() / p.databaseGB
-	if p.restoreSkipped, err = restoreRoom(ctx, t, int64(p.databaseGB*(1<<30))); err != nil || p.restoreSkipped != "" {
+	p.dumpPerGB = time.Since(started).Seconds() / p.databaseGB()
+	if p.restoreSkipped, err = restoreRoom(ctx, t, p.databaseBytes); err != nil || p.restoreSkipped != "" {
 		return err
 	}
 	restored, err := storetest.Create(ctx, "bench_restore", false)
@@ -414,7 +416,7 @@ func dumpAndRestore(ctx context.Context, t *tenants, p *historyPoint) error {
 		CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_restore: %w\n%s", err, out)
 	}
-	p.restorePerGB = time.Since(started).Seconds() / p.databaseGB
+	p.restorePerGB = time.Since(started).Seconds() / p.databaseGB()
 	return nil
 }
 
@@ -523,7 +525,7 @@ func printHistoryTables(cfg config, points []historyPoint) {
 	for _, p := range points[1:] {
 		fmt.Printf("\nWritten: %d orders, %d lines, %d ledger entries, %d codes in %s; database %.2f GB.\n",
 			p.generated.Orders, p.generated.Lines, p.generated.Entries, p.generated.Codes,
-			p.generated.Elapsed.Round(time.Second), p.databaseGB)
+			p.generated.Elapsed.Round(time.Second), p.databaseGB())
 	}
 	last := points[len(points)-1]
 	if last.orders == 0 {
