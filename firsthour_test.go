@@ -72,6 +72,8 @@ func TestErrorsSayCauseThenWhatToDo(t *testing.T) {
 		{"no kubeconfig anywhere", operator, nil, 1,
 			"codeport: no Kubernetes configuration: not in a cluster (no in-cluster service account), " +
 				"--kubeconfig and $KUBECONFIG unset, and " + home + "/.kube/config does not exist; pass --kubeconfig PATH"},
+		{"operator without database connections", append(operator, "--database-max-conns", "0"), nil, 1,
+			"codeport: --database-max-conns must be at least 1"},
 		{"API server unreachable", operator, []string{"KUBECONFIG=" + kubeconfig}, 1,
 			"codeport: cannot reach the Kubernetes API server at " + apiServer + ": connection refused"},
 		{"codes for a product in no catalog", []string{"codes", "import", "--product", "12345678901234", codesFile},

@@ -35,6 +35,10 @@ import (
 	"github.com/codeport/codeport/internal/tenancy"
 )
 
+// defaultOperatorMaxConns is the operator's pool: reconciles, the stock refresh and the leader's
+// bookkeeping, far fewer at once than an API's requests and workers.
+const defaultOperatorMaxConns = 10
+
 //nolint:gocognit // a flat list of flags, one branch each
 func newOperatorCommand() *cobra.Command {
 	var (
@@ -43,6 +47,7 @@ func newOperatorCommand() *cobra.Command {
 		specTopUps                                                 bool
 		stockLowThreshold                                          int
 		maxTopUp                                                   int64
+		maxConns                                                   int32
 		stockRefresh, databaseWait                                 time.Duration
 		m                                                          managerFlags
 	)
@@ -71,10 +76,13 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 			if maxTopUp < 1 {
 				return errors.New("--max-top-up must be at least 1")
 			}
+			if maxConns < 1 {
+				return errors.New("--database-max-conns must be at least 1")
+			}
 			log := routeLogs(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			// The database comes first: an unmigrated schema is one clear line, before anything
 			// else can fail on it.
-			db, err := openDatabaseWaiting(cmd.Context(), databaseURL, store.Options{MaxConns: 10}, databaseWait, log)
+			db, err := openDatabaseWaiting(cmd.Context(), databaseURL, store.Options{MaxConns: maxConns}, databaseWait, log)
 			if err != nil {
 				return err
 			}
@@ -132,6 +140,7 @@ $KUBECONFIG, in-cluster, ~/.kube/config.`,
 	}
 	f := cmd.Flags()
 	databaseURLFlag(cmd, &databaseURL)
+	f.Int32Var(&maxConns, "database-max-conns", defaultOperatorMaxConns, "database connections of this process")
 	databaseWaitFlag(f, &databaseWait)
 	codesKeyFlag(f, &codesKey)
 	f.StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")

@@ -176,13 +176,13 @@ func TestCloudNativePGInstall(t *testing.T) {
 	ctx := context.Background()
 	objs := render(t, "--namespace="+ns, cnpgAPI, "database.cnpg.enabled=true",
 		"database.cnpg.imageName=ghcr.io/cloudnative-pg/postgresql:17", "database.cnpg.storage.storageClass=fast",
-		"database.cnpg.parameters.max_connections=200", "database.cnpg.pooler.parameters.max_client_conn=1000",
+		"database.cnpg.parameters.max_connections=400", "database.cnpg.pooler.parameters.max_client_conn=1000",
 		"database.cnpg.pooler.imageName=registry.example.com/pgbouncer:1.24")
 	createStrictly(t, c, objs["Cluster/codeport-db"], objs["Pooler/codeport-db-pooler"])
 	params, _, _ := unstructured.NestedStringMap(objs["Cluster/codeport-db"].Object, "spec", "postgresql", "parameters")
 	bouncer, _, _ := unstructured.NestedStringMap(objs["Pooler/codeport-db-pooler"].Object,
 		"spec", "pgbouncer", "parameters")
-	if params["max_connections"] != "200" || bouncer["max_client_conn"] != "1000" {
+	if params["max_connections"] != "400" || bouncer["max_client_conn"] != "1000" {
 		t.Errorf("parameters %v, PgBouncer parameters %v", params, bouncer)
 	}
 	containers, _, _ := unstructured.NestedSlice(objs["Pooler/codeport-db-pooler"].Object,

@@ -85,9 +85,15 @@ func (lw *logWatch) follow(ctx context.Context, p *corev1.Pod) {
 	if strings.HasPrefix(p.Name, "e2e-") {
 		return
 	}
-	// Only codeport's own lines are held to its rules; CloudNativePG's and the object store's are
-	// kept for reading.
-	ours := p.Labels["app.kubernetes.io/name"] == "codeport"
+	// codeport's own lines are held to its rules, and the Pooler's to its sizing; CloudNativePG's
+	// other lines and the object store's are kept for reading.
+	var check func(name, line string)
+	switch {
+	case p.Labels["app.kubernetes.io/name"] == "codeport":
+		check = lw.check
+	case p.Labels["cnpg.io/poolerName"] != "":
+		check = lw.checkPooler
+	}
 	for _, cs := range statuses {
 		if cs.State.Running == nil && cs.State.Terminated == nil {
 			continue
@@ -104,12 +110,12 @@ func (lw *logWatch) follow(ctx context.Context, p *corev1.Pod) {
 		lw.wg.Add(1)
 		go func() {
 			defer lw.wg.Done()
-			lw.read(ctx, p.Name, cs.Name, name, ours)
+			lw.read(ctx, p.Name, cs.Name, name, check)
 		}()
 	}
 }
 
-func (lw *logWatch) read(ctx context.Context, pod, container, name string, check bool) {
+func (lw *logWatch) read(ctx context.Context, pod, container, name string, check func(name, line string)) {
 	stream, err := lw.k.cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{
 		Container: container, Follow: true}).Stream(ctx)
 	if err != nil {
@@ -128,8 +134,8 @@ func (lw *logWatch) read(ctx context.Context, pod, container, name string, check
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintln(f, line)
-		if check {
-			lw.check(name, line)
+		if check != nil {
+			check(name, line)
 		}
 	}
 }
@@ -152,6 +158,15 @@ func (lw *logWatch) check(name, line string) {
 	}
 	if denied.MatchString(line) && !lw.uninstalling.Load() {
 		lw.flag("%s: a denied verb: %.300s", name, line)
+	}
+}
+
+// checkPooler flags a client of PgBouncer that waited for a server connection until PgBouncer gave
+// up on it (query_wait_timeout): the chart sizes the Pooler so that every session codeport's
+// pools may open has one, so a wait ends when the primary answers, never on a full pool.
+func (lw *logWatch) checkPooler(name, line string) {
+	if strings.Contains(line, "query_wait_timeout") && strings.Contains(line, "closing because") {
+		lw.flag("%s: a client waited for a server connection until PgBouncer gave up: %.300s", name, line)
 	}
 }
 

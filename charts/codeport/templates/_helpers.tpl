@@ -113,6 +113,29 @@ than ship an expression Prometheus refuses. prometheusRules.alertLabels are adde
 {{ .Values.database.cnpg.runtimeCredentials.existingSecret | default (printf "%s-runtime" (include "codeport.cnpgCluster" .)) }}
 {{- end -}}
 
+{{/* The database sessions codeport's processes may hold at once: each API pod's pool
+(api.databaseMaxConns; 0 is the serving default, store.DefaultMaxConns) and each operator pod's,
+for the most pods each Deployment runs: its replicas (autoscaling's maxReplicas) and the quarter,
+rounded up, that a rolling update adds. */}}
+{{- define "codeport.databaseSessions" -}}
+{{- $perAPI := int (.Values.api.databaseMaxConns | default 20) -}}
+{{- $sessions := 0 -}}
+{{- range $env := list "production" "sandbox" -}}
+{{- $api := index $.Values.api $env -}}
+{{- if $api.enabled -}}
+{{- $pods := int (ternary $api.autoscaling.maxReplicas $api.replicas $api.autoscaling.enabled) -}}
+{{- $sessions = add $sessions (mul (add $pods (div (add $pods 3) 4)) $perAPI) -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.operator -}}
+{{- if .enabled -}}
+{{- $pods := int .replicas -}}
+{{- $sessions = add $sessions (mul (add $pods (div (add $pods 3) 4)) .databaseMaxConns) -}}
+{{- end -}}
+{{- end -}}
+{{- $sessions -}}
+{{- end -}}
+
 {{/* The database the API and the operator use. With CloudNativePG: the runtime role (no DDL)
 through the Pooler, its credentials in PGUSER and PGPASSWORD, which the PostgreSQL driver reads
 when the URL names no user, so that no password is ever spelled into a URL. */}}
