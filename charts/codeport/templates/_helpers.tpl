@@ -113,24 +113,29 @@ than ship an expression Prometheus refuses. prometheusRules.alertLabels are adde
 {{ .Values.database.cnpg.runtimeCredentials.existingSecret | default (printf "%s-runtime" (include "codeport.cnpgCluster" .)) }}
 {{- end -}}
 
+{{/* The most pods a Deployment of . replicas runs: its replicas and the quarter, rounded up,
+that a rolling update adds (maxSurge 25%). */}}
+{{- define "codeport.rolloutPods" -}}
+{{- $replicas := int . -}}
+{{- add $replicas (div (add $replicas 3) 4) -}}
+{{- end -}}
+
 {{/* The database sessions codeport's processes may hold at once: each API pod's pool
 (api.databaseMaxConns; 0 is the serving default, store.DefaultMaxConns) and each operator pod's,
-for the most pods each Deployment runs: its replicas (autoscaling's maxReplicas) and the quarter,
-rounded up, that a rolling update adds. */}}
+for the most pods each Deployment runs (codeport.rolloutPods). */}}
 {{- define "codeport.databaseSessions" -}}
 {{- $perAPI := int (.Values.api.databaseMaxConns | default 20) -}}
 {{- $sessions := 0 -}}
 {{- range $env := list "production" "sandbox" -}}
 {{- $api := index $.Values.api $env -}}
 {{- if $api.enabled -}}
-{{- $pods := int (ternary $api.autoscaling.maxReplicas $api.replicas $api.autoscaling.enabled) -}}
-{{- $sessions = add $sessions (mul (add $pods (div (add $pods 3) 4)) $perAPI) -}}
+{{- $pods := include "codeport.rolloutPods" (ternary $api.autoscaling.maxReplicas $api.replicas $api.autoscaling.enabled) -}}
+{{- $sessions = add $sessions (mul $pods $perAPI) -}}
 {{- end -}}
 {{- end -}}
 {{- with .Values.operator -}}
 {{- if .enabled -}}
-{{- $pods := int .replicas -}}
-{{- $sessions = add $sessions (mul (add $pods (div (add $pods 3) 4)) .databaseMaxConns) -}}
+{{- $sessions = add $sessions (mul (include "codeport.rolloutPods" .replicas) .databaseMaxConns) -}}
 {{- end -}}
 {{- end -}}
 {{- $sessions -}}
