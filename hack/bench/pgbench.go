@@ -49,8 +49,9 @@ COMMIT;
 // transaction after its placement (placementScript's, same format arguments): the oldest
 // available job of the queue claimed with FOR UPDATE SKIP LOCKED as River fetches, one code of
 // the product claimed from the stock as store.ClaimStock claims it (oldest import first, FOR
-// UPDATE SKIP LOCKED) and recorded as delivered, the order completed as store.FinishOrders does,
-// and the job marked completed. A client that finds no job unclaimed writes nothing.
+// UPDATE SKIP LOCKED), taken out of the stock and recorded as delivered, the order completed as
+// store.FinishOrders does, and the job marked completed. A client that finds no job unclaimed
+// writes nothing.
 const fulfilmentScript = `BEGIN;
 WITH job AS (SELECT id, args->>'orderId' AS order_id FROM river_job
         WHERE state = 'available' AND queue = '%[3]s' AND scheduled_at <= now()
@@ -58,7 +59,7 @@ WITH job AS (SELECT id, args->>'orderId' AS order_id FROM river_job
 SELECT coalesce((SELECT id FROM job), 0) AS job_id, coalesce((SELECT order_id FROM job), '') AS job_order \gset
 \if :job_id > 0
 WITH stock AS (
-    UPDATE code_stock SET order_id = :job_order::uuid, delivered_at = now()
+    DELETE FROM code_stock
     WHERE id IN (SELECT id FROM code_stock WHERE product_code = '%[2]s' AND order_id IS NULL
                  ORDER BY imported_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
     RETURNING id, key_ref, ciphertext, digest)

@@ -78,10 +78,11 @@ func ReadCodes(r io.Reader, each func(code string) error) error {
 }
 
 // Import encrypts the codes read from r into the production stock of productCode, in batches
-// (each batch one statement, so a huge file never holds one long transaction). Codes
+// (each batch a short transaction of its own, so a huge file never holds one long one). Codes
 // already known are skipped and counted. progress, when set, is called after each batch.
 func Import(
-	ctx context.Context, q store.Querier, c *Cipher, productCode, batch string, r io.Reader, progress func(ImportResult),
+	ctx context.Context, db store.TxBeginner, c *Cipher, productCode, batch string, r io.Reader,
+	progress func(ImportResult),
 ) (ImportResult, error) {
 	if !productCodePattern.MatchString(productCode) {
 		return ImportResult{}, fmt.Errorf("product code %q must be 14 digits", productCode)
@@ -93,7 +94,7 @@ func Import(
 		if len(pending) == 0 {
 			return nil
 		}
-		inserted, err := store.InsertStock(ctx, q, pending)
+		inserted, err := store.InsertStock(ctx, db, pending)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,6 +135,14 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 	if err := river.AddWorkerSafely(workers, w); err != nil {
 		return nil, fmt.Errorf("register fulfilment worker: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &purgeStockWorker{db: db}); err != nil {
+		return nil, fmt.Errorf("register stock purge worker: %w", err)
+	}
+	periodic := cfg.PeriodicJobs
+	if len(cfg.Environments) > 0 {
+		// The purge is the same whichever environment's queue works it.
+		periodic = append(slices.Clip(periodic), purgeStockJob(QueueName(cfg.Environments[0])))
+	}
 	for _, register := range cfg.Register {
 		if err := register(workers); err != nil {
 			return nil, err
@@ -171,7 +180,7 @@ func StartWorkers(ctx context.Context, db *store.DB, f *Fulfiller, cfg WorkerCon
 		// poll bounds placement-to-completed latency (make bench, B4).
 		FetchPollInterval: 25 * time.Millisecond,
 		Logger:            slog.New(throttle),
-		PeriodicJobs:      cfg.PeriodicJobs,
+		PeriodicJobs:      periodic,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fulfilment workers: %w", err)

@@ -50,6 +50,11 @@ func TestAuditMoneyFindsEachBrokenRule(t *testing.T) {
 			(order_id, line_no, product_code, unit_price, quantity, currency, sku)
 			SELECT order_id, line_no, product_code, unit_price, quantity, currency, sku FROM order_lines`,
 			"archived lines or codes of an order online"},
+		{"delivered code back in stock", `WITH d AS (INSERT INTO delivered_codes
+			(order_id, line_no, unit_no, key_ref, ciphertext, digest)
+			SELECT id, 0, 0, 1, '\x00', sha256('x') FROM orders WHERE external_order_code = 'a' RETURNING digest)
+			INSERT INTO code_stock (product_code, ciphertext, digest) SELECT '10000000000001', '\x00', digest FROM d`,
+			"delivered code available in stock"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

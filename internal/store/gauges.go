@@ -44,8 +44,12 @@ func ReadGauges(ctx context.Context, q Querier) (Gauges, error) {
 	if err != nil {
 		return Gauges{}, fmt.Errorf("queue gauges: %w", err)
 	}
-	g.Stock, err = collect[StockGauge](ctx, q, `SELECT product_code, count(*) FILTER (WHERE order_id IS NULL)
-		FROM code_stock GROUP BY product_code`)
+	// A product whose every code has been delivered has no row left in code_stock; stock_products
+	// keeps it reported, at 0. code_stock holds the products older binaries imported.
+	g.Stock, err = collect[StockGauge](ctx, q, `SELECT p.product_code, count(s.product_code)
+		FROM (SELECT product_code FROM stock_products UNION SELECT product_code FROM code_stock) p
+		LEFT JOIN code_stock s ON s.product_code = p.product_code AND s.order_id IS NULL
+		GROUP BY p.product_code`)
 	if err != nil {
 		return Gauges{}, fmt.Errorf("stock gauges: %w", err)
 	}

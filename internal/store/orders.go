@@ -168,18 +168,35 @@ type LineRef struct {
 const claimStockSQL = `SELECT id FROM code_stock WHERE product_code = $1 AND order_id IS NULL
 	ORDER BY imported_at, id LIMIT $2 FOR UPDATE SKIP LOCKED`
 
-// deliverStockSQL assigns locked codes to order units ($1-$4: code, order, line, unit) and
-// records them as delivered, in one statement. Its input is arrays, which the planner takes for
-// a few rows whatever their length: each code is found by its key.
+// StockDeleteSchemaVersion is the migration after which a delivered code leaves code_stock
+// (00030): binaries built for an older schema refuse a duplicate import by code_stock alone, so
+// while one of them is registered in codeport_instances a delivery leaves the code's row in
+// code_stock, marked delivered, and the purge (PurgeDeliveredStock) waits.
+const StockDeleteSchemaVersion = 30
+
+// deliverStockSQL takes locked codes out of the stock for order units ($1-$4: code, order, line,
+// unit) and records them as delivered, in one statement: the stock row is deleted, or, while a
+// live process built for a schema below $6 is registered ($5: InstanceExpiry in seconds), marked
+// delivered; codeport_instances holds a row per process, so that check reads a page or two. Its
+// input is arrays, which the planner takes for a few rows whatever their length: each code is
+// found by its key.
 const deliverStockSQL = `
-WITH taken AS (
-    UPDATE code_stock s SET order_id = a.order_id, delivered_at = now()
+WITH wanted AS (
+    SELECT a.*, EXISTS (SELECT 1 FROM codeport_instances
+        WHERE last_seen > now() - make_interval(secs => $5) AND schema_version < $6) AS keep
     FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS a (id, order_id, line_no, unit_no)
-    WHERE s.id = a.id
+), deleted AS (
+    DELETE FROM code_stock s USING wanted a
+    WHERE s.id = a.id AND NOT a.keep
+    RETURNING a.order_id, a.line_no, a.unit_no, s.id, s.key_ref, s.ciphertext, s.digest, now() AS delivered_at
+), kept AS (
+    UPDATE code_stock s SET order_id = a.order_id, delivered_at = now()
+    FROM wanted a
+    WHERE s.id = a.id AND a.keep
     RETURNING a.order_id, a.line_no, a.unit_no, s.id, s.key_ref, s.ciphertext, s.digest, s.delivered_at
 )
 INSERT INTO delivered_codes (order_id, line_no, unit_no, stock_id, key_ref, ciphertext, digest, delivered_at)
-SELECT * FROM taken`
+SELECT * FROM deleted UNION ALL SELECT * FROM kept`
 
 // Pipeliner is a Querier that also sends several statements in one round trip: a pgx.Tx.
 type Pipeliner interface {
@@ -235,7 +252,7 @@ func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineR
 	}
 	batch = &pgx.Batch{}
 	if len(ids) > 0 {
-		batch.Queue(deliverStockSQL, ids, orders, lines, units)
+		batch.Queue(deliverStockSQL, ids, orders, lines, units, InstanceExpiry.Seconds(), StockDeleteSchemaVersion)
 	}
 	// Products that got nothing are read too: their stock is out, and a crossing that
 	// deliveries committed together missed is seen here.
@@ -306,9 +323,37 @@ func StockCount(ctx context.Context, q Querier, productCode string) (int64, erro
 	return n, nil
 }
 
-// InsertStock adds encrypted codes to the stock in one statement; codes whose digest is already
-// known (in stock or delivered) are skipped and not counted.
-func InsertStock(ctx context.Context, q Querier, rows []CodeStock) (inserted int64, err error) {
+// insertStockSQL adds codes to the stock, skipping those whose digest it holds already, and
+// returns the ids and digests of those it added; $7 are their products, recorded in
+// stock_products.
+const insertStockSQL = `
+WITH products AS (
+    INSERT INTO stock_products (product_code) SELECT DISTINCT unnest($7::text[]) ON CONFLICT DO NOTHING
+)
+INSERT INTO code_stock (product_code, key_ref, ciphertext, digest, batch, imported_at)
+SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[])
+ON CONFLICT (digest) DO NOTHING
+RETURNING id`
+
+// dropDeliveredSQL deletes, of the stock rows $1 just added, those whose code was delivered
+// already: online, archived, or archived and then deleted from the archive (its digest retired).
+const dropDeliveredSQL = `DELETE FROM code_stock s WHERE s.id = ANY($1) AND (
+    EXISTS (SELECT 1 FROM delivered_codes d WHERE d.digest = s.digest)
+    OR EXISTS (SELECT 1 FROM delivered_codes_archive d WHERE d.digest = s.digest)
+    OR EXISTS (SELECT 1 FROM retired_code_digests r WHERE r.digest = s.digest))`
+
+// InsertStock adds encrypted codes to the stock in one transaction of db's (a savepoint when db
+// is a transaction); codes whose digest is already known (in stock or delivered) are skipped and
+// not counted.
+//
+// A delivered code is no longer in code_stock (StockDeleteSchemaVersion), so the insert alone
+// would take it back. The check against the delivered codes is a second statement, with a
+// snapshot taken after the insert: an insert that met the stock row of a code being delivered
+// waited on the unique digest until that delivery committed or rolled back, so a delivery it
+// did not conflict with is visible to the check. One statement would check with a snapshot
+// taken before that wait and miss it. Codes added and found delivered are deleted in the same
+// transaction, so no fulfilment ever sees them.
+func InsertStock(ctx context.Context, db TxBeginner, rows []CodeStock) (inserted int64, err error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -321,11 +366,21 @@ func InsertStock(ctx context.Context, q Querier, rows []CodeStock) (inserted int
 			r.ImportedAt
 		keys[i] = int16(r.KeyRef)
 	}
-	tag, err := q.Exec(ctx, `INSERT INTO code_stock (product_code, key_ref, ciphertext, digest, batch, imported_at)
-		SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[])
-		ON CONFLICT (digest) DO NOTHING`, products, keys, ciphertexts, digests, batches, at)
+	err = BeginFunc(ctx, db, func(tx Tx) error {
+		added, err := tx.Query(ctx, insertStockSQL, products, keys, ciphertexts, digests, batches, at, products)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(added, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, dropDeliveredSQL, ids)
+		inserted = int64(len(ids)) - tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("insert stock: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return inserted, nil
 }

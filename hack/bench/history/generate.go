@@ -189,8 +189,10 @@ type worker struct {
 
 // batch is the rows of one COPY transaction.
 type batch struct {
-	orders, lines, entries, stock, delivered, jobs [][]any
-	balances                                       map[*wallet]bool
+	orders, lines, entries, delivered, jobs [][]any
+	// stockIDs counts the codes delivered, whose stock ids write draws.
+	stockIDs int
+	balances map[*wallet]bool
 }
 
 func (g *worker) run(ctx context.Context) (Result, error) {
@@ -320,8 +322,8 @@ func (g *worker) order(b *batch, i int, at time.Time, inFlight bool) error {
 	return nil
 }
 
-// code adds a unit's code: a stock row imported a while before, delivered to the unit, and its
-// delivered_codes row, sealed as `codes import` seals it.
+// code adds a unit's code: its delivered_codes row, sealed as `codes import` seals it, with the
+// id of the stock row it was delivered from, which the delivery deleted.
 func (g *worker) code(b *batch, o *store.Order, l store.OrderLine, unit int, at time.Time) error {
 	plain := fmt.Sprintf("%s-%s-%d-%d", g.cfg.Prefix, o.ID, l.LineNo, unit)
 	ciphertext, digest, err := g.cfg.Cipher.Seal(plain)
@@ -329,10 +331,8 @@ func (g *worker) code(b *batch, o *store.Order, l store.OrderLine, unit int, at 
 		return fmt.Errorf("history: seal: %w", err)
 	}
 	key := int16(g.cfg.Cipher.Key())
-	imported := at.Add(-time.Duration(1+g.rnd.IntN(30*24)) * time.Hour)
-	slot := len(b.stock)
-	b.stock = append(b.stock, []any{nil, l.ProductCode, key, ciphertext, digest,
-		fmt.Sprintf("%s-%s", g.cfg.Prefix, imported.Format("2006-01")), imported, pgID(o.ID), at})
+	slot := b.stockIDs
+	b.stockIDs++
 	b.delivered = append(b.delivered, []any{pgID(o.ID), int32(l.LineNo), int32(unit), slot, key, ciphertext, digest, at})
 	return nil
 }
@@ -381,32 +381,28 @@ var (
 	lineColumns  = []string{"order_id", "line_no", "product_code", "unit_price", "quantity", "currency", "sku"}
 	entryColumns = []string{"account_id", "currency", "kind", "reference", "amount", "balance_after", "note",
 		"created_at"}
-	stockColumns = []string{"id", "product_code", "key_ref", "ciphertext", "digest", "batch", "imported_at",
-		"order_id", "delivered_at"}
 	deliveredColumns = []string{"order_id", "line_no", "unit_no", "stock_id", "key_ref", "ciphertext", "digest",
 		"delivered_at"}
 	jobColumns = []string{"kind", "queue", "args", "max_attempts", "created_at"}
 )
 
-// write commits a batch: the stock ids are drawn from code_stock's sequence in the transaction,
-// then every table is copied and the balances set to where the batch's entries leave them.
+// write commits a batch: the stock ids of its codes are drawn from code_stock's sequence in the
+// transaction, then every table is copied and the balances set to where the batch's entries
+// leave them.
 func (g *worker) write(ctx context.Context, b *batch) (Result, error) {
 	res := Result{Orders: int64(len(b.orders)), Lines: int64(len(b.lines)), Entries: int64(len(b.entries)),
 		Codes: int64(len(b.delivered))}
 	err := pgx.BeginFunc(ctx, g.pool, func(tx pgx.Tx) error {
-		if len(b.stock) > 0 {
+		if b.stockIDs > 0 {
 			// nextval per row through generate_series keeps the sequence the owner of the ids,
 			// whoever else draws from it meanwhile.
-			rows, err := tx.Query(ctx, `SELECT nextval('code_stock_id_seq') FROM generate_series(1, $1)`, len(b.stock))
+			rows, err := tx.Query(ctx, `SELECT nextval('code_stock_id_seq') FROM generate_series(1, $1)`, b.stockIDs)
 			if err != nil {
 				return fmt.Errorf("history: stock ids: %w", err)
 			}
 			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 			if err != nil {
 				return fmt.Errorf("history: stock ids: %w", err)
-			}
-			for i := range b.stock {
-				b.stock[i][0] = ids[i]
 			}
 			for i := range b.delivered {
 				b.delivered[i][3] = ids[b.delivered[i][3].(int)]
@@ -418,7 +414,7 @@ func (g *worker) write(ctx context.Context, b *batch) (Result, error) {
 			rows    [][]any
 		}{
 			{"orders", orderColumns, b.orders}, {"order_lines", lineColumns, b.lines},
-			{"wallet_entries", entryColumns, b.entries}, {"code_stock", stockColumns, b.stock},
+			{"wallet_entries", entryColumns, b.entries},
 			{"delivered_codes", deliveredColumns, b.delivered}, {"river_job", jobColumns, b.jobs},
 		} {
 			if len(c.rows) == 0 {

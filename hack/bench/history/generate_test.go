@@ -94,8 +94,15 @@ func TestVerifyFindsBrokenMoney(t *testing.T) {
 		{"in flight without its job", `DELETE FROM river_job
 			WHERE id = (SELECT id FROM river_job WHERE kind = 'codeport.fulfil_order' LIMIT 1)`,
 			"1 processing orders without their fulfilment job"},
-		{"stock row of another order", `UPDATE code_stock SET order_id = (SELECT id FROM orders
-			WHERE status = 'failed' LIMIT 1) WHERE id = (SELECT min(stock_id) FROM delivered_codes)`,
+		{"delivered code back in stock", `INSERT INTO code_stock (product_code, key_ref, ciphertext, digest)
+			SELECT l.product_code, d.key_ref, d.ciphertext, d.digest
+			FROM delivered_codes d JOIN order_lines l USING (order_id, line_no) LIMIT 1`,
+			"1 delivered codes still available in stock"},
+		{"stock row of another order", `INSERT INTO code_stock (id, product_code, key_ref, ciphertext, digest,
+				order_id, delivered_at)
+			SELECT d.stock_id, l.product_code, d.key_ref, d.ciphertext, d.digest,
+				(SELECT id FROM orders WHERE status = 'failed' LIMIT 1), d.delivered_at
+			FROM delivered_codes d JOIN order_lines l USING (order_id, line_no) LIMIT 1`,
 			"1 stock codes delivered twice or not as recorded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,12 +256,12 @@ func checkPayloadHashes(t *testing.T, db *store.DB) {
 }
 
 // checkCodes opens a sample of delivered codes with the keyring: each is the code the
-// generator sealed for its unit, and its stock row holds the same ciphertext.
+// generator sealed for its unit, and its stock row is gone, as a delivery leaves it.
 func checkCodes(t *testing.T, db *store.DB, cipher *codes.Cipher) {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), `SELECT d.order_id, d.line_no, d.unit_no, d.key_ref,
-			d.ciphertext, d.digest, s.ciphertext = d.ciphertext AND s.order_id = d.order_id
-		FROM delivered_codes d JOIN code_stock s ON s.id = d.stock_id
+			d.ciphertext, d.digest, d.stock_id IS NOT NULL AND s.id IS NULL
+		FROM delivered_codes d LEFT JOIN code_stock s ON s.id = d.stock_id
 		WHERE d.order_id IN (SELECT id FROM orders TABLESAMPLE BERNOULLI (1))`)
 	if err != nil {
 		t.Fatal(err)
@@ -263,13 +270,13 @@ func checkCodes(t *testing.T, db *store.DB, cipher *codes.Cipher) {
 	var line, unit int
 	var key store.KeyRef
 	var ciphertext, digest []byte
-	var sameStock bool
+	var stockGone bool
 	opened := 0
-	_, err = pgx.ForEachRow(rows, []any{&order, &line, &unit, &key, &ciphertext, &digest, &sameStock}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&order, &line, &unit, &key, &ciphertext, &digest, &stockGone}, func() error {
 		code, err := cipher.Open(key, ciphertext, digest)
-		if want := fmt.Sprintf("h-%s-%d-%d", order, line, unit); err != nil || code != want || !sameStock {
-			t.Errorf("code of %s/%d/%d: %q, %v, from its stock row %t; want %q", order, line, unit, code, err,
-				sameStock, want)
+		if want := fmt.Sprintf("h-%s-%d-%d", order, line, unit); err != nil || code != want || !stockGone {
+			t.Errorf("code of %s/%d/%d: %q, %v, stock row gone %t; want %q", order, line, unit, code, err,
+				stockGone, want)
 		}
 		opened++
 		return nil

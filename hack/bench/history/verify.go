@@ -44,8 +44,11 @@ var verifySQL = []struct{ rule, sql string }{
 		SELECT count(*) FROM orders o WHERE o.status = 'processing' AND NOT EXISTS (
 			SELECT 1 FROM river_job j WHERE j.kind = 'codeport.fulfil_order' AND j.args->>'orderId' = o.id::text)`},
 	{"stock codes delivered twice or not as recorded", `
-		SELECT count(*) FROM delivered_codes d LEFT JOIN code_stock s ON s.id = d.stock_id
-		WHERE d.stock_id IS NOT NULL AND (s.order_id IS DISTINCT FROM d.order_id OR s.digest <> d.digest)`},
+		SELECT count(*) FROM delivered_codes d JOIN code_stock s ON s.id = d.stock_id
+		WHERE s.order_id IS DISTINCT FROM d.order_id OR s.digest <> d.digest`},
+	{"delivered codes still available in stock", `
+		SELECT count(*) FROM code_stock s WHERE s.order_id IS NULL
+		AND EXISTS (SELECT 1 FROM delivered_codes d WHERE d.digest = s.digest)`},
 }
 
 // Verify checks the rules of the money audit over the whole database in aggregate, in one

@@ -37,14 +37,14 @@ func Key(t testing.TB) string {
 
 // Stock imports n codes of product, named prefix-0 to prefix-(n-1), as one batch, and fails
 // the test unless all n are new.
-func Stock(t testing.TB, q store.Querier, c *codes.Cipher, product, prefix string, n int) {
+func Stock(t testing.TB, db store.TxBeginner, c *codes.Cipher, product, prefix string, n int) {
 	t.Helper()
 	var in strings.Builder
 	in.WriteString("code\n")
 	for i := range n {
 		fmt.Fprintf(&in, "%s-%d\n", prefix, i)
 	}
-	res, err := codes.Import(context.Background(), q, c, product, prefix, strings.NewReader(in.String()), nil)
+	res, err := codes.Import(context.Background(), db, c, product, prefix, strings.NewReader(in.String()), nil)
 	if err != nil || res.Imported != int64(n) {
 		t.Fatalf("import %d codes of %s: %+v, %v", n, product, res, err)
 	}

@@ -119,16 +119,20 @@ var auditChecksSQL = []struct{ kind, sql string }{
 		FROM ` + allCodes + ` c WHERE stock_id IS NOT NULL GROUP BY stock_id HAVING count(*) > 1`},
 	{"code delivered twice", `SELECT encode(digest, 'hex') || ' in ' || count(*) || ' deliveries'
 		FROM ` + allCodes + ` c GROUP BY digest HAVING count(*) > 1`},
+	// A delivered code leaves the stock (store.ClaimStock), and an import refuses it.
+	{"delivered code available in stock", `SELECT 'stock row ' || s.id || ': ' || encode(s.digest, 'hex')
+		FROM code_stock s WHERE s.order_id IS NULL AND (EXISTS (SELECT 1 FROM ` + allCodes + ` c
+		WHERE c.digest = s.digest) OR EXISTS (SELECT 1 FROM retired_code_digests r WHERE r.digest = s.digest))`},
 }
 
 // AuditMoney reads the database in one repeatable-read snapshot and checks that each order was
 // debited exactly what it records (once, or not at all when wallet ordering was off), refunded
 // exactly the value it did not deliver (in at most one entry), carries the status its codes
 // give it, and delivered no code twice; that no debit or refund lacks its order; that no stock
-// code went out twice; that every balance equals the sum of its ledger, online (carried entries
-// standing for archived ones) and with the archive, and that the online ledger chains; that
-// every counted daily spend total is the sum of its day's orders; and that an archived order's
-// rows are all in the archive. An order still
+// code went out twice, and none delivered is available again; that every balance equals the
+// sum of its ledger, online (carried entries standing for archived ones) and with the archive,
+// and that the online ledger chains; that every counted daily spend total is the sum of its
+// day's orders; and that an archived order's rows are all in the archive. An order still
 // processing is reported as it stands: wait until none is before auditing.
 func AuditMoney(ctx context.Context, db TxBeginner) (*Audit, error) {
 	q, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
