@@ -62,8 +62,9 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	replicas := []*replica{u.startServe(ctx, "api-a"), u.startServe(ctx, "api-b")}
 	operator := u.startOperator(ctx, replicas[0].base)
 	partners := u.onboard(ctx, 0, 1, 2, 3)
+	stockFile := u.stockFile(stock)
 	t.Logf("%s", u.run(ctx, u.oldBinary, "codes", "import", "--product", product, "--database-url", u.dbURL,
-		"--codes-key", codesKey, u.stockFile(stock)))
+		"--codes-key", codesKey, stockFile))
 	t.Logf("previous release up on schema %d with %d partners after %s", oldSchema, len(partners),
 		time.Since(began).Round(time.Second))
 
@@ -119,6 +120,10 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	// Every process now runs this tree and registers itself; migrate status says so.
 	status := u.waitStatus(ctx, regexp.MustCompile(`all 3 running binaries are compatible with the schema`))
 	step("migrate status: %s", lastLine(status))
+	var allNew time.Time
+	if err := u.db.Pool.QueryRow(ctx, `SELECT now()`).Scan(&allNew); err != nil {
+		t.Fatal(err)
+	}
 	l.runFor(ctx, t, 5*time.Second)
 	l.stop()
 	<-loadDone
@@ -127,6 +132,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	f := &findings{}
 	l.check(f)
 	u.checkDatabase(ctx, l, f)
+	u.checkStockLeaves(ctx, allNew, stockFile, f)
 	for _, s := range steps {
 		t.Log(s)
 	}
@@ -718,6 +724,49 @@ func (u *upgrade) checkDatabase(ctx context.Context, l *load, f *findings) {
 	}
 	u.checkLedger(ctx, *l.partners.Load(), f)
 	u.checkDailySpend(ctx, f)
+}
+
+// checkStockLeaves asserts that the codes the previous release delivered kept their stock rows
+// (it refuses a duplicate import by them) until no process of it ran, that codes delivered after
+// that left the stock, that the purge then takes out the rows left, and that an import of the
+// first stock file again adds nothing: every code of it is delivered or in stock.
+func (u *upgrade) checkStockLeaves(ctx context.Context, allNew time.Time, stockFile string, f *findings) {
+	q := u.db.Pool
+	var kept, after, afterKept int64
+	if err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM code_stock WHERE order_id IS NOT NULL),
+			(SELECT count(*) FROM delivered_codes WHERE delivered_at > $1),
+			(SELECT count(*) FROM delivered_codes d JOIN code_stock s ON s.id = d.stock_id WHERE d.delivered_at > $1)`,
+		allNew).Scan(&kept, &after, &afterKept); err != nil {
+		u.t.Fatalf("read the stock: %v", err)
+	}
+	if kept == 0 || after == 0 || afterKept > 0 {
+		f.add("delivered codes did not leave the stock once only this tree ran", "%d stock rows marked delivered "+
+			"(want some: the previous release's); %d codes delivered after it stopped, %d of them still in stock "+
+			"(want some, none)", kept, after, afterKept)
+	}
+	for {
+		n, err := store.PurgeDeliveredStock(ctx, q, 1000)
+		if err != nil {
+			u.t.Fatal(err)
+		}
+		if n < 1000 {
+			break
+		}
+	}
+	var left, available int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE order_id IS NOT NULL),
+		count(*) FILTER (WHERE order_id IS NULL) FROM code_stock`).Scan(&left, &available); err != nil {
+		u.t.Fatalf("read the stock: %v", err)
+	}
+	if left > 0 {
+		f.add("purge left delivered codes in the stock", "%d rows", left)
+	}
+	out := u.run(ctx, u.newBinary, "codes", "import", "--product", product, "--database-url", u.dbURL,
+		"--codes-key", codesKey, stockFile)
+	if want := fmt.Sprintf("imported 0 codes for %s (%d duplicates skipped); %d in stock", product, stock,
+		available); !strings.Contains(out, want) {
+		f.add("import took back a delivered code", "%q, want %q", strings.TrimSpace(out), want)
+	}
 }
 
 // checkDailySpend asserts that every daily spend total this tree recounted equals its day's
