@@ -323,12 +323,11 @@ func StockCount(ctx context.Context, q Querier, productCode string) (int64, erro
 	return n, nil
 }
 
-// insertStockSQL adds codes to the stock, skipping those whose digest it holds already, and
-// returns the ids and digests of those it added; $7 are their products, recorded in
-// stock_products.
+// insertStockSQL adds codes to the stock, skipping those whose digest it holds already, records
+// their products in stock_products, and returns the ids of the codes it added.
 const insertStockSQL = `
 WITH products AS (
-    INSERT INTO stock_products (product_code) SELECT DISTINCT unnest($7::text[]) ON CONFLICT DO NOTHING
+    INSERT INTO stock_products (product_code) SELECT DISTINCT unnest($1::text[]) ON CONFLICT DO NOTHING
 )
 INSERT INTO code_stock (product_code, key_ref, ciphertext, digest, batch, imported_at)
 SELECT * FROM unnest($1::text[], $2::smallint[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[])
@@ -367,7 +366,7 @@ func InsertStock(ctx context.Context, db TxBeginner, rows []CodeStock) (inserted
 		keys[i] = int16(r.KeyRef)
 	}
 	err = BeginFunc(ctx, db, func(tx Tx) error {
-		added, err := tx.Query(ctx, insertStockSQL, products, keys, ciphertexts, digests, batches, at, products)
+		added, err := tx.Query(ctx, insertStockSQL, products, keys, ciphertexts, digests, batches, at)
 		if err != nil {
 			return err
 		}
