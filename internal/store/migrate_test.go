@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/codeport/codeport/internal/store"
@@ -257,22 +258,9 @@ func TestMigrationsGiveUpWaitingForABusyOrdersTable(t *testing.T) {
 		t.Run(tc.held, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			db, m := openEmpty(t)
-			if _, err := m.Up(ctx); err != nil {
-				t.Fatalf("up: %v", err)
-			}
-			if _, err := m.DownTo(ctx, tc.step-1); err != nil {
-				t.Fatalf("down to %d: %v", tc.step-1, err)
-			}
-			holder, err := db.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
-			if _, err := holder.Exec(ctx, "LOCK TABLE orders IN "+tc.held+" MODE"); err != nil {
-				t.Fatal(err)
-			}
-			_, err = m.Up(ctx)
+			db, m := openBefore(ctx, t, tc.step)
+			holder := beginLocked(ctx, t, db, "LOCK TABLE orders IN "+tc.held+" MODE")
+			_, err := m.Up(ctx)
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 				t.Fatalf("up while orders is held in %s mode: %v; want lock_timeout's 55P03 lock_not_available",
@@ -289,4 +277,61 @@ func TestMigrationsGiveUpWaitingForABusyOrdersTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStockMigrationTakesLocksInADeliverysOrder: a delivery of the previous release holds
+// code_stock (its claim) when it writes delivered_codes. Step 30, which drops the key between
+// them, must wait for code_stock before it takes delivered_codes; taking them the other way round
+// deadlocks with that delivery, and one of the two fails.
+func TestStockMigrationTakesLocksInADeliverysOrder(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	db, m := openBefore(ctx, t, store.StockDeleteSchemaVersion)
+	delivery := beginLocked(ctx, t, db, "LOCK TABLE code_stock IN ROW EXCLUSIVE MODE")
+
+	migrated := make(chan error, 1)
+	go func() {
+		_, err := m.Up(ctx)
+		migrated <- err
+	}()
+	waitForLockWait(t, db)
+
+	if _, err := delivery.Exec(ctx, "LOCK TABLE delivered_codes IN ROW EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("the delivery writing delivered_codes while step %d waits: %v",
+			store.StockDeleteSchemaVersion, err)
+	}
+	if err := delivery.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("up once the delivery committed: %v", err)
+	}
+}
+
+// openBefore opens a new database whose schema stops just before the given step.
+func openBefore(ctx context.Context, t *testing.T, step int64) (*store.DB, *store.Migrator) {
+	t.Helper()
+	db, m := openEmpty(t)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if _, err := m.DownTo(ctx, step-1); err != nil {
+		t.Fatalf("down to %d: %v", step-1, err)
+	}
+	return db, m
+}
+
+// beginLocked begins a transaction on db that takes a lock, rolled back at the test's end if
+// the test has not ended it.
+func beginLocked(ctx context.Context, t *testing.T, db *store.DB, lock string) pgx.Tx {
+	t.Helper()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, lock); err != nil {
+		t.Fatalf("%s: %v", lock, err)
+	}
+	return tx
 }

@@ -43,13 +43,18 @@ $$;
 CREATE OR REPLACE TRIGGER delivered_codes_archive_retire AFTER DELETE ON delivered_codes_archive
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION delivered_codes_archive_retire();
 
--- A stock row no longer outlives its delivery. lock_timeout bounds the wait for delivered_codes'
--- lock in a transaction of the statement's own, as in migration 00027.
+-- A stock row no longer outlives its delivery. Dropping the key takes the strongest lock of both
+-- tables, and a delivery locks code_stock before delivered_codes: the step takes them in that
+-- order too, or it holds delivered_codes while a delivery holding code_stock waits for it, a
+-- deadlock. lock_timeout bounds the wait in a transaction of the step's own, as in 00027.
 -- +goose StatementBegin
 DO $$
 BEGIN
     SET LOCAL lock_timeout = '5s';
-    ALTER TABLE delivered_codes DROP CONSTRAINT IF EXISTS delivered_codes_stock_id_fkey;
+    IF EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'delivered_codes_stock_id_fkey') THEN
+        LOCK TABLE code_stock, delivered_codes IN ACCESS EXCLUSIVE MODE;
+        ALTER TABLE delivered_codes DROP CONSTRAINT delivered_codes_stock_id_fkey;
+    END IF;
 END;
 $$;
 -- +goose StatementEnd
@@ -79,12 +84,16 @@ DO $$
 BEGIN
     SET LOCAL lock_timeout = '5s';
     IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = 'delivered_codes_stock_id_fkey') THEN
+        -- In a delivery's order, as in the up step.
+        LOCK TABLE code_stock, delivered_codes IN SHARE ROW EXCLUSIVE MODE;
         ALTER TABLE delivered_codes ADD CONSTRAINT delivered_codes_stock_id_fkey
-            FOREIGN KEY (stock_id) REFERENCES code_stock (id);
+            FOREIGN KEY (stock_id) REFERENCES code_stock (id) NOT VALID;
     END IF;
 END;
 $$;
 -- +goose StatementEnd
+-- Checking the rows takes a lock that lets deliveries go on, not the one above.
+ALTER TABLE delivered_codes VALIDATE CONSTRAINT delivered_codes_stock_id_fkey;
 DROP TRIGGER IF EXISTS delivered_codes_archive_retire ON delivered_codes_archive;
 DROP FUNCTION IF EXISTS delivered_codes_archive_retire();
 DROP TABLE IF EXISTS retired_code_digests;
