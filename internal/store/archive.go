@@ -59,9 +59,7 @@ func (a *Archived) Add(b Archived) {
 // OlderInstancesRunning counts the live codeport processes built for a schema below version.
 func OlderInstancesRunning(ctx context.Context, q Querier, version int64) (int, error) {
 	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM codeport_instances
-		WHERE last_seen > now() - make_interval(secs => $1) AND schema_version < $2`,
-		InstanceExpiry.Seconds(), version).Scan(&n)
+	err := q.QueryRow(ctx, `SELECT count(*) FROM `+olderInstancesSQL, InstanceExpiry.Seconds(), version).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count older running binaries: %w", err)
 	}

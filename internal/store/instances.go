@@ -29,6 +29,12 @@ type Instance struct {
 	LastSeen      time.Time
 }
 
+// olderInstancesSQL is the rows of live processes built for a schema below $2, $1 being
+// InstanceExpiry in seconds: binaries that do not know what that schema changed. Every statement
+// that asks it puts those two parameters first.
+const olderInstancesSQL = `codeport_instances
+    WHERE last_seen > now() - make_interval(secs => $1) AND schema_version < $2`
+
 const liveInstancesSQL = `SELECT instance_id, component, version, schema_version, host, started_at, last_seen
 FROM codeport_instances WHERE last_seen > now() - make_interval(secs => $1)
 ORDER BY component, started_at, instance_id`

@@ -174,17 +174,16 @@ const claimStockSQL = `SELECT id FROM code_stock WHERE product_code = $1 AND ord
 // code_stock, marked delivered, and the purge (PurgeDeliveredStock) waits.
 const StockDeleteSchemaVersion = 30
 
-// deliverStockSQL takes locked codes out of the stock for order units ($1-$4: code, order, line,
+// deliverStockSQL takes locked codes out of the stock for order units ($3-$6: code, order, line,
 // unit) and records them as delivered, in one statement: the stock row is deleted, or, while a
-// live process built for a schema below $6 is registered ($5: InstanceExpiry in seconds), marked
-// delivered; codeport_instances holds a row per process, so that check reads a page or two. Its
-// input is arrays, which the planner takes for a few rows whatever their length: each code is
-// found by its key.
+// live process built for a schema below $2 is registered (olderInstancesSQL), marked delivered;
+// codeport_instances holds a row per process, so that check reads a page or two. Its input is
+// arrays, which the planner takes for a few rows whatever their length: each code is found by
+// its key.
 const deliverStockSQL = `
 WITH wanted AS (
-    SELECT a.*, EXISTS (SELECT 1 FROM codeport_instances
-        WHERE last_seen > now() - make_interval(secs => $5) AND schema_version < $6) AS keep
-    FROM unnest($1::bigint[], $2::uuid[], $3::int[], $4::int[]) AS a (id, order_id, line_no, unit_no)
+    SELECT a.*, EXISTS (SELECT 1 FROM ` + olderInstancesSQL + `) AS keep
+    FROM unnest($3::bigint[], $4::uuid[], $5::int[], $6::int[]) AS a (id, order_id, line_no, unit_no)
 ), deleted AS (
     DELETE FROM code_stock s USING wanted a
     WHERE s.id = a.id AND NOT a.keep
@@ -252,7 +251,7 @@ func ClaimStock(ctx context.Context, tx Pipeliner, wants []StockWant) (map[LineR
 	}
 	batch = &pgx.Batch{}
 	if len(ids) > 0 {
-		batch.Queue(deliverStockSQL, ids, orders, lines, units, InstanceExpiry.Seconds(), StockDeleteSchemaVersion)
+		batch.Queue(deliverStockSQL, InstanceExpiry.Seconds(), StockDeleteSchemaVersion, ids, orders, lines, units)
 	}
 	// Products that got nothing are read too: their stock is out, and a crossing that
 	// deliveries committed together missed is seen here.

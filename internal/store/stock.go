@@ -184,16 +184,15 @@ func ReadCatalogStock(ctx context.Context, q Querier, namespace, name string, lo
 	return s, nil
 }
 
-// purgeDeliveredStockSQL deletes up to $1 stock rows of delivered codes, lowest id first,
-// through code_stock_delivered_idx, unless a live process built for a schema below $3 is
-// registered ($2: InstanceExpiry in seconds), and records their products in stock_products.
-// Rows another transaction holds are skipped.
+// purgeDeliveredStockSQL deletes up to $3 stock rows of delivered codes, lowest id first,
+// through code_stock_delivered_idx, unless a live process built for a schema below $2 is
+// registered (olderInstancesSQL), and records their products in stock_products. Rows another
+// transaction holds are skipped.
 const purgeDeliveredStockSQL = `
 WITH gone AS (
     DELETE FROM code_stock WHERE id IN (
-        SELECT id FROM code_stock WHERE order_id IS NOT NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-    AND NOT EXISTS (SELECT 1 FROM codeport_instances
-        WHERE last_seen > now() - make_interval(secs => $2) AND schema_version < $3)
+        SELECT id FROM code_stock WHERE order_id IS NOT NULL ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+    AND NOT EXISTS (SELECT 1 FROM ` + olderInstancesSQL + `)
     RETURNING product_code
 ), products AS (
     INSERT INTO stock_products (product_code) SELECT DISTINCT product_code FROM gone ON CONFLICT DO NOTHING
@@ -206,7 +205,7 @@ SELECT count(*) FROM gone`
 // these rows. Each code's delivered_codes row, which stays, is its record.
 func PurgeDeliveredStock(ctx context.Context, q Querier, limit int) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, purgeDeliveredStockSQL, limit, InstanceExpiry.Seconds(), StockDeleteSchemaVersion).Scan(&n)
+	err := q.QueryRow(ctx, purgeDeliveredStockSQL, InstanceExpiry.Seconds(), StockDeleteSchemaVersion, limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("purge delivered codes from the stock: %w", err)
 	}
